@@ -1,0 +1,1 @@
+"""WTHOR reading and writing, dataset building, and the Lightning DataModule."""

@@ -1,0 +1,124 @@
+"""Build the (state, expert move) dataset from the FFO's WTHOR database.
+
+    python data_tools/wthor.py --out data/wthor              # ../shared/data/wthor if present
+    python data_tools/wthor.py --wthor-dir DIR --out OUT --years 1977-2016
+    python data_tools/wthor.py --download --wthor-dir DIR --out OUT
+
+Exit status 0 on success (skipped games are reported, not fatal), 2 on bad
+input (the message names the file); OUT is left untouched on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.request
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from data_tools.dataset import REFERENCE_SPLIT, build, parse_years, write  # noqa: E402
+from data_tools.wtb import WthorFormatError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_WTHOR = REPO.parent / "shared" / "data" / "wthor"
+DOWNLOAD_URL = "https://www.ffothello.org/wthor/base_zip/WTH_{year}.ZIP"
+
+
+def default_wthor_dir() -> Path | None:
+    for candidate in (Path.cwd().parent / "shared" / "data" / "wthor", SHARED_WTHOR):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def download(wthor_dir: Path, years: set[int], log=print) -> None:
+    """Fetch ``WTH_YYYY.wtb`` files from the FFO's site (zipped, one a year)."""
+    wthor_dir.mkdir(parents=True, exist_ok=True)
+    for year in sorted(years):
+        target = wthor_dir / f"WTH_{year}.wtb"
+        if target.exists():
+            continue
+        url = DOWNLOAD_URL.format(year=year)
+        log(f"downloading {url}")
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            archive = zipfile.ZipFile(BytesIO(resp.read()))
+        member = next((m for m in archive.namelist() if m.lower().endswith(".wtb")), None)
+        if member is None:
+            raise WthorFormatError(f"{url}: the archive holds no .wtb file")
+        tmp = target.with_suffix(".wtb.part")
+        tmp.write_bytes(archive.read(member))
+        tmp.replace(target)
+
+
+def format_table(summary: dict) -> str:
+    rows = [("year", "games", "positions", "skipped")]
+    for year, v in summary["years"].items():
+        rows.append((year, f"{v['games']:,}", f"{v['positions']:,}", str(v["skipped_games"])))
+    for name, (lo, hi) in REFERENCE_SPLIT.items():
+        sel = [v for y, v in summary["years"].items() if lo <= int(y) <= hi]
+        if sel:
+            label = f"{name} {lo}-{hi}" if lo != hi else f"{name} {lo}"
+            rows.append((label, f"{sum(v['games'] for v in sel):,}", f"{sum(v['positions'] for v in sel):,}",
+                         str(sum(v["skipped_games"] for v in sel))))
+    t = summary["total"]
+    rows.append(("total", f"{t['games']:,}", f"{t['positions']:,}", str(t["skipped_games"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.insert(len(lines) - 1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wthor-dir", type=Path, default=None,
+                        help="folder of WTH_YYYY.wtb files (+ WTHOR.JOU, WTHOR.TRN for names); "
+                             "default: ../shared/data/wthor when it exists")
+    parser.add_argument("--out", type=Path, default=REPO / "data" / "wthor",
+                        help="dataset folder to write (replaced atomically); default: data/wthor in the repository")
+    parser.add_argument("--years", default=None,
+                        help="years to include, e.g. 1977-2016 or 2015,2016; default: every file found")
+    parser.add_argument("--download", action="store_true",
+                        help="first fetch missing WTH_YYYY.wtb files from ffothello.org into --wthor-dir "
+                             "(needs network; --years defaults to 1977-2018 then)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    args = parser.parse_args(argv)
+
+    try:
+        years = parse_years(args.years)
+    except ValueError as e:
+        parser.error(str(e))
+    wthor_dir = args.wthor_dir
+    if args.download:
+        if wthor_dir is None:
+            parser.error("--download needs --wthor-dir, the folder to download into")
+        download(wthor_dir, years or set(range(1977, 2019)))
+    if wthor_dir is None:
+        wthor_dir = default_wthor_dir()
+        if wthor_dir is None:
+            parser.error("no --wthor-dir given and ../shared/data/wthor does not exist; "
+                         "pass --wthor-dir DIR, or --download --wthor-dir DIR to fetch the files")
+
+    start = time.perf_counter()
+    try:
+        result = build(wthor_dir, years, progress=not args.quiet, warn=lambda m: print(m, file=sys.stderr))
+        out = write(result, args.out)
+    except (WthorFormatError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    elapsed = time.perf_counter() - start
+    if not args.quiet:
+        print(format_table(result.summary))
+        print(f"wrote {out} ({result.summary['total']['positions']:,} positions, "
+              f"{(out / 'positions.npy').stat().st_size / 2**20:.0f} MiB) in {elapsed:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Networks and input encoders (raw and handcrafted planes), computed batched on the model's device."""

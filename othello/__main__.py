@@ -1,0 +1,27 @@
+"""``python -m othello perft N``: leaf counts from the start position."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from .perft import perft
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m othello", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("perft", help="count the leaves N plies from the start position")
+    p.add_argument("depth", type=int, help="plies (a pass is a ply)")
+    p.add_argument("--all", action="store_true", help="print every depth from 1 to N, with timings")
+    args = parser.parse_args(argv)
+    if args.depth < 0:
+        parser.error("depth must be >= 0")
+    for d in range(1 if args.all else args.depth, args.depth + 1):
+        t = time.perf_counter()
+        n = perft(d)
+        print(f"{d}\t{n}\t{time.perf_counter() - t:.3f}s" if args.all else n)
+
+
+if __name__ == "__main__":
+    main()

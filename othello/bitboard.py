@@ -1,0 +1,188 @@
+"""Batched bitboard rules of Othello.
+
+A position is a pair of 64-bit boards seen from the side to move: ``player``
+(the discs of the side to move) and ``opponent``. Bit ``8 * row + col`` is the
+square in row ``row`` (0 = row 1, the top) and column ``col`` (0 = file a), so
+bit 0 is a1 and bit 63 is h8.
+
+Every function here takes any of
+  * Python ``int`` (one position, the convenient API),
+  * ``numpy.ndarray`` of ``uint64`` (N positions at once, any shape),
+  * ``torch.Tensor`` of ``int64`` (N positions, on CPU or GPU; the bit
+    pattern is the same, read as two's complement),
+and returns the same kind. The code only uses ``& | ^ ~ << >>`` so one source
+serves all three; the masks below also clear what an arithmetic right shift of
+a negative int64 drags in, and what a left shift pushes past bit 63 for ints.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FULL = (1 << 64) - 1
+FILE_A = 0x0101010101010101
+FILE_H = 0x8080808080808080
+NOT_A = FULL ^ FILE_A
+NOT_H = FULL ^ FILE_H
+
+BLACK_START = (1 << 28) | (1 << 35)  # e4, d5
+WHITE_START = (1 << 27) | (1 << 36)  # d4, e5
+
+# (shift, is_left, mask applied after the shift) for the eight directions.
+# Left shifts move towards h8 (+1 column, +1 row), right shifts towards a1.
+_DIRECTIONS = (
+    (1, True, NOT_A),  # east
+    (1, False, NOT_H & (FULL >> 1)),  # west
+    (8, True, FULL),  # south (row + 1)
+    (8, False, FULL >> 8),  # north
+    (9, True, NOT_A),  # south-east
+    (7, True, NOT_H),  # south-west
+    (7, False, NOT_A & (FULL >> 7)),  # north-east
+    (9, False, NOT_H & (FULL >> 9)),  # north-west
+)
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def const(v: int, like):
+    """``v`` as a constant that combines with ``like`` bit for bit."""
+    return _signed(v) if _is_torch(like) else v
+
+
+def _shifters(like):
+    t = _is_torch(like)
+    return [(s, left, _signed(m) if t else m) for s, left, m in _DIRECTIONS]
+
+
+def _shift(x, s, left, m):
+    return ((x << s) & m) if left else ((x >> s) & m)
+
+
+def legal_moves(player, opponent):
+    """Bitboard of the squares where the side to move may play."""
+    empty = ~(player | opponent)
+    moves = player & 0  # zero of the right kind and shape
+    for s, left, m in _shifters(player):
+        x = _shift(player, s, left, m) & opponent
+        for _ in range(5):
+            x = x | (_shift(x, s, left, m) & opponent)
+        moves = moves | (_shift(x, s, left, m) & empty)
+    return moves & const(FULL, player)
+
+
+def flips(player, opponent, move):
+    """Discs flipped when the side to move plays the single-bit board ``move``.
+
+    A move is legal iff its square is empty and this is non-zero; the
+    emptiness check is the caller's (an occupied square can bracket discs).
+    """
+    out = player & 0
+    for s, left, m in _shifters(player):
+        x = _shift(move, s, left, m) & opponent
+        for _ in range(5):
+            x = x | (_shift(x, s, left, m) & opponent)
+        capped = _shift(x, s, left, m) & player
+        if isinstance(x, int):
+            if capped:
+                out |= x
+        else:
+            out = out | (x & _nonzero_mask(capped))
+    return out
+
+
+def _nonzero_mask(x):
+    """All ones where ``x != 0``, else zero, without branches."""
+    if _is_torch(x):
+        return -(x != 0).to(x.dtype)
+    return (x != 0).astype(np.uint64) * np.uint64(FULL)
+
+
+def play(player, opponent, move):
+    """Play the single-bit ``move``; returns the next position (roles swapped).
+
+    The move must be legal (use ``flips`` to check). ``move == 0`` is a pass.
+    """
+    f = flips(player, opponent, move)
+    return opponent & ~f & const(FULL, player), (player | f | move) & const(FULL, player)
+
+
+def popcount(x):
+    """Number of set bits, elementwise."""
+    if isinstance(x, int):
+        return (x & FULL).bit_count()
+    if _is_torch(x):
+        # SWAR popcount; int64 wrap-around is what we want.
+        x = x - ((x >> 1) & 0x5555555555555555)
+        x = (x & 0x3333333333333333) + ((x >> 2) & 0x3333333333333333)
+        x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0F
+        return ((x * 0x0101010101010101) >> 56) & 0xFF
+    return np.bitwise_count(x)
+
+
+def is_terminal(player, opponent):
+    """True where neither side has a legal move (the game is over)."""
+    return (legal_moves(player, opponent) == 0) & (legal_moves(opponent, player) == 0)
+
+
+def final_disc_difference(player, opponent):
+    """Disc difference from the side to move's view, empties to the winner.
+
+    This is the FFO's convention for a finished game, which WTHOR records.
+    """
+    p = popcount(player)
+    o = popcount(opponent)
+    if isinstance(p, int):
+        diff = p - o
+        empties = 64 - p - o
+        return diff + empties if diff > 0 else diff - empties if diff < 0 else 0
+    p = p.astype(np.int64) if isinstance(p, np.ndarray) else p.long()
+    o = o.astype(np.int64) if isinstance(o, np.ndarray) else o.long()
+    diff = p - o
+    empties = 64 - p - o
+    if _is_torch(diff):
+        return diff + empties * diff.sign()
+    return diff + empties * np.sign(diff)
+
+
+def bit(square):
+    """Single-bit board of ``square`` (0..63), elementwise."""
+    if isinstance(square, (int, np.integer)):
+        return 1 << int(square)
+    if _is_torch(square):
+        return (square.long() * 0 + 1) << square.long()
+    return np.left_shift(np.uint64(1), square.astype(np.uint64))
+
+
+def squares(board: int) -> list[int]:
+    """Indices of the set bits of one board, ascending."""
+    out = []
+    while board:
+        low = board & -board
+        out.append(low.bit_length() - 1)
+        board ^= low
+    return out
+
+
+def to_array(player, opponent):
+    """Boards -> int8 planes ``[..., 8, 8]``: +1 side to move, -1 opponent."""
+    p = np.asarray(player, dtype=np.uint64)
+    o = np.asarray(opponent, dtype=np.uint64)
+    shifts = np.arange(64, dtype=np.uint64)
+    pb = ((p[..., None] >> shifts) & np.uint64(1)).astype(np.int8)
+    ob = ((o[..., None] >> shifts) & np.uint64(1)).astype(np.int8)
+    return (pb - ob).reshape(*p.shape, 8, 8)
+
+
+def from_array(grid):
+    """Inverse of ``to_array``: +1 / -1 planes ``[..., 8, 8]`` -> boards."""
+    g = np.asarray(grid).reshape(*np.shape(grid)[:-2], 64)
+    weights = np.uint64(1) << np.arange(64, dtype=np.uint64)
+    player = np.bitwise_or.reduce(np.where(g == 1, weights, np.uint64(0)), axis=-1)
+    opponent = np.bitwise_or.reduce(np.where(g == -1, weights, np.uint64(0)), axis=-1)
+    return player, opponent

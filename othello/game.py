@@ -1,0 +1,89 @@
+"""One game position with the convenient API (Python ints under the hood)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import bitboard as bb
+from .notation import PASS, parse_square, parse_transcript, square_name
+
+
+class IllegalMoveError(ValueError):
+    """A move that the rules do not allow in the given position."""
+
+
+@dataclass(frozen=True)
+class Position:
+    """Immutable position: boards from the side to move's view, and its colour."""
+
+    player: int = bb.BLACK_START
+    opponent: int = bb.WHITE_START
+    black_to_move: bool = True
+
+    @property
+    def black(self) -> int:
+        return self.player if self.black_to_move else self.opponent
+
+    @property
+    def white(self) -> int:
+        return self.opponent if self.black_to_move else self.player
+
+    def legal_moves(self) -> list[int]:
+        """Legal squares, ascending; empty when the side to move must pass."""
+        return bb.squares(bb.legal_moves(self.player, self.opponent))
+
+    def must_pass(self) -> bool:
+        return bb.legal_moves(self.player, self.opponent) == 0 and not self.is_over()
+
+    def is_over(self) -> bool:
+        return bool(bb.is_terminal(self.player, self.opponent))
+
+    def play(self, move: int | str) -> "Position":
+        """Play a square (index or name) or ``PASS``; raises ``IllegalMoveError``."""
+        sq = parse_square(move) if isinstance(move, str) else int(move)
+        if sq == PASS:
+            if bb.legal_moves(self.player, self.opponent):
+                raise IllegalMoveError("cannot pass: a legal move exists")
+            if self.is_over():
+                raise IllegalMoveError("cannot pass: the game is over")
+            return Position(self.opponent, self.player, not self.black_to_move)
+        if not 0 <= sq < 64:
+            raise IllegalMoveError(f"no such square: {sq}")
+        b = 1 << sq
+        if (self.player | self.opponent) & b or not bb.flips(self.player, self.opponent, b):
+            raise IllegalMoveError(f"{square_name(sq)} is not legal here")
+        p, o = bb.play(self.player, self.opponent, b)
+        return Position(p, o, not self.black_to_move)
+
+    def score(self) -> int:
+        """Final disc difference for black (empties to the winner) if over;
+        otherwise the current black-minus-white disc count."""
+        if self.is_over():
+            d = bb.final_disc_difference(self.player, self.opponent)
+            return d if self.black_to_move else -d
+        return bb.popcount(self.black) - bb.popcount(self.white)
+
+    @classmethod
+    def from_transcript(cls, text: str) -> "Position":
+        """Replay ``'f5d6c3...'`` from the start; passes are inferred."""
+        pos = cls()
+        for i, sq in enumerate(parse_transcript(text)):
+            if sq != PASS and pos.must_pass():
+                pos = pos.play(PASS)
+            try:
+                pos = pos.play(sq)
+            except IllegalMoveError as e:
+                raise IllegalMoveError(f"move {i + 1} ({square_name(sq)}): {e}") from None
+        return pos
+
+    def __str__(self) -> str:
+        legal = bb.legal_moves(self.player, self.opponent)
+        rows = ["  a b c d e f g h"]
+        for r in range(8):
+            cells = []
+            for c in range(8):
+                b = 1 << (8 * r + c)
+                cells.append("X" if self.black & b else "O" if self.white & b else "." if legal & b == 0 else "*")
+            rows.append(f"{r + 1} " + " ".join(cells))
+        rows.append(("black" if self.black_to_move else "white") + " (X=black, O=white, *=legal) to move")
+        return "\n".join(rows)

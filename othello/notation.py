@@ -1,0 +1,66 @@
+"""Move notation: ``a1``..``h8`` squares, ``f5d6c3...`` transcripts, WTHOR bytes.
+
+Column letter first, then row number; row 1 is the top of the board. Square
+index = ``8 * (row - 1) + column`` with column a = 0, matching ``bitboard``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+PASS = 64  # a pass, where a move index is expected ("no move" is -1)
+
+_SQUARE_RE = re.compile(r"([a-h])([1-8])")
+
+
+def square_name(square: int) -> str:
+    """0..63 -> ``'a1'``..``'h8'``; ``PASS`` -> ``'pass'``."""
+    if square == PASS:
+        return "pass"
+    if not 0 <= square < 64:
+        raise ValueError(f"square index must be 0..63, got {square}")
+    return "abcdefgh"[square % 8] + str(square // 8 + 1)
+
+
+def parse_square(name: str) -> int:
+    """``'f5'`` (either case) -> 37; ``'pass'`` or ``'--'`` -> ``PASS``."""
+    text = name.strip().lower()
+    if text in ("pass", "--", "ps"):
+        return PASS
+    m = _SQUARE_RE.fullmatch(text)
+    if not m:
+        raise ValueError(f"not a square: {name!r} (expected a1..h8)")
+    return 8 * (int(m.group(2)) - 1) + "abcdefgh".index(m.group(1))
+
+
+def parse_transcript(text: str) -> list[int]:
+    """``'f5d6c3'`` (spaces, case and ``--`` passes allowed) -> square indices."""
+    compact = re.sub(r"\s+", "", text.lower())
+    tokens = re.findall(r"[a-h][1-8]|--|pass|ps|.", compact)
+    bad = [t for t in tokens if t not in ("--", "pass", "ps") and not _SQUARE_RE.fullmatch(t)]
+    if bad:
+        raise ValueError(f"transcript has {bad[0]!r} where a move (a1..h8) was expected: {text!r}")
+    return [parse_square(t) for t in tokens]
+
+
+def format_transcript(moves) -> str:
+    """Square indices -> ``'f5d6c3'``; passes become ``'--'``, "no move" (-1) is dropped."""
+    return "".join("--" if m == PASS else square_name(int(m)) for m in moves if m != -1)
+
+
+def square_to_wthor(square):
+    """Square index(es) -> WTHOR move byte(s) ``10 * row + column`` (1-based)."""
+    sq = np.asarray(square)
+    out = 10 * (sq // 8 + 1) + sq % 8 + 1
+    return out if out.ndim else int(out)
+
+
+def wthor_to_square(byte):
+    """WTHOR move byte(s) -> square index(es); -1 where the byte is no square."""
+    b = np.asarray(byte).astype(np.int64)
+    row, col = b // 10, b % 10
+    ok = (row >= 1) & (row <= 8) & (col >= 1) & (col <= 8)
+    out = np.where(ok, 8 * (row - 1) + col - 1, -1)
+    return out if out.ndim else int(out)

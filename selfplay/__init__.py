@@ -1,0 +1,1 @@
+"""MCTS, self-play, the RL loop, players and the arena."""

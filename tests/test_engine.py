@@ -1,0 +1,135 @@
+"""The bitboard engine against the 8x8 reference, perft and properties."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reference_engine as ref
+from othello import bitboard as bb
+from othello.perft import perft
+
+PERFT = [1, 4, 12, 56, 244, 1396, 8200, 55092, 390216]
+
+
+@pytest.mark.parametrize("depth", range(len(PERFT)))
+def test_perft_matches_published_counts(depth):
+    assert perft(depth) == PERFT[depth]
+
+
+def test_perft_cli(capsys):
+    from othello.__main__ import main
+
+    main(["perft", "6"])
+    assert capsys.readouterr().out.strip() == "8200"
+
+
+def _random_positions(n_games: int, seed: int):
+    """Every position of ``n_games`` random games, as reference boards."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n_games):
+        record, board, color = ref.random_game(rng)
+        out.extend((b, c) for b, c, _ in record)
+        out.append((board, color))
+    return out
+
+
+@pytest.fixture(scope="module")
+def positions():
+    return _random_positions(300, seed=1)
+
+
+def test_random_games_cover_passes_and_early_ends():
+    rng = random.Random(2)
+    passes = early = 0
+    for _ in range(300):
+        record, board, _ = ref.random_game(rng)
+        passes += any(m == 64 for _, _, m in record)
+        early += sum(v == 0 for row in board for v in row) > 0
+    assert passes > 0 and early > 0
+
+
+def _expected(board, color):
+    p, o = ref.to_bitboards(board, color)
+    legal = sum(1 << (8 * r + c) for r, c in ref.legal(board, color))
+    return p, o, legal
+
+
+def test_batched_numpy_matches_reference(positions):
+    p = np.array([ref.to_bitboards(b, c)[0] for b, c in positions], dtype=np.uint64)
+    o = np.array([ref.to_bitboards(b, c)[1] for b, c in positions], dtype=np.uint64)
+    legal = bb.legal_moves(p, o)
+    for i, (board, color) in enumerate(positions):
+        assert int(legal[i]) == _expected(board, color)[2]
+    # play every legal move of every position at once and compare children
+    rows, sqs = np.nonzero((legal[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1))
+    mv = np.uint64(1) << sqs.astype(np.uint64)
+    np_, no = bb.play(p[rows], o[rows], mv)
+    for k in range(0, len(rows), 7):  # a deterministic sample keeps the reference affordable
+        board, color = positions[rows[k]]
+        child = ref.apply(board, color, sqs[k] // 8, sqs[k] % 8)
+        assert (int(np_[k]), int(no[k])) == ref.to_bitboards(child, -color)
+    terminal = bb.is_terminal(p, o)
+    score = bb.final_disc_difference(p, o)
+    for i, (board, color) in enumerate(positions):
+        assert bool(terminal[i]) == ref.game_over(board)
+        if terminal[i]:
+            assert int(score[i]) == color * ref.final_score(board)
+
+
+def test_torch_matches_numpy(positions):
+    p = np.array([ref.to_bitboards(b, c)[0] for b, c in positions], dtype=np.uint64)
+    o = np.array([ref.to_bitboards(b, c)[1] for b, c in positions], dtype=np.uint64)
+    tp, to = torch.from_numpy(p.view(np.int64)), torch.from_numpy(o.view(np.int64))
+    assert np.array_equal(bb.legal_moves(tp, to).numpy().view(np.uint64), bb.legal_moves(p, o))
+    assert np.array_equal(bb.popcount(tp).numpy(), bb.popcount(p).astype(np.int64))
+    assert np.array_equal(bb.is_terminal(tp, to).numpy(), bb.is_terminal(p, o))
+    assert np.array_equal(bb.final_disc_difference(tp, to).numpy(), bb.final_disc_difference(p, o))
+    legal = bb.legal_moves(p, o)
+    low = legal & (~legal + np.uint64(1))  # lowest legal move of each position (0 if none)
+    a = bb.play(tp, to, torch.from_numpy(low.view(np.int64)))
+    b = bb.play(p, o, low)
+    assert all(np.array_equal(x.numpy().view(np.uint64), y) for x, y in zip(a, b))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), cut=st.integers(0, 60))
+def test_single_position_api_follows_reference_game(seed, cut):
+    """Random games (passes and early ends included) replayed move by move."""
+    from othello import PASS, Position
+
+    record, board, color = ref.random_game(random.Random(seed), stop_after=cut)
+    pos = Position()
+    for rboard, rcolor, move in record:
+        assert (pos.black, pos.white) == ref.to_bitboards(rboard, 1)
+        assert pos.black_to_move == (rcolor == 1)
+        assert pos.legal_moves() == sorted(8 * r + c for r, c in ref.legal(rboard, rcolor))
+        assert pos.must_pass() == (move == PASS)
+        pos = pos.play(move)
+    assert (pos.black, pos.white) == ref.to_bitboards(board, 1)
+    assert pos.is_over() == ref.game_over(board)
+    if pos.is_over():
+        assert pos.score() == ref.final_score(board)
+
+
+def test_illegal_moves_are_refused():
+    from othello import PASS, IllegalMoveError, Position
+
+    pos = Position()
+    for bad in ("a1", "d4", PASS, 99):
+        with pytest.raises(IllegalMoveError):
+            pos.play(bad)
+
+
+def test_array_round_trip(positions):
+    p = np.array([ref.to_bitboards(b, c)[0] for b, c in positions[:50]], dtype=np.uint64)
+    o = np.array([ref.to_bitboards(b, c)[1] for b, c in positions[:50]], dtype=np.uint64)
+    grid = bb.to_array(p, o)
+    for i, (board, color) in enumerate(positions[:50]):
+        assert (grid[i] == np.array(board) * color).all()
+    back = bb.from_array(grid)
+    assert np.array_equal(back[0], p) and np.array_equal(back[1], o)

@@ -1,0 +1,216 @@
+"""WTHOR reading, writing, replay and the dataset builder."""
+
+import json
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import reference_engine as ref
+from data_tools import dataset, wtb
+from data_tools.replay import replay
+from data_tools.wthor import main as wthor_main
+from othello import PASS
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def _random_games(n, seed):
+    rng = random.Random(seed)
+    games = []
+    for i in range(n):
+        # a few games stop early, as resigned or timed-out records do
+        record, board, color = ref.random_game(rng, stop_after=rng.choice([None, None, None, 20]))
+        games.append((record, board, color))
+    return games
+
+
+def _moves(record):
+    return [m for _, _, m in record if m != PASS]
+
+
+def _black_score(board):
+    b = sum(v == 1 for row in board for v in row)
+    w = sum(v == -1 for row in board for v in row)
+    return (64 + ref.final_score(board)) // 2 if ref.game_over(board) else b
+
+
+@pytest.fixture(scope="module")
+def games():
+    return _random_games(400, seed=7)
+
+
+@pytest.fixture
+def wthor_dir(tmp_path, games):
+    d = tmp_path / "wthor"
+    d.mkdir()
+    half = len(games) // 2
+    for year, part in ((2001, games[:half]), (2002, games[half:])):
+        recs = wtb.make_games([_moves(r) for r, _, _ in part], [_black_score(b) for _, b, _ in part],
+                              tournament=1, black=1, white=2)
+        wtb.write_wtb(d / f"WTH_{year}.wtb", recs, year)
+    wtb.write_names(d / "WTHOR.JOU", ["???", "Alice Black", "Bob White"])
+    wtb.write_names(d / "WTHOR.TRN", ["???", "Synthetic Open"])
+    return d
+
+
+def test_wtb_round_trip(tmp_path, games):
+    recs = wtb.make_games([_moves(r) for r, _, _ in games[:10]], [33] * 10, tournament=5, black=6, white=7)
+    wtb.write_wtb(tmp_path / "WTH_1999.wtb", recs, 1999, depth=20)
+    back = wtb.read_wtb(tmp_path / "WTH_1999.wtb")
+    assert back.year == 1999 and back.depth == 20 and np.array_equal(back.games, recs)
+    wtb.write_names(tmp_path / "WTHOR.JOU", ["Ünal Ça", "x" * 40])
+    assert wtb.read_names(tmp_path / "WTHOR.JOU") == ["Ünal Ça", "x" * 19]
+
+
+def test_replay_matches_reference(games):
+    recs = wtb.make_games([_moves(r) for r, _, _ in games], [_black_score(b) for _, b, _ in games])
+    r = replay(recs["moves"], recs["black_score"])
+    assert (r.error_ply == -1).all()
+    expected = []
+    for g, (record, board, _) in enumerate(games):
+        history = [-1] * 4
+        final = ref.final_score(board) if ref.game_over(board) else 2 * _black_score(board) - 64
+        ply = 0
+        for rboard, color, move in record:
+            if move != PASS:
+                p, o = ref.to_bitboards(rboard, color)
+                expected.append((p, o, g, move, ply, tuple(history), color == 1, color * final))
+                ply += 1
+            history = [move] + history[:3]
+    pos = r.positions
+    assert len(pos) == len(expected)
+    got = list(zip(pos["player"].tolist(), pos["opponent"].tolist(), pos["game"].tolist(), pos["move"].tolist(),
+                   pos["ply"].tolist(), map(tuple, pos["history"].tolist()), pos["black_to_move"].tolist(),
+                   pos["result"].tolist()))
+    assert got == expected
+    assert any(64 in e[5] for e in expected), "the sample should contain passes"
+    assert r.finished.sum() < len(games), "the sample should contain unfinished records"
+
+
+def test_build_and_load(wthor_dir, tmp_path, games, capsys):
+    out = tmp_path / "ds"
+    assert wthor_main(["--wthor-dir", str(wthor_dir), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2001" in printed and "total" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    n_pos = sum(len(_moves(r)) for r, _, _ in games)
+    assert summary["years"]["2001"]["games"] == 200
+    assert summary["years"]["2001"]["positions"] + summary["years"]["2002"]["positions"] == n_pos
+    assert summary["total"]["skipped_games"] == 0
+    ds = dataset.WthorDataset(out)
+    assert len(ds) == n_pos and ds.positions.dtype.itemsize <= 32
+    assert isinstance(ds.positions, np.memmap)
+    g = ds.games
+    assert list(g["black"].unique()) == ["Alice Black"] and list(g["tournament"].unique()) == ["Synthetic Open"]
+    y2002 = ds.positions[ds.year_slice(2002)]
+    assert (y2002["game"] >= 200).all() and len(y2002) == summary["years"]["2002"]["positions"]
+    first = g.loc[200, "first_position"]
+    assert ds.positions[first]["game"] == 200 and ds.positions[first]["ply"] == 0
+    assert len(ds.split("train", {"train": (2001, 2001)})) == summary["years"]["2001"]["positions"]
+
+
+def test_years_filter(wthor_dir, tmp_path):
+    out = tmp_path / "ds"
+    assert wthor_main(["--wthor-dir", str(wthor_dir), "--out", str(out), "--years", "2002", "--quiet"]) == 0
+    assert list(json.loads((out / "summary.json").read_text())["years"]) == ["2002"]
+    assert dataset.parse_years("1977-1979, 2016") == {1977, 1978, 1979, 2016}
+    with pytest.raises(ValueError):
+        dataset.parse_years("2016-2015")
+
+
+def test_illegal_game_is_skipped_and_reported(wthor_dir, tmp_path, capsys):
+    path = wthor_dir / "WTH_2001.wtb"
+    w = wtb.read_wtb(path)
+    w.games["moves"][3, 10] = 11  # a1 cannot be legal at ply 11
+    w.games["moves"][5, 0] = 99  # no such square
+    wtb.write_wtb(path, w.games, 2001)
+    out = tmp_path / "ds"
+    assert wthor_main(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "WTH_2001.wtb: game 3" in err and "ply 11" in err and "a1" in err
+    assert "WTH_2001.wtb: game 5" in err and "byte 99" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["years"]["2001"]["skipped_games"] == 2 and summary["years"]["2001"]["games"] == 200
+    assert {(s["game"], s["ply"]) for s in summary["skipped"]} == {(3, 11), (5, 1)}
+    ds = dataset.WthorDataset(out)
+    assert not np.isin(ds.positions["game"], [3, 5]).any()
+    assert (ds.positions["game"] == 4).sum() > 0
+    assert ds.games.loc[3, "error"].startswith("illegal move a1")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "count", "header"])
+def test_malformed_file_stops_and_leaves_nothing(wthor_dir, tmp_path, damage, capsys):
+    path = wthor_dir / "WTH_2002.wtb"
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) - 30]
+    elif damage == "count":
+        data[4] += 1
+    else:
+        data = data[:10]
+    path.write_bytes(bytes(data))
+    out = tmp_path / "ds"
+    assert wthor_main(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    assert "WTH_2002.wtb" in capsys.readouterr().err
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["wthor"], "no temporary folder is left behind"
+
+
+def test_existing_output_survives_a_failed_build(wthor_dir, tmp_path):
+    out = tmp_path / "ds"
+    assert wthor_main(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    before = (out / "positions.npy").read_bytes()
+    (wthor_dir / "WTH_2002.wtb").write_bytes(b"\0" * 20)
+    assert wthor_main(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    assert (out / "positions.npy").read_bytes() == before
+
+
+def test_missing_folder_is_a_clear_error(tmp_path, capsys):
+    assert wthor_main(["--wthor-dir", str(tmp_path / "nope"), "--out", str(tmp_path / "ds"), "--quiet"]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_real_wthor_counts_match_the_shared_readme(shared_wthor, tmp_path):
+    """The script, run as a user runs it, on the real 2015-2016 files."""
+    out = tmp_path / "ds"
+    proc = subprocess.run([sys.executable, str(REPO / "data_tools" / "wthor.py"), "--wthor-dir", str(shared_wthor),
+                           "--out", str(out), "--years", "2015-2016"], capture_output=True, text=True, check=True)
+    assert "120,466" in proc.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["years"]["2016"] == {"games": 2013, "positions": 120466, "skipped_games": 0,
+                                        "position_range": [115235, 115235 + 120466]}
+    assert summary["years"]["2015"]["positions"] == 115235
+    ds = dataset.WthorDataset(out)
+    assert ds.games["black"].str.len().gt(0).mean() > 0.99
+    # A sample of real games, replayed by the reference engine from their positions.
+    pos = ds.positions
+    for g in range(0, 3939, 197):
+        recs = pos[pos["game"] == g]
+        board, color = ref.start_board(), 1
+        for r in recs:
+            if not ref.legal(board, color):
+                color = -color
+            assert (int(r["player"]), int(r["opponent"])) == ref.to_bitboards(board, color)
+            board = ref.apply(board, color, r["move"] // 8, r["move"] % 8)
+            color = -color
+
+
+def test_all_real_years_match_the_shared_readme(shared_wthor, tmp_path):
+    result = dataset.build(shared_wthor, progress=False)
+    years = result.summary["years"]
+
+    def total(lo, hi, key):
+        return sum(v[key] for y, v in years.items() if lo <= int(y) <= hi)
+
+    assert (total(1977, 2014, "games"), total(1977, 2014, "positions")) == (115509, 6912964)
+    assert (total(2015, 2015, "games"), total(2015, 2015, "positions")) == (1926, 115235)
+    assert (total(2016, 2016, "games"), total(2016, 2016, "positions")) == (2013, 120466)
+    assert (total(2017, 2018, "games"), total(2017, 2018, "positions")) == (4878, 291596)
+    assert result.summary["total"]["skipped_games"] == 0
+    g = result.games
+    finished = g[g["finished"]]
+    assert (finished["result"] == 2 * finished["black_score"].astype(int) - 64).all(), "replayed scores agree with WTHOR's"

@@ -1,0 +1,1 @@
+"""Lightning training and evaluation entry points and configs."""
