@@ -1,0 +1,414 @@
+"""Players and the arena: baselines against slow obvious versions, the match's
+bookkeeping, openings, the Elo interval and the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reference_engine as ref
+from othello import bitboard as bb
+from othello.game import IllegalMoveError, Position
+from othello.notation import parse_transcript
+from othello.symmetry import transform
+from selfplay import players as pl
+from selfplay.arena import MatchResult, elo_from_score, play_match, random_openings
+from selfplay.players import (
+    AlphaBetaPlayer,
+    GreedyPlayer,
+    Player,
+    RandomPlayer,
+    make_player,
+    register_player,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _positions(n_games: int, seed: int, every: int = 1) -> list[tuple[int, int]]:
+    """(player, opponent) of positions with a legal move, from random games of
+    the reference engine: openings, middle games and endings with passes."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n_games):
+        record, _, _ = ref.random_game(rng)
+        out += [ref.to_bitboards(board, color) for board, color, mv in record[::every] if mv != 64]
+    return out
+
+
+@pytest.fixture(scope="module")
+def positions():
+    return _positions(6, seed=1)
+
+
+def _batch(pos):
+    p = np.array([x for x, _ in pos], dtype=np.uint64)
+    o = np.array([y for _, y in pos], dtype=np.uint64)
+    return p, o, np.ones(len(pos), dtype=bool)
+
+
+def _canonical(black: int, white: int, black_to_move: bool):
+    return min((transform(black, k), transform(white, k)) for k in range(8)) + (black_to_move,)
+
+
+# --------------------------------------------------------------------------
+# Baseline players
+
+
+def test_random_player_is_legal_and_covers_every_move():
+    p, o, btm = _batch([(bb.BLACK_START, bb.WHITE_START)] * 400)
+    moves = RandomPlayer().select(p, o, btm, np.random.default_rng(0))
+    assert moves.dtype == np.int64 and moves.shape == (400,)
+    counts = np.bincount(moves, minlength=64)
+    legal = Position().legal_moves()
+    assert set(np.nonzero(counts)[0]) == set(legal)
+    assert counts[legal].min() > 60  # 100 expected each
+
+
+def test_greedy_picks_a_max_flip_move(positions):
+    p, o, btm = _batch(positions)
+    moves = GreedyPlayer().select(p, o, btm, np.random.default_rng(0))
+    for (pp, oo), mv in zip(positions, moves):
+        # The obvious per-square loop, on the reference engine's board.
+        board = [[1 if pp >> (8 * r + c) & 1 else -1 if oo >> (8 * r + c) & 1 else 0 for c in range(8)]
+                 for r in range(8)]
+        flipped = {8 * r + c: len(ref.flipped(board, 1, r, c)) for r in range(8) for c in range(8)}
+        assert flipped[int(mv)] > 0
+        assert flipped[int(mv)] == max(flipped.values())
+
+
+def test_greedy_breaks_ties_at_random():
+    p, o, btm = _batch([(bb.BLACK_START, bb.WHITE_START)] * 200)  # four moves, one flip each
+    moves = GreedyPlayer().select(p, o, btm, np.random.default_rng(0))
+    assert set(moves.tolist()) == set(Position().legal_moves())
+
+
+def _slow_edge_stable(player: int, opponent: int) -> int:
+    """Corner runs along each edge, and every disc of a full edge."""
+    lines = [[8 * 0 + c for c in range(8)], [8 * 7 + c for c in range(8)],
+             [8 * r for r in range(8)], [8 * r + 7 for r in range(8)]]
+    out = 0
+    for line in lines:
+        if all((player | opponent) >> s & 1 for s in line):
+            out |= sum(1 << s for s in line if player >> s & 1)
+        for walk in (line, line[::-1]):
+            for s in walk:
+                if not player >> s & 1:
+                    break
+                out |= 1 << s
+    return out
+
+
+def test_edge_stability_fallback_matches_a_slow_version(positions):
+    late = positions[len(positions) // 2:]
+    assert any(pl.edge_stable(p, o) for p, o in late)
+    for p, o in late:
+        assert pl.edge_stable(p, o) == _slow_edge_stable(p, o)
+        assert pl.edge_stable(o, p) == _slow_edge_stable(o, p)
+
+
+def test_evaluation_is_invariant_under_the_board_symmetries(positions):
+    for p, o in positions[::3]:
+        v = pl.evaluate(p, o)
+        assert all(pl.evaluate(transform(p, k), transform(o, k)) == v for k in range(8))
+
+
+def _value(p: int, o: int) -> int:
+    """Static value of a leaf with the conventions of the search: exact at game end."""
+    if bb.is_terminal(p, o):
+        return pl.terminal_value(p, o)
+    return pl.evaluate(p, o)
+
+
+def test_alphabeta_1_equals_a_one_ply_search(positions):
+    player = AlphaBetaPlayer(1)
+    for p, o in positions[::4]:
+        values = {}
+        for sq in Position(p, o).legal_moves():
+            cp, co = bb.play(p, o, 1 << sq)
+            values[sq] = -_value(cp, co)
+        best = max(values.values())
+        value, moves = player.search(p, o)
+        assert value == best
+        assert moves == sorted(sq for sq, v in values.items() if v == best)
+
+
+def _minimax(p: int, o: int, depth: int) -> int:
+    """Plain negamax without pruning: every move searched, a forced pass uses
+    no depth, a finished game is scored exactly."""
+    moves = bb.legal_moves(p, o)
+    if not moves:
+        if not bb.legal_moves(o, p):
+            return pl.terminal_value(p, o)
+        if depth == 0:
+            return pl.evaluate(p, o)
+        return -_minimax(o, p, depth)
+    if depth == 0:
+        return pl.evaluate(p, o)
+    return max(-_minimax(*bb.play(p, o, 1 << sq), depth - 1) for sq in bb.squares(moves))
+
+
+@pytest.mark.parametrize("depth,every", [(2, 3), (3, 15)])
+def test_alphabeta_equals_plain_minimax(positions, depth, every):
+    """Pruning and move ordering must not change the value, nor the set of
+    best moves (the root searches ties exactly so it can pick among them)."""
+    player = AlphaBetaPlayer(depth)
+    for p, o in positions[::every]:
+        children = {sq: -_minimax(*bb.play(p, o, 1 << sq), depth - 1) for sq in bb.squares(bb.legal_moves(p, o))}
+        best = max(children.values())
+        value, moves = player.search(p, o)
+        assert value == best
+        assert moves == sorted(sq for sq, v in children.items() if v == best)
+
+
+def test_alphabeta_scores_finished_games_exactly():
+    # Few empties: depth 6 reaches the end of every line, so the value is the
+    # perfect-play disc difference, a multiple of WIN_SCALE.
+    ends = [pos for pos in _positions(4, seed=7) if 64 - bb.popcount(pos[0] | pos[1]) <= 5]
+    assert ends
+    for p, o in ends[:6]:
+        value, _ = AlphaBetaPlayer(6).search(p, o)
+        assert value % pl.WIN_SCALE == 0
+        assert value == _minimax(p, o, 6)
+
+
+def test_alphabeta_breaks_ties_at_random():
+    p, o, btm = _batch([(bb.BLACK_START, bb.WHITE_START)] * 40)  # the four first moves are symmetric
+    moves = AlphaBetaPlayer(2).select(p, o, btm, np.random.default_rng(0))
+    assert set(moves.tolist()) == set(Position().legal_moves())
+
+
+# --------------------------------------------------------------------------
+# Registry
+
+
+def test_make_player_specs():
+    assert isinstance(make_player("random"), RandomPlayer)
+    assert isinstance(make_player("greedy"), GreedyPlayer)
+    ab = make_player("alphabeta:4")
+    assert isinstance(ab, AlphaBetaPlayer) and ab.depth == 4 and ab.name == "alphabeta:4"
+    for bad in ("nosuch", "alphabeta:x", "alphabeta:0", "random:1", "alphabeta:1:2"):
+        with pytest.raises(ValueError, match="alphabeta, greedy, random" if bad == "nosuch" else "bad player spec"):
+            make_player(bad)
+
+
+def test_registered_kinds_get_their_arguments():
+    seen = []
+
+    def factory(args):
+        seen.append(args)
+        return RandomPlayer()
+
+    register_player("test-kind", factory)
+    try:
+        player = make_player("test-kind:ckpt.pt:200")
+    finally:
+        del pl.PLAYER_FACTORIES["test-kind"]
+    assert seen == [["ckpt.pt", "200"]] and player.name == "test-kind:ckpt.pt:200"
+
+
+def test_player_modules_are_imported_on_demand(tmp_path, monkeypatch):
+    (tmp_path / "extra_players_for_test.py").write_text(
+        "from selfplay.players import RandomPlayer, register_player\n"
+        "register_player('extra', lambda args: RandomPlayer())\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(pl, "PLAYER_MODULES", ["extra_players_for_test"])
+    monkeypatch.setattr(pl, "_imported_modules", set())
+    try:
+        assert make_player("extra").name == "extra"
+    finally:
+        pl.PLAYER_FACTORIES.pop("extra", None)
+
+
+# --------------------------------------------------------------------------
+# The match
+
+
+class Recorder(RandomPlayer):
+    """Random, and remembers which colour it was asked to play, call by call."""
+
+    def __init__(self, name):
+        self.name, self.calls, self.resets = name, [], 0
+
+    def reset(self):
+        self.resets += 1
+
+    def select(self, player, opponent, black_to_move, rng):
+        self.calls.append(black_to_move.copy())
+        return super().select(player, opponent, black_to_move, rng)
+
+
+def test_random_match_bookkeeping_and_alternating_colours():
+    a, b = Recorder("a"), Recorder("b")
+    r = play_match(a, b, 11, seed=3, progress=False)
+    assert r.games == 11 and r.wins + r.draws + r.losses == 11
+    assert r.score == pytest.approx((r.wins + r.draws / 2) / 11)
+    assert r.a_black.tolist() == [i % 2 == 0 for i in range(11)]
+    assert np.all((r.outcomes == 1) == (r.disc_diffs > 0)) and np.all((r.outcomes == 0) == (r.disc_diffs < 0))
+    col = r.by_colour()
+    assert col["black"]["games"] == 6 and col["white"]["games"] == 5
+    assert sum(col[c]["wins"] for c in col) == r.wins and sum(col[c]["losses"] for c in col) == r.losses
+    # After 4 opening plies black is to move: A's first batch is exactly its six black games,
+    assert a.calls[0].tolist() == [True] * 6
+    assert b.calls[0].tolist() == [True] * 5  # and B's first, its five black games, in the same step
+    assert a.resets == b.resets == 1
+    # Every game reaches its end: 60 moves at most each, so at most ~120 batched calls.
+    total_a = sum(len(c) for c in a.calls)
+    total_b = sum(len(c) for c in b.calls)
+    assert 11 * 20 <= total_a + total_b <= 11 * 60
+    # Same seed, same match.
+    again = play_match(Recorder("a"), Recorder("b"), 11, seed=3, progress=False)
+    assert np.array_equal(again.disc_diffs, r.disc_diffs)
+
+
+def test_openings_are_distinct_up_to_symmetry_and_played_with_both_colours():
+    r = play_match(RandomPlayer(), RandomPlayer(), 40, seed=5, opening_plies=4, progress=False)
+    assert r.distinct_openings == 20
+    keys = []
+    for g in range(0, 40, 2):
+        assert r.openings[g] == r.openings[g + 1]
+        assert r.a_black[g] and not r.a_black[g + 1]
+        assert len(parse_transcript(r.openings[g])) == 4
+        pos = Position.from_transcript(r.openings[g])
+        keys.append(_canonical(pos.black, pos.white, pos.black_to_move))
+    assert len(set(keys)) == 20
+
+
+def test_random_openings_find_every_class():
+    """All 4-ply positions up to symmetry, counted by brute force."""
+    classes = set()
+
+    def walk(pos, plies):
+        if plies == 0:
+            classes.add(_canonical(pos.black, pos.white, pos.black_to_move))
+            return
+        for sq in pos.legal_moves():
+            walk(pos.play(sq), plies - 1)
+
+    walk(Position(), 4)
+    found = random_openings(10_000, 4, np.random.default_rng(0))
+    assert len(found) == len(classes)
+    assert {_canonical(op.black, op.white, op.black_to_move) for op in found} == classes
+
+
+def test_too_few_openings_are_reused_with_a_warning():
+    with pytest.warns(UserWarning, match="distinct openings"):
+        r = play_match(GreedyPlayer(), RandomPlayer(), 4, opening_plies=0, progress=False)
+    assert r.distinct_openings == 1 and r.games == 4
+
+
+def test_alphabeta_beats_random_clearly():
+    r = play_match(make_player("alphabeta:2"), make_player("random"), 20, seed=0, progress=False)
+    assert r.score >= 0.85, r.summary()
+    # And from the other side: the result is A's, whichever A is.
+    r = play_match(make_player("random"), make_player("alphabeta:2"), 10, seed=1, progress=False)
+    assert r.score <= 0.2, r.summary()
+
+
+class Occupied(Player):
+    name = "bad-player"
+
+    def select(self, player, opponent, black_to_move, rng):
+        return np.full(len(player), 27, dtype=np.int64)  # d4: occupied from the start
+
+
+class WrongShape(Player):
+    name = "wrong-shape"
+
+    def select(self, player, opponent, black_to_move, rng):
+        return np.zeros(len(player) + 1, dtype=np.int64)
+
+
+class OffBoard(Player):
+    name = "off-board"
+
+    def select(self, player, opponent, black_to_move, rng):
+        return np.full(len(player), 64, dtype=np.int64)
+
+
+@pytest.mark.parametrize("bad,pattern", [(Occupied(), r"'bad-player' played d4.*game 0"),
+                                         (WrongShape(), r"'wrong-shape' returned"),
+                                         (OffBoard(), r"'off-board' played 64")])
+def test_illegal_moves_raise(bad, pattern):
+    with pytest.raises(IllegalMoveError, match=pattern) as e:
+        play_match(bad, RandomPlayer(), 4, progress=False)
+    if isinstance(bad, Occupied):
+        assert "a b c d e f g h" in str(e.value)  # the position is shown
+    with pytest.raises(IllegalMoveError, match=pattern.split()[0]):
+        play_match(RandomPlayer(), bad, 4, progress=False)
+
+
+# --------------------------------------------------------------------------
+# Elo
+
+
+def _result(wins, draws, losses) -> MatchResult:
+    out = np.array([1.0] * wins + [0.5] * draws + [0.0] * losses)
+    return MatchResult("a", "b", out, np.sign(out - 0.5).astype(np.int64), np.arange(out.size) % 2 == 0)
+
+
+def test_elo_interval():
+    assert elo_from_score(0.5) == 0 and elo_from_score(0.75) == pytest.approx(190.85, abs=0.01)
+    r = _result(30, 10, 20)
+    elo, low, high = r.elo()
+    assert elo == pytest.approx(elo_from_score(35 / 60))
+    assert low < elo < high
+    assert 0.8 < (high - elo) / (elo - low) < 1.25  # nearly symmetric near an even score
+    # The normal approximation, by hand: per-game variance with draws at 1/2.
+    s = 35 / 60
+    sd = math.sqrt((30 * (1 - s) ** 2 + 10 * (0.5 - s) ** 2 + 20 * s**2) / 60)
+    assert high == pytest.approx(elo_from_score(s + 1.96 * sd / math.sqrt(60)), rel=1e-3)
+    # B's view mirrors A's.
+    e2, l2, h2 = _result(20, 10, 30).elo()
+    assert (e2, l2, h2) == pytest.approx((-elo, -high, -low))
+    # More games, narrower interval; draws instead of split wins and losses, narrower too.
+    _, low4, high4 = _result(120, 40, 80).elo()
+    assert high4 - low4 < high - low
+    _, lowd, highd = _result(25, 20, 15).elo()
+    _, lowx, highx = _result(35, 0, 25).elo()
+    assert highd - lowd < highx - lowx
+
+
+def test_elo_at_perfect_scores():
+    elo, low, high = _result(20, 0, 0).elo()
+    assert elo == high == math.inf
+    assert low == pytest.approx(elo_from_score(0.025 ** (1 / 20)), rel=1e-3) and 200 < low < 400
+    elo, low, high = _result(0, 0, 20).elo()
+    assert elo == low == -math.inf and -400 < high < -200
+    d = _result(20, 0, 0).to_dict()
+    assert d["elo"] is None and d["elo_high"] is None and d["elo_low"] > 0
+
+
+# --------------------------------------------------------------------------
+# Command line
+
+
+def test_cli_writes_json(tmp_path):
+    out = tmp_path / "m" / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "selfplay/arena.py", "--a", "greedy", "--b", "random", "--games", "6",
+         "--json", str(out), "--seed", "2", "--opening-plies", "2"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Elo difference" in proc.stdout and "score" in proc.stdout
+    d = json.loads(out.read_text())
+    for key in ("games", "wins", "draws", "losses", "score", "elo", "elo_low", "elo_high", "a_spec", "b_spec"):
+        assert key in d
+    assert d["games"] == 6 and d["wins"] + d["draws"] + d["losses"] == 6
+    assert d["a_spec"] == "greedy" and d["b_spec"] == "random" and d["opening_plies"] == 2
+    assert d["score"] == pytest.approx((d["wins"] + d["draws"] / 2) / 6)
+
+
+def test_cli_rejects_unknown_specs():
+    proc = subprocess.run([sys.executable, "selfplay/arena.py", "--a", "nosuch", "--b", "random", "--games", "2"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "known kinds" in proc.stderr
