@@ -40,8 +40,9 @@ CHUNK_GAMES = 16384  # games replayed together: big enough to amortise numpy, sm
 _YEAR_RE = re.compile(r"WTH_(\d{4})\.wtb$", re.IGNORECASE)
 
 
-def parse_years(text: str | None) -> set[int] | None:
-    """``'1977-2014'``, ``'2015,2016'`` or a mix -> set of years; None -> None (all)."""
+def parse_years(text: str | int | None) -> set[int] | None:
+    """``'1977-2014'``, ``'2015,2016'``, ``2016`` or a mix -> set of years; None -> None (all)."""
+    text = None if text is None else str(text)
     if text is None or text.strip().lower() in ("", "all"):
         return None
     years: set[int] = set()

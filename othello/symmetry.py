@@ -104,3 +104,46 @@ def transform_square(square, k: int):
     inside = (sq >= 0) & (sq < 64)
     out = np.where(inside, SQUARE_MAP[k][np.clip(sq, 0, 63)], sq).astype(sq.dtype)
     return out if out.ndim else out.item()
+
+
+# Each symmetry as (transpose?, flip_horizontal?, flip_vertical?), applied in
+# that order: what ``transform`` does, spelled as three independent choices so
+# that a batch can carry a different symmetry per element.
+DECOMPOSITION = np.array(
+    [(0, 0, 0), (1, 1, 0), (0, 1, 1), (1, 0, 1), (0, 0, 1), (0, 1, 0), (1, 0, 0), (1, 1, 1)], dtype=bool
+)
+
+
+def transform_each(x, ks):
+    """Apply symmetry ``ks[i]`` to board ``x[i]`` (numpy uint64 or torch int64).
+
+    Three whole-batch transforms and three selects, whatever the mix of ks.
+    """
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        d = torch.as_tensor(DECOMPOSITION, device=x.device)[ks.long()]
+        where = torch.where
+    else:
+        d = DECOMPOSITION[np.asarray(ks)]
+        where = np.where
+    x = where(d[:, 0], transpose(x), x)
+    x = where(d[:, 1], flip_horizontal(x), x)
+    return where(d[:, 2], flip_vertical(x), x)
+
+
+def transform_square_each(square, ks):
+    """Per-element ``transform_square``: squares ``[N, ...]`` under ``ks[N]``;
+    values outside 0..63 (pass, none) are kept. numpy or torch."""
+    if type(square).__module__.startswith("torch"):
+        import torch
+
+        table = torch.as_tensor(SQUARE_MAP, device=square.device)
+        k = ks.long().view(-1, *([1] * (square.dim() - 1))).expand_as(square)
+        inside = (square >= 0) & (square < 64)
+        mapped = table[k, square.long().clamp(0, 63)].to(square.dtype)
+        return torch.where(inside, mapped, square)
+    sq = np.asarray(square)
+    k = np.asarray(ks).reshape(-1, *([1] * (sq.ndim - 1)))
+    inside = (sq >= 0) & (sq < 64)
+    return np.where(inside, SQUARE_MAP[k, np.clip(sq, 0, 63)], sq).astype(sq.dtype)

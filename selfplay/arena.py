@@ -304,6 +304,13 @@ def play_match(
     white = np.array([op.white for op in per_game], dtype=np.uint64)
     p, o = np.where(btm, black, white), np.where(btm, white, black)
 
+    # Last four moves of each game, most recent first (64 = pass, -1 = none):
+    # network players with history planes need them.
+    hist = np.full((games, 4), -1, dtype=np.int64)
+    for i, op in enumerate(per_game):
+        recent = list(reversed(op.moves))[:4]
+        hist[i, : len(recent)] = recent
+
     a.reset()
     if b is not a:
         b.reset()
@@ -328,6 +335,7 @@ def play_match(
                     done[ended] = True
                     bar.update(int(ended.size))
                 p[passing], o[passing], btm[passing] = o[passing], p[passing], ~btm[passing]
+                hist[passing] = np.concatenate([np.full((passing.size, 1), 64), hist[passing, :3]], 1)
             movers = idx[legal != 0]
             if not movers.size:
                 continue
@@ -336,10 +344,12 @@ def play_match(
             for player, mask, rng in ((a, a_turn, rng_a), (b, ~a_turn, rng_b)):
                 g = movers[mask]
                 if g.size:
-                    chosen = player.select(p[g].copy(), o[g].copy(), btm[g].copy(), rng)
+                    extra = {"history": hist[g].copy()} if getattr(player, "uses_history", False) else {}
+                    chosen = player.select(p[g].copy(), o[g].copy(), btm[g].copy(), rng, **extra)
                     sq[mask] = _validate(player, chosen, p[g], o[g], btm[g], g)
             p[movers], o[movers] = bb.play(p[movers], o[movers], _ONE << sq.astype(np.uint64))
             btm[movers] = ~btm[movers]
+            hist[movers] = np.concatenate([sq[:, None], hist[movers, :3]], 1)
 
     outcomes = np.where(disc_a > 0, 1.0, np.where(disc_a < 0, 0.0, 0.5))
     return MatchResult(

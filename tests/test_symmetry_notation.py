@@ -116,3 +116,20 @@ def test_wthor_bytes():
     all_sq = np.arange(64)
     assert (notation.wthor_to_square(notation.square_to_wthor(all_sq)) == all_sq).all()
     assert notation.wthor_to_square(np.array([0, 9, 90, 19, 11, 88])).tolist() == [-1, -1, -1, -1, 0, 63]
+
+
+def test_per_element_transforms_match_transform():
+    from othello.symmetry import transform_each, transform_square_each
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 2**64 - 1, 400, dtype=np.uint64, endpoint=True)
+    ks = rng.integers(0, 8, 400)
+    sq = rng.integers(-1, 65, (400, 5)).astype(np.int8)
+    expected = np.array([transform(int(v), int(k)) for v, k in zip(x, ks)], dtype=np.uint64)
+    expected_sq = np.stack([transform_square(s, int(k)) for s, k in zip(sq, ks)])
+    assert np.array_equal(transform_each(x, ks), expected)
+    assert np.array_equal(transform_square_each(sq, ks), expected_sq)
+    t = transform_each(torch.from_numpy(x.view(np.int64)), torch.from_numpy(ks))
+    assert np.array_equal(t.numpy().view(np.uint64), expected)
+    tsq = transform_square_each(torch.from_numpy(sq), torch.from_numpy(ks))
+    assert np.array_equal(tsq.numpy(), expected_sq)

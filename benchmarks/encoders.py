@@ -1,0 +1,147 @@
+"""Benchmark: time per call of the input encoders, raw and handcrafted.
+
+    python benchmarks/encoders.py [--wthor-dir DIR] [--repeats 200,50,10] [--devices cpu,cuda]
+
+Positions are the expert positions of one WTHOR year (the distribution the
+predictor trains on), or, without the files, every position of random games.
+Each repeat encodes a different batch, so a batch of one is not always the
+same position; the figure is the median over the repeats. CUDA is timed with
+synchronisation, when a GPU is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from models.encoders import ENCODERS  # noqa: E402
+from othello import bitboard as bb  # noqa: E402
+
+BATCH_SIZES = (1, 256, 4096)
+
+
+def wthor_positions(wthor_dir: Path | None, year: int):
+    from data_tools.dataset import find_wtb_files
+    from data_tools.replay import replay
+    from data_tools.wtb import read_wtb
+
+    files = dict(find_wtb_files(wthor_dir, {year})) if wthor_dir and Path(wthor_dir).is_dir() else {}
+    if year not in files:
+        return None
+    pos = replay(read_wtb(files[year]).games["moves"]).positions
+    return pos["player"], pos["opponent"], pos["history"].astype(np.int64), pos["black_to_move"]
+
+
+def random_game_positions(n_games: int, seed: int = 0):
+    """Every position with a move to play of ``n_games`` random games, played
+    side by side with the batched engine."""
+    rng = np.random.default_rng(seed)
+    p = np.full(n_games, bb.BLACK_START, dtype=np.uint64)
+    o = np.full(n_games, bb.WHITE_START, dtype=np.uint64)
+    black = np.ones(n_games, dtype=bool)
+    hist = np.full((n_games, 4), -1, dtype=np.int64)
+    out = []
+    for _ in range(130):
+        legal = bb.legal_moves(p, o)
+        bits = np.unpackbits(legal.view(np.uint8).reshape(-1, 8), axis=-1, bitorder="little")
+        live = ~bb.is_terminal(p, o)
+        if not live.any():
+            break
+        has = bits.any(1)
+        keep = live & has
+        out.append((p[keep], o[keep], hist[keep], black[keep]))
+        sq = np.argmax(bits * rng.random(bits.shape), axis=1)
+        move = np.where(has, np.uint64(1) << sq.astype(np.uint64), np.uint64(0))
+        np_, no = bb.play(p, o, move)
+        p, o = np.where(live, np_, p), np.where(live, no, o)
+        hist = np.where(live[:, None], np.concatenate([np.where(has, sq, 64)[:, None], hist[:, :3]], 1), hist)
+        black = np.where(live, ~black, black)
+    return tuple(np.concatenate(x) for x in zip(*out))
+
+
+def machine() -> str:
+    cpu = platform.machine()
+    if Path("/proc/cpuinfo").exists():
+        cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), cpu)
+    load = " load average %.2f %.2f %.2f," % os.getloadavg() if hasattr(os, "getloadavg") else ""
+    return (f"machine: {cpu}, {len(os.sched_getaffinity(0))} cores,{load} Python {platform.python_version()}, "
+            f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}")
+
+
+def time_encoder(fn, batches, device: str) -> float:
+    cuda = device.startswith("cuda")
+    fn(batches[0])  # warm-up (tables, allocator, kernels)
+    times = []
+    for batch in batches:
+        if cuda:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn(batch)
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wthor-dir", type=Path, default=None, help="default: ../shared/data/wthor when it exists")
+    ap.add_argument("--year", type=int, default=2016)
+    ap.add_argument("--repeats", default="200,50,10", help="repeats per batch size (1, 256, 4096)")
+    ap.add_argument("--devices", default=None,
+                    help="default: cpu,cpu:torch and cuda when available; cpu:torch runs the bitboard work with "
+                         "torch ops on CPU (the GPU code path) instead of numpy")
+    args = ap.parse_args()
+
+    if args.wthor_dir is None:
+        from data_tools.wthor import default_wthor_dir
+
+        args.wthor_dir = default_wthor_dir()
+    data = wthor_positions(args.wthor_dir, args.year)
+    source = f"WTHOR {args.year} expert positions"
+    if data is None:
+        data = random_game_positions(3000)
+        source = "positions of 3,000 random games"
+    n = len(data[0])
+    order = np.random.default_rng(0).permutation(n)
+    player, opponent, history, black = (x[order] for x in data)
+    devices = args.devices.split(",") if args.devices else ["cpu", "cpu:torch"] + (
+        ["cuda"] if torch.cuda.is_available() else [])
+    repeats = [int(r) for r in args.repeats.split(",")]
+
+    print(machine())
+    print(f"positions: {source} ({n:,}); median over repeats of the time per call, each repeat a different batch")
+    print(f"{'device':<9} {'batch':>6} {'repeats':>7} {'raw':>12} {'handcrafted':>14} {'ratio':>7} {'hc/position':>12}")
+    for name in devices:
+        device, _, backend = name.partition(":")
+        raw, hc = (functools.partial(ENCODERS[e][0], backend=backend or None) for e in ("raw", "handcrafted"))
+        for size, reps in zip(BATCH_SIZES, repeats):
+            batches = []
+            for r in range(reps + 1):
+                idx = (np.arange(size) + r * size) % n
+                batches.append({
+                    "player": torch.from_numpy(player[idx].view(np.int64)).to(device),
+                    "opponent": torch.from_numpy(opponent[idx].view(np.int64)).to(device),
+                    "history": torch.from_numpy(history[idx]).to(device),
+                    "black_to_move": torch.from_numpy(black[idx]).to(device),
+                })
+            t_raw = time_encoder(raw, batches, device)
+            t_hc = time_encoder(hc, batches, device)
+            print(f"{name:<9} {size:>6} {reps:>7} {t_raw * 1e3:>9.3f} ms {t_hc * 1e3:>11.3f} ms "
+                  f"{t_hc / t_raw:>6.0f}x {t_hc / size * 1e6:>9.1f} us")
+
+
+if __name__ == "__main__":
+    main()

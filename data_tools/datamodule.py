@@ -1,0 +1,181 @@
+"""The Lightning DataModule over a built WTHOR dataset.
+
+Batches are gathered from the memory-mapped records by one fancy index per
+batch (a sampler yields index arrays, not per-sample Python ints), turned into
+a dict of tensors, and moved to the device; the random D4 transform of each
+training sample is applied there, on the device, by whole-batch bit tricks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+
+from othello.symmetry import START_PRESERVING, transform_each, transform_square_each
+
+from .dataset import REFERENCE_SPLIT, WthorDataset, parse_years
+
+SYMMETRY_GROUPS = {"all": tuple(range(8)), "start": START_PRESERVING, "none": (0,)}
+
+
+def records_to_batch(rec: np.ndarray) -> dict[str, torch.Tensor]:
+    """POSITION_DTYPE records -> the compact batch every model consumes."""
+    return {
+        "player": torch.from_numpy(np.ascontiguousarray(rec["player"]).view(np.int64)),
+        "opponent": torch.from_numpy(np.ascontiguousarray(rec["opponent"]).view(np.int64)),
+        "history": torch.from_numpy(rec["history"].astype(np.int64)),
+        "black_to_move": torch.from_numpy(np.ascontiguousarray(rec["black_to_move"])),
+        "move": torch.from_numpy(rec["move"].astype(np.int64)),
+        "ply": torch.from_numpy(rec["ply"].astype(np.int64)),
+        "result": torch.from_numpy(rec["result"].astype(np.float32)),
+    }
+
+
+def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | None = None) -> dict:
+    """A random symmetry from ``group`` per sample, on whatever device the batch is."""
+    if len(group) == 1 and group[0] == 0:
+        return batch
+    n = batch["player"].shape[0]
+    device = batch["player"].device
+    choice = torch.randint(len(group), (n,), device=device, generator=generator)
+    ks = torch.as_tensor(group, device=device)[choice]
+    out = dict(batch)
+    out["player"] = transform_each(batch["player"], ks)
+    out["opponent"] = transform_each(batch["opponent"], ks)
+    out["move"] = transform_square_each(batch["move"], ks)
+    out["history"] = transform_square_each(batch["history"], ks)
+    return out
+
+
+class PositionBatches(torch.utils.data.Dataset):
+    """Records addressed a batch at a time (``__getitems__``), for the DataLoader."""
+
+    def __init__(self, positions: np.ndarray):
+        self.positions = positions
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitems__(self, indices) -> dict[str, torch.Tensor]:
+        idx = np.sort(np.asarray(indices))  # sorted reads are kinder to the page cache
+        return records_to_batch(self.positions[idx])
+
+    def __getitem__(self, i):
+        return self.__getitems__([i])
+
+
+def _keep(batch):
+    return batch
+
+
+class EpochBatchSampler(torch.utils.data.Sampler):
+    """Index arrays of ``batch_size``: a fresh seeded permutation each epoch
+    (Lightning calls ``set_epoch``), or the natural order."""
+
+    def __init__(self, n: int, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False):
+        self.n, self.batch_size, self.shuffle, self.seed, self.drop_last = n, batch_size, shuffle, seed, drop_last
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        order = (np.random.default_rng((self.seed, self.epoch)).permutation(self.n) if self.shuffle
+                 else np.arange(self.n))
+        for b in range(len(self)):
+            yield order[b * self.batch_size : (b + 1) * self.batch_size]
+
+
+class WthorDataModule(L.LightningDataModule):
+    """Year splits of a dataset folder; train batches shuffled and D4-augmented.
+
+    ``symmetries``: ``"all"`` (the 8 of D4), ``"start"`` (the 4 that keep the
+    start position: no colour-swapped openings) or ``"none"``.
+    ``train_positions``: a seeded random subset of the training years, for
+    quick CPU-scale runs (None: all).
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path = "data/wthor",
+        batch_size: int = 256,
+        symmetries: str = "all",
+        train_years: str = "{}-{}".format(*REFERENCE_SPLIT["train"]),
+        val_years: str = str(REFERENCE_SPLIT["val"][0]),
+        test_years: str = str(REFERENCE_SPLIT["test"][0]),
+        train_positions: int | None = None,
+        val_positions: int | None = None,
+        num_workers: int = 0,
+        seed: int = 0,
+    ):
+        super().__init__()
+        data_dir = str(data_dir)  # checkpoints store hyperparameters; keep them plain (weights_only loading)
+        if symmetries not in SYMMETRY_GROUPS:
+            raise ValueError(f"symmetries must be one of {sorted(SYMMETRY_GROUPS)}, got {symmetries!r}")
+        self.save_hyperparameters()
+        self.group = SYMMETRY_GROUPS[symmetries]
+        self.data: WthorDataset | None = None
+        self.splits: dict[str, np.ndarray] = {}
+
+    def _years(self, text: str) -> np.ndarray:
+        ranges = [self.data.summary["years"][str(y)]["position_range"] for y in sorted(parse_years(text))
+                  if str(y) in self.data.summary["years"]]
+        merged: list[list[int]] = []
+        for lo, hi in ranges:  # adjacent years stay one memory-mapped view, not a copy
+            if merged and merged[-1][1] == lo:
+                merged[-1][1] = hi
+            else:
+                merged.append([lo, hi])
+        parts = [self.data.positions[lo:hi] for lo, hi in merged]
+        if not parts:
+            raise ValueError(f"{self.data.path}: no positions for years {text} (has {self.data.years[0]}-{self.data.years[-1]})")
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _subset(self, positions: np.ndarray, limit: int | None, salt: int) -> np.ndarray:
+        if limit is None or limit >= len(positions):
+            return positions
+        pick = np.random.default_rng((self.hparams.seed, salt)).choice(len(positions), limit, replace=False)
+        return positions[np.sort(pick)]
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.data is not None:
+            return
+        self.data = WthorDataset(self.hparams.data_dir)
+        hp = self.hparams
+        self.splits = {
+            "train": self._subset(self._years(hp.train_years), hp.train_positions, 1),
+            "val": self._subset(self._years(hp.val_years), hp.val_positions, 2),
+            "test": self._years(hp.test_years),
+        }
+
+    def _loader(self, split: str, shuffle: bool) -> torch.utils.data.DataLoader:
+        positions = self.splits[split]
+        sampler = EpochBatchSampler(len(positions), self.hparams.batch_size, shuffle, self.hparams.seed, drop_last=shuffle)
+        return torch.utils.data.DataLoader(
+            PositionBatches(positions),
+            batch_sampler=sampler,
+            collate_fn=_keep,
+            num_workers=self.hparams.num_workers,
+            persistent_workers=self.hparams.num_workers > 0,
+            pin_memory=torch.cuda.is_available(),
+        )
+
+    def train_dataloader(self):
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self):
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self):
+        return self._loader("test", shuffle=False)
+
+    def on_after_batch_transfer(self, batch, dataloader_idx):
+        if self.trainer is not None and self.trainer.training:
+            return augment(batch, self.group)
+        return batch

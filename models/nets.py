@@ -1,0 +1,134 @@
+"""Move-prediction networks. Each takes the compact batch (bitboards, history,
+colour), encodes it on its own device, and returns policy logits over the 64
+squares with illegal moves masked, plus a value in [-1, 1] when it has a value
+head. Training, evaluation and self-play all call the same ``forward``."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from othello import bitboard as bb
+
+from .encoders import ENCODERS
+
+
+def legal_mask(player: torch.Tensor, opponent: torch.Tensor) -> torch.Tensor:
+    """(N, 64) bool of the legal squares, computed on the boards' device."""
+    legal = bb.legal_moves(player, opponent)
+    shifts = torch.arange(64, device=player.device)
+    return ((legal.unsqueeze(-1) >> shifts) & 1).bool()
+
+
+def masked(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    # The dtype's lowest finite value, not -inf: a position with no legal move
+    # (a pass) then gives a uniform softmax instead of NaNs.
+    return logits.masked_fill(~legal, torch.finfo(logits.dtype).min)
+
+
+class MoveNet(nn.Module):
+    """Shared plumbing: encoder, legality mask, output dict."""
+
+    def __init__(self, encoder: str):
+        super().__init__()
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {sorted(ENCODERS)}, got {encoder!r}")
+        self.encoder = encoder
+        self.encode_fn, self.in_planes = ENCODERS[encoder]
+
+    def trunk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        raise NotImplementedError
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        x = self.encode_fn(batch)
+        logits, value = self.trunk(x)
+        out = {"policy": masked(logits, legal_mask(batch["player"], batch["opponent"]))}
+        if value is not None:
+            out["value"] = value
+        return out
+
+
+class ReferenceNet(MoveNet):
+    """Hlynsson (2017): ``depth`` 3x3 conv layers of ``width`` filters with ReLU,
+    then a 1x1 conv to one plane of 64 move logits. Fully convolutional."""
+
+    def __init__(self, encoder: str = "raw", depth: int = 10, width: int = 64):
+        super().__init__(encoder)
+        layers, c = [], self.in_planes
+        for _ in range(depth):
+            layers += [nn.Conv2d(c, width, 3, padding=1), nn.ReLU(inplace=True)]
+            c = width
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Conv2d(c, 1, 1)
+
+    def trunk(self, x):
+        return self.head(self.body(x)).flatten(1), None
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(x + self.bn2(self.conv2(y)))
+
+
+class ResNet(MoveNet):
+    """Residual tower with batch norm (AlphaZero style): a 1x1-conv policy head
+    and an optional value head trained on the game's final result, so one
+    checkpoint can warm-start self-play."""
+
+    def __init__(self, encoder: str = "raw", blocks: int = 6, width: int = 64, value_head: bool = True):
+        super().__init__(encoder)
+        self.stem = nn.Sequential(nn.Conv2d(self.in_planes, width, 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(width), nn.ReLU(inplace=True))
+        self.blocks = nn.Sequential(*[ResidualBlock(width) for _ in range(blocks)])
+        self.policy_head = nn.Sequential(nn.Conv2d(width, 32, 1, bias=False), nn.BatchNorm2d(32),
+                                         nn.ReLU(inplace=True), nn.Conv2d(32, 1, 1))
+        self.value_head = (
+            nn.Sequential(nn.Conv2d(width, 4, 1, bias=False), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
+                          nn.Flatten(), nn.Linear(4 * 64, 128), nn.ReLU(inplace=True), nn.Linear(128, 1), nn.Tanh())
+            if value_head else None
+        )
+
+    def trunk(self, x):
+        h = self.blocks(self.stem(x))
+        value = self.value_head(h).squeeze(-1) if self.value_head is not None else None
+        return self.policy_head(h).flatten(1), value
+
+
+ARCHITECTURES = {"reference": ReferenceNet, "resnet": ResNet}
+
+
+def build_network(arch: str = "reference", encoder: str = "raw", width: int = 64, depth: int = 10,
+                  blocks: int = 6, value_head: bool = False, **_ignored) -> MoveNet:
+    """A network from flat hyperparameters (what checkpoints store); keys that
+    belong to training (lr, ...) are ignored."""
+    if arch == "reference":
+        return ReferenceNet(encoder=encoder, depth=depth, width=width)
+    if arch == "resnet":
+        return ResNet(encoder=encoder, blocks=blocks, width=width, value_head=value_head)
+    raise ValueError(f"arch must be one of {sorted(ARCHITECTURES)}, got {arch!r}")
+
+
+def load_network(path, map_location="cpu") -> MoveNet:
+    """A network from a Lightning ``.ckpt`` or an exported ``.pt`` (see ``export``), in eval mode."""
+    ckpt = torch.load(path, map_location=map_location, weights_only=False)
+    hparams = ckpt.get("hyper_parameters") or ckpt.get("hparams")
+    if hparams is None or "state_dict" not in ckpt:
+        raise ValueError(f"{path}: not a move-prediction checkpoint (no hyperparameters / state_dict)")
+    net = build_network(**hparams)
+    state = {k.removeprefix("net."): v for k, v in ckpt["state_dict"].items() if not k.startswith(("metrics.", "phases."))}
+    net.load_state_dict(state)
+    net.hparams = dict(hparams)
+    return net.eval()
+
+
+def export(net: MoveNet, hparams: dict, path, **extra) -> None:
+    """A small checkpoint: weights and hyperparameters only (no optimizer), for shipping."""
+    torch.save({"hparams": dict(hparams), "state_dict": net.state_dict(), **extra}, path)

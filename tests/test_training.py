@@ -1,0 +1,127 @@
+"""DataModule, networks, Lightning training (W&B offline), resume, evaluation."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import reference_engine as ref
+from data_tools import wtb
+from data_tools.datamodule import SYMMETRY_GROUPS, WthorDataModule, augment, records_to_batch
+from data_tools.wthor import main as build_main
+from models.nets import build_network, legal_mask, load_network
+from othello import bitboard as bb
+from othello.symmetry import START_PRESERVING
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    """A small dataset of random games: train 2001, val 2002, test 2003."""
+    root = tmp_path_factory.mktemp("wthor")
+    rng = random.Random(11)
+    for year, n in ((2001, 60), (2002, 12), (2003, 12)):
+        games = [ref.random_game(rng) for _ in range(n)]
+        moves = [[m for _, _, m in rec if m != 64] for rec, _, _ in games]
+        scores = [(64 + ref.final_score(b)) // 2 for _, b, _ in games]
+        wtb.write_wtb(root / f"WTH_{year}.wtb", wtb.make_games(moves, scores), year)
+    out = root / "ds"
+    assert build_main(["--wthor-dir", str(root), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def _dm(dataset_dir, **kw):
+    dm = WthorDataModule(dataset_dir, batch_size=64, train_years="2001", val_years="2002", test_years="2003", **kw)
+    dm.setup()
+    return dm
+
+
+def test_loader_covers_each_position_once_in_order(dataset_dir):
+    dm = _dm(dataset_dir)
+    batches = list(dm.val_dataloader())
+    moves = torch.cat([b["move"] for b in batches]).numpy()
+    assert np.array_equal(moves, dm.splits["val"]["move"])
+    train = torch.cat([b["move"] for b in dm.train_dataloader()])
+    assert len(train) == len(dm.splits["train"]) // 64 * 64  # shuffled, last partial batch dropped
+
+
+@pytest.mark.parametrize("group", ["all", "start"])
+def test_augmentation_keeps_moves_legal_and_uses_the_group(dataset_dir, group):
+    dm = _dm(dataset_dir, symmetries=group)
+    batch = records_to_batch(np.asarray(dm.splits["train"][:512]))
+    g = torch.Generator().manual_seed(0)
+    aug = augment(batch, SYMMETRY_GROUPS[group], generator=g)
+    legal = legal_mask(aug["player"], aug["opponent"])
+    assert legal[torch.arange(len(legal)), aug["move"]].all()
+    changed = (aug["player"] != batch["player"]) | (aug["opponent"] != batch["opponent"])
+    assert changed.any()
+    # only group members were used: the start position stays the start position iff group == "start"
+    start = batch["ply"] == 0
+    start_kept = (aug["player"][start] == bb.BLACK_START).all() and (aug["opponent"][start] == bb.WHITE_START).all()
+    assert bool(start_kept) == (group == "start")
+    assert set(START_PRESERVING) < set(SYMMETRY_GROUPS["all"])
+    # disc counts and history "none"/pass markers are preserved
+    assert torch.equal(bb.popcount(aug["player"]), bb.popcount(batch["player"]))
+    assert torch.equal(aug["history"] < 0, batch["history"] < 0)
+    assert torch.equal(aug["history"] == 64, batch["history"] == 64)
+
+
+@pytest.mark.parametrize("arch,encoder", [("reference", "raw"), ("reference", "handcrafted"), ("resnet", "raw")])
+def test_networks_mask_illegal_moves(dataset_dir, arch, encoder):
+    dm = _dm(dataset_dir)
+    batch = records_to_batch(np.asarray(dm.splits["val"][:32]))
+    net = build_network(arch, encoder=encoder, depth=2, blocks=1, width=8, value_head=True).eval()
+    out = net(batch)
+    probs = torch.softmax(out["policy"], -1)
+    legal = legal_mask(batch["player"], batch["opponent"])
+    assert out["policy"].shape == (32, 64)
+    assert torch.allclose(probs.sum(-1), torch.ones(32))
+    assert (probs[~legal] == 0).all()
+    if arch == "resnet":
+        assert out["value"].shape == (32,) and (out["value"].abs() <= 1).all()
+
+
+def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
+    from train.evaluate import main as evaluate_main
+    from train.train import main as train_main
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    out = tmp_path / "run"
+    common = ["--data", str(dataset_dir), "--out", str(out), "--logger", "wandb", "--checkpoint-every", "5",
+              "--set", "model.arch=resnet", "--set", "model.blocks=1", "--set", "model.width=8",
+              "--set", "model.value_head=true", "--set", "data.train_years=2001", "--set", "data.val_years=2002",
+              "--set", "data.test_years=2003", "--set", "data.batch_size=64", "--set", "trainer.enable_progress_bar=false",
+              "--set", "trainer.enable_model_summary=false"]
+    first = train_main(common + ["--max-epochs", "1"])
+    assert (out / "checkpoints" / "last.ckpt").exists()
+    assert list((out / "wandb").glob("offline-run-*")), "W&B wrote an offline run"
+    assert 0 <= first["test"]["test/acc"] <= 1 and "test/acc_moves_1-12" in first["test"]
+    steps_per_epoch = first["global_step"]
+    second = train_main(common + ["--max-epochs", "2"])  # the same command, one more epoch: resumes
+    assert second["global_step"] == 2 * steps_per_epoch
+
+    net = load_network(out / "model.pt")
+    assert net.hparams["arch"] == "resnet"
+    report = tmp_path / "eval.json"
+    result = evaluate_main(["--checkpoint", str(out / "model.pt"), "--wthor-dir", str(dataset_dir.parent),
+                            "--years", "2003", "--json", str(report), "--tta", "8"])
+    saved = json.loads(report.read_text())
+    assert saved["positions"] == result["positions"] > 0
+    assert sum(p["positions"] for p in saved["phases"]) == saved["positions"]
+    assert saved["symmetric_accuracy"] >= saved["accuracy"]
+    assert report.with_suffix(".png").stat().st_size > 1000
+
+
+def test_symmetric_accuracy_counts_equivalent_first_moves():
+    from train.evaluate import symmetric_hits
+
+    p = np.array([bb.BLACK_START] * 4, dtype=np.uint64)
+    o = np.array([bb.WHITE_START] * 4, dtype=np.uint64)
+    f5, d3, c4, e6, a1 = 37, 19, 26, 44, 0
+    move = np.array([f5, f5, f5, f5])
+    pred = np.array([f5, d3, e6, a1])
+    assert symmetric_hits(p, o, move, pred).tolist() == [True, True, True, False]
+    assert c4 != f5

@@ -1,0 +1,181 @@
+"""Evaluate a move predictor on held-out WTHOR years: top-1 accuracy overall
+and per game phase, as a table, a PNG plot and JSON.
+
+    python train/evaluate.py --checkpoint runs/x/model.pt --years 2016 --json runs/x/eval_2016.json
+
+Accuracy is exact (the predicted move is the move played). The reference's
+symmetric variant, where a move equivalent to the played one under a symmetry
+of the position also counts, is reported beside it. ``--tta 8`` (or 4)
+averages the predicted move distribution over the board's symmetries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from data_tools.dataset import build, parse_years  # noqa: E402
+from data_tools.datamodule import records_to_batch  # noqa: E402
+from models.nets import load_network  # noqa: E402
+from othello import bitboard as bb  # noqa: E402
+from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform  # noqa: E402
+from train.metrics import PHASE_NAMES, phase_of  # noqa: E402
+
+
+@torch.no_grad()
+def predict(net, batch: dict, tta: int = 1) -> torch.Tensor:
+    """Move probabilities (N, 64), optionally averaged over ``tta`` symmetries
+    (1, 4: those keeping the start position, or 8)."""
+    group = {1: (0,), 4: START_PRESERVING, 8: tuple(range(8))}[tta]
+    total = 0
+    for k in group:
+        b = dict(batch)
+        if k:
+            b["player"], b["opponent"] = transform(batch["player"], k), transform(batch["opponent"], k)
+            table = torch.as_tensor(SQUARE_MAP[k], device=batch["history"].device)
+            h = batch["history"]
+            b["history"] = torch.where((h >= 0) & (h < 64), table[h.clamp(0, 63)], h)
+        probs = torch.softmax(net(b)["policy"].float(), -1)
+        total = total + probs[:, torch.as_tensor(SQUARE_MAP[k], device=probs.device)]
+    return total / len(group)
+
+
+def symmetric_hits(player, opponent, move, pred) -> np.ndarray:
+    """True where ``pred`` is the move played or its image under a symmetry
+    that leaves the position unchanged."""
+    hit = pred == move
+    for k in range(1, 8):
+        same = (transform(player, k) == player) & (transform(opponent, k) == opponent)
+        hit |= same & (pred == SQUARE_MAP[k][move])
+    return hit
+
+
+def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, device="cpu", progress=True) -> dict:
+    net = net.to(device).eval()
+    preds, top3 = [], []
+    from tqdm.auto import tqdm
+
+    for s in tqdm(range(0, len(positions), batch_size), disable=not progress, desc="evaluating", file=sys.stderr):
+        batch = {k: v.to(device) for k, v in records_to_batch(positions[s:s + batch_size]).items()}
+        probs = predict(net, batch, tta)
+        preds.append(probs.argmax(-1).cpu().numpy())
+        top3.append((probs.topk(3, -1).indices == batch["move"][:, None]).any(-1).cpu().numpy())
+    pred = np.concatenate(preds) if preds else np.zeros(0, np.int64)
+    in_top3 = np.concatenate(top3) if top3 else np.zeros(0, bool)
+    move = positions["move"].astype(np.int64)
+    p, o = positions["player"], positions["opponent"]
+    exact = pred == move
+    sym = symmetric_hits(p, o, move, pred)
+    branching = bb.popcount(bb.legal_moves(p, o)).astype(np.int64)
+    phase = phase_of(torch.from_numpy(positions["ply"].astype(np.int64))).numpy()
+    phases = []
+    for i, name in enumerate(PHASE_NAMES):
+        sel = phase == i
+        n = int(sel.sum())
+        phases.append({
+            "moves": name,
+            "accuracy": float(exact[sel].mean()) if n else None,
+            "symmetric_accuracy": float(sym[sel].mean()) if n else None,
+            "positions": n,
+            "branching_factor": float(branching[sel].mean()) if n else None,
+        })
+    return {
+        "accuracy": float(exact.mean()),
+        "symmetric_accuracy": float(sym.mean()),
+        "top3_accuracy": float(in_top3.mean()),
+        "positions": int(len(positions)),
+        "tta": tta,
+        "phases": phases,
+    }
+
+
+def format_table(result: dict) -> str:
+    lines = [f"{'moves':>7}  {'positions':>9}  {'branching':>9}  {'accuracy':>8}  {'symmetric':>9}"]
+    for ph in result["phases"]:
+        if ph["positions"]:
+            lines.append(f"{ph['moves']:>7}  {ph['positions']:>9,}  {ph['branching_factor']:>9.2f}  "
+                         f"{100 * ph['accuracy']:>7.2f}%  {100 * ph['symmetric_accuracy']:>8.2f}%")
+    lines.append(f"{'all':>7}  {result['positions']:>9,}  {'':>9}  {100 * result['accuracy']:>7.2f}%  "
+                 f"{100 * result['symmetric_accuracy']:>8.2f}%   (top-3 {100 * result['top3_accuracy']:.2f}%)")
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    phases = [ph for ph in result["phases"] if ph["positions"]]
+    x = np.arange(len(phases))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ax.bar(x, [100 * ph["accuracy"] for ph in phases], color="#3a7d44", label="top-1 accuracy")
+    ax.plot(x, [100 * ph["symmetric_accuracy"] for ph in phases], "k.", label="symmetric variant")
+    ax.axhline(100 * result["accuracy"], color="#3a7d44", ls="--", lw=1, label=f"overall {100 * result['accuracy']:.1f}%")
+    ax.set_xticks(x, [ph["moves"] for ph in phases], rotation=45)
+    ax.set_xlabel("moves")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax2 = ax.twinx()
+    ax2.plot(x, [ph["branching_factor"] for ph in phases], color="#b5651d", marker="o", label="branching factor")
+    ax2.set_ylabel("average legal moves", color="#b5651d")
+    ax2.set_ylim(0, max(ph["branching_factor"] for ph in phases) * 1.2)
+    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    ax.legend(handles, [h.get_label() for h in handles], loc="lower left", fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> dict:
+    from data_tools.wthor import default_wthor_dir
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
+    ap.add_argument("--wthor-dir", type=Path, default=None, help="WTHOR files (default ../shared/data/wthor)")
+    ap.add_argument("--years", default="2016", help="years to evaluate, e.g. 2016 or 2015-2016")
+    ap.add_argument("--json", type=Path, help="write the result here")
+    ap.add_argument("--plot", type=Path, help="PNG of accuracy by phase (default: beside --json)")
+    ap.add_argument("--tta", type=int, default=1, choices=[1, 4, 8], help="symmetries averaged at test time")
+    ap.add_argument("--batch-size", type=int, default=2048)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--limit", type=int, help="evaluate only the first N positions (smoke tests)")
+    args = ap.parse_args(argv)
+
+    wthor_dir = args.wthor_dir or default_wthor_dir()
+    if wthor_dir is None:
+        ap.error("no --wthor-dir given and ../shared/data/wthor does not exist")
+    if not args.checkpoint.exists():
+        ap.error(f"checkpoint not found: {args.checkpoint}")
+    net = load_network(args.checkpoint)
+    positions = build(wthor_dir, parse_years(args.years), progress=False, warn=lambda m: print(m, file=sys.stderr)).positions
+    if args.limit:
+        positions = positions[: args.limit]
+    t = time.perf_counter()
+    result = evaluate(net, positions, args.batch_size, args.tta, args.device)
+    result.update(checkpoint=str(args.checkpoint), years=args.years, seconds=round(time.perf_counter() - t, 2),
+                  model={k: v for k, v in net.hparams.items() if k in ("arch", "encoder", "depth", "blocks", "width", "value_head")})
+    print(format_table(result))
+    plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
+    if plot_path:
+        plot(result, plot_path, f"{args.checkpoint.name} on {args.years} ({result['positions']:,} positions)")
+        print(f"plot: {plot_path}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"json: {args.json}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

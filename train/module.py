@@ -1,0 +1,122 @@
+"""The LightningModule: a move-prediction network, its losses and metrics."""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torchmetrics.classification import MulticlassAccuracy
+
+from models.nets import build_network
+
+from .metrics import PHASE_NAMES, PhaseAccuracy
+
+
+class MovePredictor(L.LightningModule):
+    """Cross-entropy on the expert's move over legal moves only, plus (with a
+    value head) MSE between the value and the game's outcome for the side to
+    move (+1 win, 0 draw, -1 loss)."""
+
+    def __init__(
+        self,
+        arch: str = "reference",
+        encoder: str = "raw",
+        depth: int = 10,
+        width: int = 64,
+        blocks: int = 6,
+        value_head: bool = False,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-4,
+        scheduler: str = "onecycle",
+        value_weight: float = 0.5,
+        label_smoothing: float = 0.0,
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        self._total_steps = 1
+        self.net = build_network(**self.hparams)
+        self.metrics = torch.nn.ModuleDict({
+            split: torch.nn.ModuleDict({
+                "acc": MulticlassAccuracy(num_classes=64, top_k=1, average="micro"),
+                "top3": MulticlassAccuracy(num_classes=64, top_k=3, average="micro"),
+            })
+            for split in ("train_", "val_", "test_")  # ModuleDict keys may not be "train"
+        })
+        self.phases = torch.nn.ModuleDict({"val_": PhaseAccuracy(), "test_": PhaseAccuracy()})
+
+    def forward(self, batch: dict) -> dict:
+        return self.net(batch)
+
+    def _step(self, batch: dict, split: str) -> torch.Tensor:
+        out = self.net(batch)
+        logits = out["policy"]
+        loss = policy_loss = F.cross_entropy(logits.float(), batch["move"], label_smoothing=self.hparams.label_smoothing)
+        n = logits.shape[0]
+        if "value" in out:
+            value_loss = F.mse_loss(out["value"].float(), torch.sign(batch["result"]))
+            loss = policy_loss + self.hparams.value_weight * value_loss
+            self.log(f"{split}/value_loss", value_loss, batch_size=n, on_step=split == "train", on_epoch=True)
+        self.log(f"{split}/policy_loss", policy_loss, batch_size=n, on_step=split == "train", on_epoch=True)
+        self.log(f"{split}/loss", loss, batch_size=n, prog_bar=split != "train", on_step=split == "train", on_epoch=True)
+        m = self.metrics[split + "_"]
+        for name, metric in m.items():
+            metric(logits, batch["move"])
+            self.log(f"{split}/{name}", metric, batch_size=n, prog_bar=name == "acc", on_step=False, on_epoch=True)
+        if split != "train":
+            legal = logits > torch.finfo(logits.dtype).min
+            correct = logits.argmax(-1) == batch["move"]
+            self.phases[split + "_"].update(correct, batch["ply"], legal.sum(-1))
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        return self._step(batch, "train")
+
+    def validation_step(self, batch, batch_idx):
+        self._step(batch, "val")
+
+    def test_step(self, batch, batch_idx):
+        self._step(batch, "test")
+
+    def _log_phases(self, split: str) -> None:
+        metric = self.phases[split + "_"]
+        for phase in metric.compute():
+            self.log(f"{split}/acc_moves_{phase['moves']}", phase["accuracy"])
+        metric.reset()
+
+    def on_validation_epoch_end(self):
+        self._log_phases("val")
+
+    def on_test_epoch_end(self):
+        self._log_phases("test")
+
+    def on_train_start(self):
+        self._total_steps = max(int(self.trainer.estimated_stepping_batches), 1)
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        decay, no_decay = [], []
+        for name, p in self.named_parameters():
+            (no_decay if p.ndim <= 1 else decay).append(p)  # no weight decay on biases and norms
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": hp.weight_decay},
+                                 {"params": no_decay, "weight_decay": 0.0}], lr=hp.lr)
+        if hp.scheduler == "none":
+            return opt
+        if hp.scheduler not in ("onecycle", "cosine"):
+            raise ValueError(f"scheduler must be onecycle, cosine or none, got {hp.scheduler!r}")
+        warmup = 0.05 if hp.scheduler == "onecycle" else 0.0
+
+        def factor(step: int) -> float:
+            # The run length is read at fit start (on_train_start), not baked into
+            # the scheduler's state, so resuming with more epochs stretches the schedule.
+            t = min(step / self._total_steps, 1.0)
+            if t < warmup:
+                return 0.04 + 0.96 * t / warmup
+            return 0.5 * (1 + math.cos(math.pi * (t - warmup) / (1 - warmup))) * 0.99 + 0.01
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+__all__ = ["MovePredictor", "PHASE_NAMES"]
