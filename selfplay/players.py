@@ -327,7 +327,7 @@ PLAYER_FACTORIES: dict[str, PlayerFactory] = {}
 # Modules that register more kinds when imported (e.g. the network players).
 # make_player imports them on first use, so this module need not import torch
 # and the modules need not import each other in a cycle.
-PLAYER_MODULES: list[str] = []
+PLAYER_MODULES: list[str] = ["selfplay.nn_players"]  # network kinds, imported on first use (torch)
 _imported_modules: set[str] = set()
 
 

@@ -1,0 +1,200 @@
+"""Self-play: many games at once, one batched search per ply for all of them.
+
+Each game records, at every position where the side to move has a choice,
+the compact state and the root visit distribution (the policy target); when
+the game ends, every record gets the outcome from its side to move's view
+(the value target). Games may resign when the search's value drops below a
+threshold, except a share that is always played out, which measures how often
+resigning would have been wrong (to calibrate the threshold).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from othello import bitboard as bb
+from othello.notation import PASS
+
+from .mcts import BatchedMCTS, Evaluator, MCTSConfig
+
+
+@dataclass
+class SelfPlayConfig:
+    temperature_plies: int = 12  # sample moves by visit counts for this many plies, then the most visited
+    resign_threshold: float | None = -0.9  # resign below this root value; None: never
+    no_resign_fraction: float = 0.1  # share of games always played to the end
+
+
+@dataclass
+class SelfPlayGames:
+    """Samples (one per recorded position) and per-game statistics, as numpy arrays."""
+
+    player: np.ndarray  # uint64
+    opponent: np.ndarray
+    history: np.ndarray  # int8 [n, 4]
+    black_to_move: np.ndarray
+    policy: np.ndarray  # float16 [n, 64], root visit distribution
+    outcome: np.ndarray  # int8, +1 / 0 / -1 for the side to move
+    ply: np.ndarray  # uint8
+    game: np.ndarray  # int32, game index within this batch
+    winner: np.ndarray  # per game: +1 black, -1 white, 0 draw
+    disc_diff: np.ndarray  # per game: black's final disc difference (0 for resigned games)
+    resigned: np.ndarray  # per game: ended by resignation
+    no_resign: np.ndarray  # per game: resignation disabled (calibration game)
+    min_value: np.ndarray  # per game [2]: lowest root value seen by black, by white
+    length: np.ndarray  # per game: plies played (passes included)
+
+    def save(self, path) -> None:
+        np.savez(path, **self.__dict__)
+
+    @classmethod
+    def load(cls, path) -> "SelfPlayGames":
+        with np.load(path) as f:
+            return cls(**{k: f[k] for k in f.files})
+
+    @classmethod
+    def concat(cls, parts: list["SelfPlayGames"]) -> "SelfPlayGames":
+        offsets = np.cumsum([0] + [len(p.winner) for p in parts[:-1]])
+        fields = {}
+        for k in cls.__dataclass_fields__:
+            arrays = [getattr(p, k) + off if k == "game" else getattr(p, k) for p, off in zip(parts, offsets)]
+            fields[k] = np.concatenate(arrays)
+        return cls(**fields)
+
+
+def _choose(visits: torch.Tensor, sample: torch.Tensor, generator) -> torch.Tensor:
+    """Per game: a move drawn in proportion to visits (temperature 1) where
+    ``sample``, else the most visited (ties to the lowest square)."""
+    greedy = visits.argmax(1)
+    if not sample.any():
+        return greedy
+    drawn = torch.multinomial(visits.clamp(min=0) + 1e-12 * (visits.sum(1, keepdim=True) == 0), 1,
+                              generator=generator).squeeze(1)
+    return torch.where(sample, drawn, greedy)
+
+
+@torch.inference_mode()
+def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig(), cfg: SelfPlayConfig = SelfPlayConfig(),
+               seed: int = 0, progress: bool = True) -> SelfPlayGames:
+    """Play ``n_games`` self-play games together from the start position."""
+    dev = evaluator.device
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    B = n_games
+    player = torch.full((B,), bb._signed(bb.BLACK_START), dtype=torch.long, device=dev)
+    opponent = torch.full((B,), bb._signed(bb.WHITE_START), dtype=torch.long, device=dev)
+    history = torch.full((B, 4), -1, dtype=torch.long, device=dev)
+    black = torch.ones(B, dtype=torch.bool, device=dev)
+    plies = torch.zeros(B, dtype=torch.long, device=dev)
+    moves_played = torch.zeros(B, dtype=torch.long, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    winner = torch.zeros(B, dtype=torch.long, device=dev)
+    disc = torch.zeros(B, dtype=torch.long, device=dev)
+    resigned = torch.zeros(B, dtype=torch.bool, device=dev)
+    no_resign = torch.from_numpy(rng.random(B) < cfg.no_resign_fraction).to(dev)
+    if cfg.resign_threshold is None:
+        no_resign[:] = True
+    min_value = torch.ones(B, 2, device=dev)
+
+    tree = BatchedMCTS(evaluator, B, mcts, generator=gen)
+    all_games = torch.arange(B, device=dev)
+    tree.set_roots(all_games, player, opponent, history, black)
+    records: list[tuple] = []
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=B, disable=not progress, desc="self-play", unit="game", file=sys.stderr, leave=False)
+    while not done.all():
+        live = (~done).nonzero().squeeze(1)
+        legal = bb.legal_moves(player[live], opponent[live])
+        # Games over: neither side can move.
+        over = (legal == 0) & (bb.legal_moves(opponent[live], player[live]) == 0)
+        if over.any():
+            g = live[over]
+            d = bb.final_disc_difference(player[g], opponent[g])
+            d_black = torch.where(black[g], d, -d)
+            disc[g], winner[g], done[g] = d_black, torch.sign(d_black), True
+            bar.update(int(g.numel()))
+            live, legal = live[~over], legal[~over]
+        if live.numel() == 0:
+            break
+        passing = live[legal == 0]
+        movers = live[legal != 0]
+        action = torch.full((B,), PASS, dtype=torch.long, device=dev)
+        if movers.numel():
+            tree.search(movers, noise=True)
+            visits = tree.root_visits(movers)[:, :64]
+            value = tree.root_value(movers)
+            col = (~black[movers]).long()  # 0 black, 1 white
+            min_value[movers, col] = torch.minimum(min_value[movers, col], value)
+            quit_ = (~no_resign[movers]) & (value < (cfg.resign_threshold if cfg.resign_threshold is not None else -2))
+            sample = plies[movers] < cfg.temperature_plies
+            action[movers] = _choose(visits, sample, gen)
+            pi = visits / visits.sum(1, keepdim=True).clamp(min=1)
+            records.append((movers.cpu(), player[movers].cpu(), opponent[movers].cpu(), history[movers].cpu(),
+                            black[movers].cpu(), pi.half().cpu(), moves_played[movers].cpu()))
+            if quit_.any():
+                g = movers[quit_]
+                winner[g] = torch.where(black[g], -1, 1)  # the side to move gives up
+                resigned[g], done[g] = True, True
+                bar.update(int(g.numel()))
+        # Apply the moves (and forced passes) of the games still going.
+        go = live[~done[live]]
+        a = action[go]
+        mv = torch.where(a < 64, torch.ones_like(a) << a.clamp(max=63), torch.zeros_like(a))
+        player[go], opponent[go] = bb.play(player[go], opponent[go], mv)
+        history[go] = torch.cat([a[:, None], history[go, :3]], 1)
+        black[go] = ~black[go]
+        plies[go] += 1
+        moves_played[go] += (a < 64).long()
+        fresh = tree.advance(go, a)
+        need = go[fresh]
+        tree.set_roots(need, player[need], opponent[need], history[need], black[need])
+    bar.close()
+
+    g, p, o, h, b, pi, ply = (torch.cat(x) for x in zip(*records)) if records else (torch.zeros(0, dtype=torch.long),) * 7
+    w = winner.cpu()
+    outcome = (w[g] * torch.where(b, 1, -1)).to(torch.int8) if records else torch.zeros(0, dtype=torch.int8)
+    return SelfPlayGames(
+        player=p.numpy().view(np.uint64) if records else np.zeros(0, np.uint64),
+        opponent=o.numpy().view(np.uint64) if records else np.zeros(0, np.uint64),
+        history=h.numpy().astype(np.int8) if records else np.zeros((0, 4), np.int8),
+        black_to_move=b.numpy().astype(bool) if records else np.zeros(0, bool),
+        policy=pi.numpy() if records else np.zeros((0, 64), np.float16),
+        outcome=outcome.numpy(),
+        ply=ply.numpy().astype(np.uint8) if records else np.zeros(0, np.uint8),
+        game=g.numpy().astype(np.int32) if records else np.zeros(0, np.int32),
+        winner=w.numpy().astype(np.int8),
+        disc_diff=disc.cpu().numpy().astype(np.int8),
+        resigned=resigned.cpu().numpy(),
+        no_resign=no_resign.cpu().numpy(),
+        min_value=min_value.cpu().numpy(),
+        length=plies.cpu().numpy().astype(np.int16),
+    )
+
+
+def false_resign_rate(games: SelfPlayGames, threshold: float) -> tuple[float, int]:
+    """Among the played-out games, the share of sides that dropped below
+    ``threshold`` at some point and still did not lose; and how many dropped."""
+    sel = games.no_resign
+    would = games.min_value[sel] < threshold  # [n, 2]: black, white
+    did_not_lose = np.stack([games.winner[sel] >= 0, games.winner[sel] <= 0], 1)
+    n = int(would.sum())
+    return (float((would & did_not_lose).sum()) / n if n else 0.0), n
+
+
+def calibrate_resign_threshold(games: SelfPlayGames, target: float = 0.05, current: float = -0.9) -> float:
+    """The highest threshold whose false-resign rate on the played-out games
+    stays under ``target`` (stepping down from -0.5 to -0.99); the current one
+    when too few played-out games dropped low enough to tell."""
+    best = None
+    for t in np.round(np.arange(-0.5, -1.0, -0.02), 2):
+        rate, n = false_resign_rate(games, float(t))
+        if n >= 10 and rate < target:
+            best = float(t)
+            break
+    return current if best is None else best
