@@ -1,0 +1,54 @@
+"""Benchmark: latency of one move prediction (encoding included) with the
+reference 10x64 network, raw and handcrafted planes, batch of one position.
+
+    python benchmarks/inference.py [--repeats 300] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from models.nets import build_network  # noqa: E402
+from othello import Position  # noqa: E402
+from othello.bitboard import _signed  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=300)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--depth", type=int, default=10)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    pos = Position.from_transcript("f5d6c3d3c4f4c5b3c2e6c6b4b5d2e3a6c1b1")
+    batch = {"player": torch.tensor([_signed(pos.player)]), "opponent": torch.tensor([_signed(pos.opponent)]),
+             "history": torch.tensor([[8, 9, 41, 33]]), "black_to_move": torch.tensor([pos.black_to_move])}
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
+               platform.machine()) if os.path.exists("/proc/cpuinfo") else platform.machine()
+    print(f"{cpu}, {args.threads} threads, torch {torch.__version__}; reference net {args.depth}x64; one position")
+    for encoder in ("raw", "handcrafted"):
+        net = build_network("reference", encoder=encoder, depth=args.depth, width=64).eval()
+        times = []
+        with torch.inference_mode():
+            for i in range(args.repeats + 20):
+                t = time.perf_counter()
+                move = int(net(batch)["policy"].argmax())
+                if i >= 20:
+                    times.append((time.perf_counter() - t) * 1e3)
+        q = statistics.quantiles(times, n=20)
+        print(f"{encoder:>12}: median {statistics.median(times):.3f} ms (p5 {q[0]:.3f}, p95 {q[-1]:.3f}), "
+              f"move {move} over {args.repeats} runs")
+
+
+if __name__ == "__main__":
+    main()

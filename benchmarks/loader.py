@@ -1,0 +1,55 @@
+"""Benchmark: how many positions a second the training DataLoader delivers
+(gather from the memory-mapped dataset + tensors), and what the on-device
+D4 augmentation costs, to check that data loading cannot starve a GPU.
+
+    python benchmarks/loader.py [--data data/wthor] [--batch-size 1024] [--batches 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from data_tools.datamodule import WthorDataModule, augment  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / "data" / "wthor")
+    ap.add_argument("--batch-size", type=int, default=1024)
+    ap.add_argument("--batches", type=int, default=300)
+    ap.add_argument("--workers", type=int, default=0)
+    args = ap.parse_args()
+    dm = WthorDataModule(args.data, batch_size=args.batch_size, num_workers=args.workers)
+    dm.setup()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rates, aug_ms = [], []
+    it = iter(dm.train_dataloader())
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(args.batches // 3):
+            batch = next(it)
+        rates.append(args.batch_size * (args.batches // 3) / (time.perf_counter() - t))
+    batch = {k: v.to(device) for k, v in batch.items()}
+    for _ in range(20):
+        t = time.perf_counter()
+        augment(batch)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        aug_ms.append((time.perf_counter() - t) * 1e3)
+    print(f"train split: {len(dm.splits['train']):,} positions; batch {args.batch_size}, {args.workers} workers, device {device}")
+    print(f"loader: median {statistics.median(rates):,.0f} positions/s over 3 runs of {args.batches // 3} batches "
+          f"({[round(r) for r in rates]}); an epoch of the training years at this rate: "
+          f"{len(dm.splits['train']) / statistics.median(rates):.0f} s")
+    print(f"D4 augmentation of one batch on {device}: median {statistics.median(aug_ms):.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
