@@ -64,7 +64,8 @@ def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, d
     preds, top3 = [], []
     from tqdm.auto import tqdm
 
-    for s in tqdm(range(0, len(positions), batch_size), disable=not progress, desc="evaluating", file=sys.stderr):
+    for s in tqdm(range(0, len(positions), batch_size), disable=None if progress else True, desc="evaluating",
+                  file=sys.stderr):
         batch = {k: v.to(device) for k, v in records_to_batch(positions[s:s + batch_size]).items()}
         probs = predict(net, batch, tta)
         preds.append(probs.argmax(-1).cpu().numpy())
@@ -117,7 +118,7 @@ def plot(result: dict, path: Path, title: str) -> None:
 
     phases = [ph for ph in result["phases"] if ph["positions"]]
     x = np.arange(len(phases))
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 5))
     ax.bar(x, [100 * ph["accuracy"] for ph in phases], color="#3a7d44", label="top-1 accuracy")
     ax.plot(x, [100 * ph["symmetric_accuracy"] for ph in phases], "k.", label="symmetric variant")
     ax.axhline(100 * result["accuracy"], color="#3a7d44", ls="--", lw=1, label=f"overall {100 * result['accuracy']:.1f}%")
@@ -130,7 +131,8 @@ def plot(result: dict, path: Path, title: str) -> None:
     ax2.set_ylabel("average legal moves", color="#b5651d")
     ax2.set_ylim(0, max(ph["branching_factor"] for ph in phases) * 1.2)
     handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-    ax.legend(handles, [h.get_label() for h in handles], loc="lower left", fontsize=8)
+    ax.legend(handles, [h.get_label() for h in handles], loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4,
+              fontsize=8, frameon=False)
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
