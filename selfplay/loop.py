@@ -259,7 +259,10 @@ def main(argv=None) -> dict:
 
         # 4. Promote, recalibrate, record: state.json is the commit point.
         promoted = args.continuous or (gate["score"] is not None and gate["score"] > args.gate_threshold)
-        elo_candidate = state["elo_best"] + (gate["elo"] or 0.0)
+        elo_gain = gate["elo"]
+        if elo_gain is None and gate["score"] is not None:  # a clean sweep: its finite (inner) bound
+            elo_gain = gate["elo_low"] if gate["score"] >= 0.5 else gate["elo_high"]
+        elo_candidate = state["elo_best"] + (elo_gain or 0.0)
         frr, n_low = false_resign_rate(games, state["resign_threshold"]) if state["resign_threshold"] is not None else (0.0, 0)
         threshold = state["resign_threshold"]
         if threshold is not None:
