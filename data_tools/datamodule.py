@@ -14,7 +14,7 @@ import lightning as L
 import numpy as np
 import torch
 
-from othello.symmetry import START_PRESERVING, transform_each, transform_square_each
+from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform_each, transform_square_each
 
 from .dataset import REFERENCE_SPLIT, WthorDataset, parse_years
 
@@ -35,7 +35,10 @@ def records_to_batch(rec: np.ndarray) -> dict[str, torch.Tensor]:
 
 
 def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | None = None) -> dict:
-    """A random symmetry from ``group`` per sample, on whatever device the batch is."""
+    """A random symmetry from ``group`` per sample, on whatever device the batch is.
+
+    Transforms the boards, the history, and the targets present: ``move`` (a
+    square) and ``policy`` (a distribution over the 64 squares)."""
     if len(group) == 1 and group[0] == 0:
         return batch
     n = batch["player"].shape[0]
@@ -45,8 +48,12 @@ def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | Non
     out = dict(batch)
     out["player"] = transform_each(batch["player"], ks)
     out["opponent"] = transform_each(batch["opponent"], ks)
-    out["move"] = transform_square_each(batch["move"], ks)
     out["history"] = transform_square_each(batch["history"], ks)
+    if "move" in batch:
+        out["move"] = transform_square_each(batch["move"], ks)
+    if "policy" in batch:
+        image = torch.as_tensor(SQUARE_MAP, device=device)[ks]  # [n, 64]: square -> its image
+        out["policy"] = torch.zeros_like(batch["policy"]).scatter_(1, image, batch["policy"])
     return out
 
 

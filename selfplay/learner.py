@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from othello.symmetry import SQUARE_MAP, transform_each, transform_square_each
+from data_tools.datamodule import augment
 
 from .selfplay import SelfPlayGames
 
@@ -23,19 +23,6 @@ def to_device_batch(games: SelfPlayGames, idx: np.ndarray, device) -> dict:
         "policy": t(games.policy[idx].astype(np.float32)),
         "outcome": t(games.outcome[idx].astype(np.float32)),
     }
-
-
-def augment(batch: dict, generator: torch.Generator | None = None) -> dict:
-    n = batch["player"].shape[0]
-    dev = batch["player"].device
-    ks = torch.randint(8, (n,), device=dev, generator=generator)
-    out = dict(batch)
-    out["player"] = transform_each(batch["player"], ks)
-    out["opponent"] = transform_each(batch["opponent"], ks)
-    out["history"] = transform_square_each(batch["history"], ks)
-    image = torch.as_tensor(SQUARE_MAP, device=dev)[ks]  # [n, 64]: square -> its image
-    out["policy"] = torch.zeros_like(batch["policy"]).scatter_(1, image, batch["policy"])
-    return out
 
 
 def losses(net, batch: dict, l2: float) -> dict:
@@ -63,7 +50,7 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
         idx = rng.integers(0, len(games.player), batch_size)
         batch = to_device_batch(games, idx, device)
         if symmetries:
-            batch = augment(batch, gen)
+            batch = augment(batch, generator=gen)
         parts = losses(net, batch, l2)
         opt.zero_grad(set_to_none=True)
         parts["loss"].backward()

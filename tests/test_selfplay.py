@@ -9,7 +9,8 @@ import torch
 from models.nets import build_network, export, legal_mask
 from othello import bitboard as bb
 from selfplay import loop as rl_loop
-from selfplay.learner import augment, to_device_batch, train_network
+from data_tools.datamodule import augment
+from selfplay.learner import to_device_batch, train_network
 from selfplay.mcts import Evaluator, MCTSConfig
 from selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
 
@@ -67,7 +68,7 @@ def test_resign_calibration():
 
 def test_augmented_policy_targets_stay_on_legal_moves(games):
     batch = to_device_batch(games, np.arange(len(games.player)), "cpu")
-    aug = augment(batch, torch.Generator().manual_seed(0))
+    aug = augment(batch, generator=torch.Generator().manual_seed(0))
     legal = legal_mask(aug["player"], aug["opponent"])
     assert (aug["policy"][~legal] == 0).all()
     assert torch.allclose(aug["policy"].sum(1), batch["policy"].sum(1))

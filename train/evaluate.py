@@ -27,7 +27,7 @@ from data_tools.dataset import build, parse_years  # noqa: E402
 from data_tools.datamodule import records_to_batch  # noqa: E402
 from models.nets import load_network  # noqa: E402
 from othello import bitboard as bb  # noqa: E402
-from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform  # noqa: E402
+from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each  # noqa: E402
 from train.metrics import PHASE_NAMES, phase_of  # noqa: E402
 
 
@@ -41,9 +41,7 @@ def predict(net, batch: dict, tta: int = 1) -> torch.Tensor:
         b = dict(batch)
         if k:
             b["player"], b["opponent"] = transform(batch["player"], k), transform(batch["opponent"], k)
-            table = torch.as_tensor(SQUARE_MAP[k], device=batch["history"].device)
-            h = batch["history"]
-            b["history"] = torch.where((h >= 0) & (h < 64), table[h.clamp(0, 63)], h)
+            b["history"] = transform_square_each(batch["history"], torch.full_like(batch["move"], k))
         probs = torch.softmax(net(b)["policy"].float(), -1)
         total = total + probs[:, torch.as_tensor(SQUARE_MAP[k], device=probs.device)]
     return total / len(group)
