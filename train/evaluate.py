@@ -41,7 +41,8 @@ def predict(net, batch: dict, tta: int = 1) -> torch.Tensor:
         b = dict(batch)
         if k:
             b["player"], b["opponent"] = transform(batch["player"], k), transform(batch["opponent"], k)
-            b["history"] = transform_square_each(batch["history"], torch.full_like(batch["move"], k))
+            h = batch["history"]
+            b["history"] = transform_square_each(h, torch.full((h.shape[0],), k, device=h.device))
         probs = torch.softmax(net(b)["policy"].float(), -1)
         total = total + probs[:, torch.as_tensor(SQUARE_MAP[k], device=probs.device)]
     return total / len(group)
