@@ -214,3 +214,32 @@ def test_all_real_years_match_the_shared_readme(shared_wthor, tmp_path):
     g = result.games
     finished = g[g["finished"]]
     assert (finished["result"] == 2 * finished["black_score"].astype(int) - 64).all(), "replayed scores agree with WTHOR's"
+
+
+def test_download_fetches_zipped_years(tmp_path, monkeypatch, games):
+    """--download, against a stand-in for the FFO's site (no network in tests)."""
+    import io
+    import zipfile
+
+    import data_tools.wthor as cli
+
+    served = []
+
+    def fake_urlopen(url, timeout):
+        served.append(url)
+        year = int(url.rsplit("_", 1)[1][:4])
+        raw = tmp_path / f"src_{year}.wtb"
+        wtb.write_wtb(raw, wtb.make_games([_moves(r) for r, _, _ in games[:5]], [32] * 5), year)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.write(raw, f"WTH_{year}.wtb")
+        return io.BytesIO(buf.getvalue())
+
+    monkeypatch.setattr(cli.urllib.request, "urlopen", fake_urlopen)
+    target = tmp_path / "dl"
+    out = tmp_path / "ds"
+    assert cli.main(["--download", "--wthor-dir", str(target), "--years", "2001-2002", "--out", str(out), "--quiet"]) == 0
+    assert served == [cli.DOWNLOAD_URL.format(year=y) for y in (2001, 2002)]
+    assert json.loads((out / "summary.json").read_text())["total"]["games"] == 10
+    assert cli.main(["--download", "--wthor-dir", str(target), "--years", "2001-2002", "--out", str(out), "--quiet"]) == 0
+    assert len(served) == 2, "files already there are not fetched again"
