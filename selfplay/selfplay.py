@@ -45,7 +45,7 @@ class SelfPlayGames:
     disc_diff: np.ndarray  # per game: black's final disc difference (0 for resigned games)
     resigned: np.ndarray  # per game: ended by resignation
     no_resign: np.ndarray  # per game: resignation disabled (calibration game)
-    min_value: np.ndarray  # per game [2]: lowest root value seen by black, by white
+    value: np.ndarray  # float16 per sample: the search's root value for the side to move
     length: np.ndarray  # per game: plies played (passes included)
 
     def save(self, path) -> None:
@@ -98,7 +98,6 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
     no_resign = torch.from_numpy(rng.random(B) < cfg.no_resign_fraction).to(dev)
     if cfg.resign_threshold is None:
         no_resign[:] = True
-    min_value = torch.ones(B, 2, device=dev)
 
     tree = BatchedMCTS(evaluator, B, mcts, generator=gen)
     all_games = torch.arange(B, device=dev)
@@ -129,14 +128,12 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
             tree.search(movers, noise=True)
             visits = tree.root_visits(movers)[:, :64]
             value = tree.root_value(movers)
-            col = (~black[movers]).long()  # 0 black, 1 white
-            min_value[movers, col] = torch.minimum(min_value[movers, col], value)
             quit_ = (~no_resign[movers]) & (value < (cfg.resign_threshold if cfg.resign_threshold is not None else -2))
             sample = plies[movers] < cfg.temperature_plies
             action[movers] = _choose(visits, sample, gen)
             pi = visits / visits.sum(1, keepdim=True).clamp(min=1)
             records.append((movers.cpu(), player[movers].cpu(), opponent[movers].cpu(), history[movers].cpu(),
-                            black[movers].cpu(), pi.half().cpu(), moves_played[movers].cpu()))
+                            black[movers].cpu(), pi.half().cpu(), moves_played[movers].cpu(), value.half().cpu()))
             if quit_.any():
                 g = movers[quit_]
                 winner[g] = torch.where(black[g], -1, 1)  # the side to move gives up
@@ -156,9 +153,12 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
         tree.set_roots(need, player[need], opponent[need], history[need], black[need])
     bar.close()
 
-    g, p, o, h, b, pi, ply = (torch.cat(x) for x in zip(*records)) if records else (torch.zeros(0, dtype=torch.long),) * 7
+    g, p, o, h, b, pi, ply, v = (torch.cat(x) for x in zip(*records)) if records else (torch.zeros(0),) * 8
     w = winner.cpu()
     outcome = (w[g] * torch.where(b, 1, -1)).to(torch.int8) if records else torch.zeros(0, dtype=torch.int8)
+    if records:  # group the samples by game, in play order within each
+        order = torch.from_numpy(np.argsort(g.numpy(), kind="stable"))
+        g, p, o, h, b, pi, ply, v, outcome = (x[order] for x in (g, p, o, h, b, pi, ply, v, outcome))
     return SelfPlayGames(
         player=p.numpy().view(np.uint64) if records else np.zeros(0, np.uint64),
         opponent=o.numpy().view(np.uint64) if records else np.zeros(0, np.uint64),
@@ -172,29 +172,36 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
         disc_diff=disc.cpu().numpy().astype(np.int8),
         resigned=resigned.cpu().numpy(),
         no_resign=no_resign.cpu().numpy(),
-        min_value=min_value.cpu().numpy(),
+        value=v.numpy().astype(np.float16) if records else np.zeros(0, np.float16),
         length=plies.cpu().numpy().astype(np.int16),
     )
 
 
 def false_resign_rate(games: SelfPlayGames, threshold: float) -> tuple[float, int]:
-    """Among the played-out games, the share of sides that dropped below
-    ``threshold`` at some point and still did not lose; and how many dropped."""
-    sel = games.no_resign
-    would = games.min_value[sel] < threshold  # [n, 2]: black, white
-    did_not_lose = np.stack([games.winner[sel] >= 0, games.winner[sel] <= 0], 1)
-    n = int(would.sum())
-    return (float((would & did_not_lose).sum()) / n if n else 0.0), n
+    """The share of played-out games that resigning at ``threshold`` would
+    have lost wrongly: the first side whose root value fell below it did not
+    in fact lose. Also returns how many games were played out."""
+    n = int(games.no_resign.sum())
+    sel = games.no_resign[games.game] & (games.value < threshold)
+    first = np.unique(games.game[sel], return_index=True)[1]  # samples are in play order within a game
+    wrong = int((games.outcome[sel][first] >= 0).sum())
+    return (wrong / n if n else 0.0), n
 
 
-def calibrate_resign_threshold(games: SelfPlayGames, target: float = 0.05, current: float = -0.9) -> float:
-    """The highest threshold whose false-resign rate on the played-out games
-    stays under ``target`` (stepping down from -0.5 to -0.99); the current one
-    when too few played-out games dropped low enough to tell."""
-    best = None
-    for t in np.round(np.arange(-0.5, -1.0, -0.02), 2):
-        rate, n = false_resign_rate(games, float(t))
-        if n >= 10 and rate < target:
-            best = float(t)
+GRID = np.round(np.arange(-0.99, -0.49, 0.01), 2)
+
+
+def calibrate_resign_threshold(games: SelfPlayGames, target: float = 0.05, current: float = -0.9,
+                               min_games: int = 10) -> float:
+    """The highest threshold (in -0.99..-0.5) at and below which the
+    false-resign rate on the played-out games stays under ``target``;
+    ``current`` when fewer than ``min_games`` games were played out."""
+    rates = [false_resign_rate(games, float(t)) for t in GRID]
+    if rates[0][1] < min_games:
+        return current
+    best = float(GRID[0])
+    for t, (rate, _) in zip(GRID, rates):
+        if rate >= target:
             break
-    return current if best is None else best
+        best = float(t)
+    return best

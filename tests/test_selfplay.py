@@ -57,13 +57,20 @@ def test_resign_calibration():
     n = 40
     g = SelfPlayGames(**{k: np.zeros(0) for k in SelfPlayGames.__dataclass_fields__})
     g.no_resign = np.ones(n, bool)
-    g.winner = np.array([1] * 20 + [-1] * 20, np.int8)
-    g.min_value = np.ones((n, 2), np.float32)
-    g.min_value[20:, 0] = -0.95  # black was hopeless and lost: right to resign
-    g.min_value[:2, 0] = -0.8  # two black games looked lost at -0.8 but black won
-    assert false_resign_rate(g, -0.9) == (0.0, 20)
-    assert false_resign_rate(g, -0.7)[0] == pytest.approx(2 / 22)
+    g.game = np.repeat(np.arange(n), 2)  # two samples a game: black to move, then white
+    g.value = np.full(2 * n, 0.3, np.float16)
+    g.outcome = np.zeros(2 * n, np.int8)
+    g.outcome[0:40] = np.tile([-1, 1], 20)  # games 0-19: black lost...
+    g.value[0:40:2] = -0.95  # ...and looked hopeless: right to resign
+    g.outcome[40:44] = [1, -1, 1, -1]  # games 20, 21: black won...
+    g.value[40:44:2] = -0.8  # ...though its value fell to -0.8 first
+    assert false_resign_rate(g, -0.9) == (0.0, 40)
+    assert false_resign_rate(g, -0.7) == (2 / 40, 40)
     assert calibrate_resign_threshold(g, 0.05, -0.99) == pytest.approx(-0.8)  # -0.8 itself is not "< -0.8"
+    g.value[1] = -0.99  # white's first sample in game 0 is not what counts: black fell first, in play order
+    assert false_resign_rate(g, -0.9) == (0.0, 40)
+    g.no_resign[:] = False
+    assert calibrate_resign_threshold(g, 0.05, -0.9) == -0.9, "too few played-out games: keep the threshold"
 
 
 def test_augmented_policy_targets_stay_on_legal_moves(games):
