@@ -1,7 +1,7 @@
 """Benchmark: latency of one move prediction (encoding included) with the
 reference 10x64 network, raw and handcrafted planes, batch of one position.
 
-    python benchmarks/inference.py [--repeats 300] [--threads 2]
+    python benchmarks/inference.py [--repeats 300] [--rounds 5] [--threads 2] [--depth 10]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from othello.bitboard import _signed  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--depth", type=int, default=10)
     args = ap.parse_args()
@@ -38,17 +39,19 @@ def main() -> None:
     print(f"{cpu}, {args.threads} threads, torch {torch.__version__}; reference net {args.depth}x64; one position")
     for encoder in ("raw", "handcrafted"):
         net = build_network("reference", encoder=encoder, depth=args.depth, width=64).eval()
-        times = []
+        rounds = []
         with torch.inference_mode():
-            for i in range(args.repeats + 20):
-                t = time.perf_counter()
-                move = int(net(batch)["policy"].argmax())
-                if i >= 20:
+            for _ in range(20):
+                net(batch)
+            for _ in range(args.rounds):  # this machine is noisy: report the spread of round medians
+                times = []
+                for _ in range(args.repeats):
+                    t = time.perf_counter()
+                    move = int(net(batch)["policy"].argmax())
                     times.append((time.perf_counter() - t) * 1e3)
-        q = statistics.quantiles(times, n=20)
-        print(f"{encoder:>12}: median {statistics.median(times):.3f} ms (p5 {q[0]:.3f}, p95 {q[-1]:.3f}), "
-              f"move {move} over {args.repeats} runs")
-
+                rounds.append(statistics.median(times))
+        print(f"{encoder:>12}: median {statistics.median(rounds):.3f} ms (round medians {min(rounds):.3f} .. "
+              f"{max(rounds):.3f} over {args.rounds} rounds of {args.repeats}), move {move}")
 
 if __name__ == "__main__":
     main()

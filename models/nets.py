@@ -21,7 +21,11 @@ def legal_mask(player: torch.Tensor, opponent: torch.Tensor) -> torch.Tensor:
     """(N, 64) bool of the legal squares, computed on the boards' device
     (through numpy on CPU, where its per-op cost is a fraction of torch's)."""
     if player.device.type == "cpu":
-        legal = bb.legal_moves(player.contiguous().numpy().view(np.uint64), opponent.contiguous().numpy().view(np.uint64))
+        p, o = player.contiguous().numpy().view(np.uint64), opponent.contiguous().numpy().view(np.uint64)
+        if p.size <= 4:  # a few positions (interactive play): plain ints beat numpy's per-call cost
+            legal = np.array([bb.legal_moves(int(a), int(b)) for a, b in zip(p, o)], dtype=np.uint64)
+        else:
+            legal = bb.legal_moves(p, o)
         return torch.from_numpy(((legal[:, None] >> _SHIFTS) & np.uint64(1)).astype(bool))
     legal = bb.legal_moves(player, opponent)
     shifts = torch.arange(64, device=player.device)
