@@ -41,11 +41,11 @@ class SelfPlayGames:
     outcome: np.ndarray  # int8, +1 / 0 / -1 for the side to move
     ply: np.ndarray  # uint8
     game: np.ndarray  # int32, game index within this batch
+    value: np.ndarray  # float16, the search's root value for the side to move
     winner: np.ndarray  # per game: +1 black, -1 white, 0 draw
     disc_diff: np.ndarray  # per game: black's final disc difference (0 for resigned games)
     resigned: np.ndarray  # per game: ended by resignation
     no_resign: np.ndarray  # per game: resignation disabled (calibration game)
-    value: np.ndarray  # float16 per sample: the search's root value for the side to move
     length: np.ndarray  # per game: plies played (passes included)
 
     def save(self, path) -> None:
