@@ -135,8 +135,7 @@ class BatchedMCTS:
         legal = self.legal[g, 0]
         n = legal.sum(1, keepdim=True).clamp(min=1).float()
         alpha = (self.cfg.dirichlet_alpha_scale / n).expand_as(legal).contiguous()
-        noise = torch._standard_gamma(alpha, generator=self.gen) * legal if self.gen is not None else \
-            torch._standard_gamma(alpha) * legal
+        noise = torch._standard_gamma(alpha, generator=self.gen) * legal  # Dirichlet = normalised gammas
         noise = noise / noise.sum(1, keepdim=True).clamp(min=1e-12)
         w = self.cfg.dirichlet_weight
         self.prior[g, 0] = (1 - w) * self.prior[g, 0] + w * noise
