@@ -52,15 +52,15 @@ class Evaluator:
         self.positions = 0
 
     @torch.inference_mode()
-    def __call__(self, player, opponent, history, black_to_move):
-        legal = bb.legal_moves(player, opponent)
+    def __call__(self, player, opponent, history, black_to_move, legal=None):
+        """``legal``: the [n, 65] action mask when the caller has it (saves recomputing it)."""
         batch = {"player": player, "opponent": opponent, "history": history.long(), "black_to_move": black_to_move}
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
             out = self.net(batch)
         self.calls += 1
         self.positions += player.shape[0]
         prior = torch.softmax(out["policy"].float(), -1)
-        must_pass = legal == 0
+        must_pass = (bb.legal_moves(player, opponent) == 0) if legal is None else ~legal[:, :64].any(1)
         prior = torch.cat([prior * ~must_pass[:, None], must_pass[:, None].float()], 1)
         value = out["value"].float() if "value" in out else torch.zeros(player.shape[0], device=player.device)
         return prior, value
@@ -119,7 +119,7 @@ class BatchedMCTS:
         status. Returns their value from the view of their side to move."""
         p, o = self.player[g, node], self.opponent[g, node]
         legal = _legal_actions(p, o)
-        prior, value = self.ev(p, o, self.history[g, node], self.black[g, node])
+        prior, value = self.ev(p, o, self.history[g, node], self.black[g, node], legal)
         over = ~legal.any(1)
         exact = torch.sign(bb.final_disc_difference(p, o).float())
         value = torch.where(over, exact, value)
