@@ -115,6 +115,49 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     assert report.with_suffix(".png").stat().st_size > 1000
 
 
+def test_learning_rate_schedule_ends_with_the_time_budget():
+    from train.module import MovePredictor
+
+    class Timer:  # stands in for Lightning's
+        def __init__(self, elapsed, remaining):
+            self.elapsed, self.remaining = elapsed, remaining
+
+        def time_elapsed(self):
+            return self.elapsed
+
+        def time_remaining(self):
+            return self.remaining
+
+    model = MovePredictor(depth=1, width=4)
+    factor = model.configure_optimizers()["lr_scheduler"]["scheduler"].lr_lambdas[0]
+    model._total_steps = 1000
+    assert factor(1000) == pytest.approx(0.01) and factor(525) == pytest.approx(0.505)
+    by_steps = factor(900)
+    model._timer = Timer(52.5, 47.5)
+    assert factor(10) == pytest.approx(0.505)  # 52.5 % of the time outweighs 1 % of the steps
+    model._timer = Timer(10.0, 90.0)
+    assert factor(900) == pytest.approx(by_steps)  # steps further along than time: steps rule
+    model._timer = Timer(120.0, -20.0)
+    assert factor(10) == pytest.approx(0.01)
+
+
+def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, tmp_path, monkeypatch):
+    from train.train import main as train_main
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    out = tmp_path / "timed"
+    summary = train_main(["--data", str(dataset_dir), "--out", str(out), "--logger", "none", "--max-minutes", "0.03",
+                          "--max-epochs", "1000", "--no-test", "--set", "model.depth=2", "--set", "model.width=8",
+                          "--set", "data.train_years=2001", "--set", "data.val_years=2002", "--set", "data.test_years=2003",
+                          "--set", "data.batch_size=64", "--set", "trainer.enable_progress_bar=false",
+                          "--set", "trainer.enable_model_summary=false"])
+    steps_per_epoch = len(_dm(dataset_dir).train_dataloader())
+    assert 0 < summary["global_step"] < 1000 * steps_per_epoch
+    state = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    last_lr = state["lr_schedulers"][0]["_last_lr"][0]
+    assert last_lr < 0.1 * summary["config"]["optim"].get("lr", 1e-3)
+
+
 def test_symmetric_accuracy_counts_equivalent_first_moves():
     from train.evaluate import symmetric_hits
 

@@ -7,6 +7,7 @@ import math
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.callbacks import Timer
 from torchmetrics.classification import MulticlassAccuracy
 
 from models.nets import build_network
@@ -36,6 +37,7 @@ class MovePredictor(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self._total_steps = 1
+        self._timer = None
         self.net = build_network(**self.hparams)
         self.metrics = torch.nn.ModuleDict({
             split: torch.nn.ModuleDict({
@@ -92,7 +94,21 @@ class MovePredictor(L.LightningModule):
         self._log_phases("test")
 
     def on_train_start(self):
-        self._total_steps = max(int(self.trainer.estimated_stepping_batches), 1)
+        steps = self.trainer.estimated_stepping_batches
+        self._total_steps = max(int(steps), 1) if math.isfinite(steps) else None
+        self._timer = next((c for c in self.trainer.callbacks if isinstance(c, Timer)), None)
+
+    def _progress(self, step: int) -> float:
+        """Share of the run done: steps over planned steps or, under a time
+        budget (``trainer.max_time``), time used over the budget, whichever is
+        further, so the schedule ends where the run does."""
+        t = step / self._total_steps if self._total_steps else 0.0
+        timer = getattr(self, "_timer", None)
+        remaining = timer.time_remaining() if timer is not None else None
+        if remaining is not None:
+            elapsed = timer.time_elapsed()
+            t = max(t, elapsed / max(elapsed + remaining, 1e-9))
+        return min(t, 1.0)
 
     def configure_optimizers(self):
         hp = self.hparams
@@ -110,7 +126,7 @@ class MovePredictor(L.LightningModule):
         def factor(step: int) -> float:
             # The run length is read at fit start (on_train_start), not baked into
             # the scheduler's state, so resuming with more epochs stretches the schedule.
-            t = min(step / self._total_steps, 1.0)
+            t = self._progress(step)
             if t < warmup:
                 return 0.04 + 0.96 * t / warmup
             return 0.5 * (1 + math.cos(math.pi * (t - warmup) / (1 - warmup))) * 0.99 + 0.01

@@ -71,6 +71,8 @@ def parse_args(argv=None):
     p.add_argument("--wandb-project", default="othello-learn")
     p.add_argument("--max-epochs", type=int, help="overrides trainer.max_epochs")
     p.add_argument("--max-steps", type=int, help="overrides trainer.max_steps")
+    p.add_argument("--max-minutes", type=float,
+                   help="time budget of the training (validation included); the LR schedule ends with it")
     p.add_argument("--batch-size", type=int, help="overrides data.batch_size")
     p.add_argument("--train-positions", type=int, help="train on a random subset of this many positions")
     p.add_argument("--accelerator", default="auto")
@@ -100,6 +102,8 @@ def main(argv=None) -> dict:
                                ("precision", "trainer", "precision")):
         if getattr(args, key) is not None:
             cfg[section][name] = getattr(args, key)
+    if args.max_minutes is not None:
+        cfg["trainer"]["max_time"] = {"seconds": round(args.max_minutes * 60)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
 
