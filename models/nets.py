@@ -14,22 +14,17 @@ from othello import bitboard as bb
 from .encoders import ENCODERS
 
 
-_SHIFTS = np.arange(64, dtype=np.uint64)
-
-
 def legal_mask(player: torch.Tensor, opponent: torch.Tensor) -> torch.Tensor:
     """(N, 64) bool of the legal squares, computed on the boards' device
     (through numpy on CPU, where its per-op cost is a fraction of torch's)."""
-    if player.device.type == "cpu":
-        p, o = player.contiguous().numpy().view(np.uint64), opponent.contiguous().numpy().view(np.uint64)
-        if p.size <= 4:  # a few positions (interactive play): plain ints beat numpy's per-call cost
-            legal = np.array([bb.legal_moves(int(a), int(b)) for a, b in zip(p, o)], dtype=np.uint64)
-        else:
-            legal = bb.legal_moves(p, o)
-        return torch.from_numpy(((legal[:, None] >> _SHIFTS) & np.uint64(1)).astype(bool))
-    legal = bb.legal_moves(player, opponent)
-    shifts = torch.arange(64, device=player.device)
-    return ((legal.unsqueeze(-1) >> shifts) & 1).bool()
+    if player.device.type != "cpu":
+        return bb.bits(bb.legal_moves(player, opponent))
+    p, o = player.contiguous().numpy().view(np.uint64), opponent.contiguous().numpy().view(np.uint64)
+    if p.size <= 4:  # a few positions (interactive play): plain ints beat numpy's per-call cost
+        legal = np.array([bb.legal_moves(int(a), int(b)) for a, b in zip(p, o)], dtype=np.uint64)
+    else:
+        legal = bb.legal_moves(p, o)
+    return torch.from_numpy(bb.bits(legal))
 
 
 def masked(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:

@@ -159,6 +159,18 @@ def bit(square):
     return np.left_shift(np.uint64(1), square.astype(np.uint64))
 
 
+def bits(boards):
+    """Boards ``(...)`` -> bool ``(..., 64)``, square ``s`` at index ``s``: the
+    form that masks, argmaxes and planes want. numpy or torch in, the same out."""
+    if _is_torch(boards):
+        import torch
+
+        return ((boards.unsqueeze(-1) >> torch.arange(64, device=boards.device)) & 1).bool()
+    b = np.ascontiguousarray(boards, dtype=np.uint64)
+    as_bytes = b.reshape(-1).astype("<u8", copy=False).view(np.uint8).reshape(*b.shape, 8)
+    return np.unpackbits(as_bytes, axis=-1, bitorder="little").astype(bool)
+
+
 def squares(board: int) -> list[int]:
     """Indices of the set bits of one board, ascending."""
     out = []

@@ -30,7 +30,7 @@ from othello import bitboard as bb  # noqa: E402
 from othello.game import IllegalMoveError, Position  # noqa: E402
 from othello.notation import format_transcript, square_name  # noqa: E402
 from othello.symmetry import transform  # noqa: E402
-from selfplay.players import Player, legal_mask, make_player, random_legal_squares  # noqa: E402
+from selfplay.players import Player, legal_squares, make_player, random_legal_squares  # noqa: E402
 
 Z95 = 1.959963984540054
 _ONE = np.uint64(1)
@@ -87,7 +87,7 @@ def random_openings(count: int, plies: int, rng: np.random.Generator, batch: int
                 if not stuck.any():
                     break
                 p[stuck], o[stuck], btm[stuck] = o[stuck], p[stuck], ~btm[stuck]
-            legal = legal_mask(p, o)
+            legal = legal_squares(p, o)
             alive &= legal.any(axis=1)  # neither side could move: the game ended
             sq = random_legal_squares(legal | ~alive[:, None], rng)
             moves[:, ply] = sq

@@ -19,9 +19,7 @@ import numpy as np
 
 from othello import bitboard as bb
 
-_ONE = np.uint64(1)
-_SQUARE_SHIFTS = np.arange(64, dtype=np.uint64)
-_SQUARE_BITS = _ONE << _SQUARE_SHIFTS
+_SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
 
 
 class Player:
@@ -52,10 +50,9 @@ class Player:
         return f"<{type(self).__name__} {self.name}>"
 
 
-def legal_mask(player: np.ndarray, opponent: np.ndarray) -> np.ndarray:
-    """[N, 64] bool of the legal squares: the form masks and argmaxes want."""
-    legal = bb.legal_moves(np.asarray(player, dtype=np.uint64), np.asarray(opponent, dtype=np.uint64))
-    return ((legal[..., None] >> _SQUARE_SHIFTS) & _ONE).astype(bool)
+def legal_squares(player: np.ndarray, opponent: np.ndarray) -> np.ndarray:
+    """[N, 64] bool of the legal squares of numpy boards (players work in numpy)."""
+    return bb.bits(bb.legal_moves(np.asarray(player, dtype=np.uint64), np.asarray(opponent, dtype=np.uint64)))
 
 
 def random_legal_squares(legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -72,7 +69,7 @@ class RandomPlayer(Player):
     name = "random"
 
     def select(self, player, opponent, black_to_move, rng):
-        return random_legal_squares(legal_mask(player, opponent), rng)
+        return random_legal_squares(legal_squares(player, opponent), rng)
 
 
 def flip_counts(player: np.ndarray, opponent: np.ndarray) -> np.ndarray:
@@ -86,8 +83,7 @@ def flip_counts(player: np.ndarray, opponent: np.ndarray) -> np.ndarray:
     p64, o64 = np.broadcast_to(p, (p.shape[0], 64)), np.broadcast_to(o, (o.shape[0], 64))
     moves = np.broadcast_to(_SQUARE_BITS, p64.shape)
     counts = bb.popcount(bb.flips(p64, o64, moves)).astype(np.int64)
-    empty = ((~(p | o)) >> _SQUARE_SHIFTS) & _ONE
-    counts[(empty == 0) | (counts == 0)] = -1
+    counts[~bb.bits(~(p[:, 0] | o[:, 0])) | (counts == 0)] = -1
     return counts
 
 

@@ -133,3 +133,14 @@ def test_array_round_trip(positions):
         assert (grid[i] == np.array(board) * color).all()
     back = bb.from_array(grid)
     assert np.array_equal(back[0], p) and np.array_equal(back[1], o)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=6))
+def test_bits_unpacks_every_square_in_numpy_and_torch(boards):
+    want = np.array([[(b >> s) & 1 for s in range(64)] for b in boards], dtype=bool)
+    a = np.array(boards, dtype=np.uint64)
+    assert np.array_equal(bb.bits(a), want)
+    assert np.array_equal(bb.bits(a.reshape(len(boards), 1)), want[:, None])
+    t = torch.from_numpy(a.view(np.int64))
+    assert torch.equal(bb.bits(t), torch.from_numpy(want))
