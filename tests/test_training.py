@@ -146,13 +146,14 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     out = tmp_path / "timed"
-    summary = train_main(["--data", str(dataset_dir), "--out", str(out), "--logger", "none", "--max-minutes", "0.03",
-                          "--max-epochs", "1000", "--no-test", "--set", "model.depth=2", "--set", "model.width=8",
-                          "--set", "data.train_years=2001", "--set", "data.val_years=2002", "--set", "data.test_years=2003",
-                          "--set", "data.batch_size=64", "--set", "trainer.enable_progress_bar=false",
-                          "--set", "trainer.enable_model_summary=false"])
-    steps_per_epoch = len(_dm(dataset_dir).train_dataloader())
-    assert 0 < summary["global_step"] < 1000 * steps_per_epoch
+    args = ["--data", str(dataset_dir), "--out", str(out), "--logger", "none", "--max-epochs", "-1", "--no-test",
+            "--set", "model.depth=2", "--set", "model.width=8", "--set", "data.train_years=2001",
+            "--set", "data.val_years=2002", "--set", "data.test_years=2003", "--set", "data.batch_size=64",
+            "--set", "trainer.enable_progress_bar=false", "--set", "trainer.enable_model_summary=false"]
+    with pytest.raises(ValueError, match="time budget"):  # open-ended and no budget: the schedule has no end
+        train_main(args + ["--fresh"])
+    summary = train_main(args + ["--fresh", "--max-minutes", "0.03"])  # open-ended: the budget ends it
+    assert summary["global_step"] > 0
     state = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     last_lr = state["lr_schedulers"][0]["_last_lr"][0]
     assert last_lr < 0.1 * summary["config"]["optim"].get("lr", 1e-3)

@@ -97,16 +97,19 @@ class MovePredictor(L.LightningModule):
         steps = self.trainer.estimated_stepping_batches
         self._total_steps = max(int(steps), 1) if math.isfinite(steps) else None
         self._timer = next((c for c in self.trainer.callbacks if isinstance(c, Timer)), None)
+        budget = self._timer.time_remaining() if self._timer is not None else None
+        if self._total_steps is None and budget is None and self.hparams.scheduler != "none":
+            raise ValueError("an open-ended run (max_epochs=-1) needs a time budget (--max-minutes) "
+                             "or optim.scheduler=none: the learning-rate schedule has no end")
 
     def _progress(self, step: int) -> float:
         """Share of the run done: steps over planned steps or, under a time
         budget (``trainer.max_time``), time used over the budget, whichever is
         further, so the schedule ends where the run does."""
         t = step / self._total_steps if self._total_steps else 0.0
-        timer = getattr(self, "_timer", None)
-        remaining = timer.time_remaining() if timer is not None else None
+        remaining = self._timer.time_remaining() if self._timer is not None else None
         if remaining is not None:
-            elapsed = timer.time_elapsed()
+            elapsed = self._timer.time_elapsed()
             t = max(t, elapsed / max(elapsed + remaining, 1e-9))
         return min(t, 1.0)
 
