@@ -146,7 +146,7 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     out = tmp_path / "timed"
-    args = ["--data", str(dataset_dir), "--out", str(out), "--logger", "none", "--max-epochs", "-1", "--no-test",
+    args = ["--data", str(dataset_dir), "--out", str(out), "--logger", "csv", "--max-epochs", "-1", "--no-test",
             "--set", "model.depth=2", "--set", "model.width=8", "--set", "data.train_years=2001",
             "--set", "data.val_years=2002", "--set", "data.test_years=2003", "--set", "data.batch_size=64",
             "--set", "trainer.enable_progress_bar=false", "--set", "trainer.enable_model_summary=false"]
@@ -157,6 +157,14 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
     state = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     last_lr = state["lr_schedulers"][0]["_last_lr"][0]
     assert last_lr < 0.1 * summary["config"]["optim"].get("lr", 1e-3)
+
+    from train.curves import load_curve, main as curves_main
+
+    curve = load_curve(out)
+    assert len(curve) >= 1 and curve["positions"].is_monotonic_increasing
+    assert curves_main([str(out), "--out", str(tmp_path / "curves.png")]) == 0
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    assert curves_main([str(tmp_path), "--out", str(tmp_path / "none.png")]) == 2  # no CSV log: a clear error
 
 
 def test_symmetric_accuracy_counts_equivalent_first_moves():
