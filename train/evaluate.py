@@ -28,7 +28,7 @@ from data_tools.datamodule import records_to_batch  # noqa: E402
 from models.nets import load_network  # noqa: E402
 from othello import bitboard as bb  # noqa: E402
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each  # noqa: E402
-from train.metrics import PHASE_NAMES, phase_of  # noqa: E402
+from train.metrics import PhaseAccuracy  # noqa: E402
 
 
 @torch.no_grad()
@@ -75,19 +75,19 @@ def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, d
     p, o = positions["player"], positions["opponent"]
     exact = pred == move
     sym = symmetric_hits(p, o, move, pred)
-    branching = bb.popcount(bb.legal_moves(p, o)).astype(np.int64)
-    phase = phase_of(torch.from_numpy(positions["ply"].astype(np.int64))).numpy()
+    ply = torch.from_numpy(positions["ply"].astype(np.int64))
+    branching = torch.from_numpy(bb.popcount(bb.legal_moves(p, o)).astype(np.int64))
+    by_phase = {}
+    for name, hits in (("accuracy", exact), ("symmetric_accuracy", sym)):
+        metric = PhaseAccuracy()
+        metric.update(torch.from_numpy(hits), ply, branching)
+        by_phase[name] = metric.compute()
     phases = []
-    for i, name in enumerate(PHASE_NAMES):
-        sel = phase == i
-        n = int(sel.sum())
-        phases.append({
-            "moves": name,
-            "accuracy": float(exact[sel].mean()) if n else None,
-            "symmetric_accuracy": float(sym[sel].mean()) if n else None,
-            "positions": n,
-            "branching_factor": float(branching[sel].mean()) if n else None,
-        })
+    for e, es in zip(by_phase["accuracy"], by_phase["symmetric_accuracy"]):
+        n = e["positions"]  # an empty phase reads null in the JSON, not NaN
+        phases.append({"moves": e["moves"], "accuracy": e["accuracy"] if n else None,
+                       "symmetric_accuracy": es["accuracy"] if n else None, "positions": n,
+                       "branching_factor": e["branching_factor"] if n else None})
     return {
         "accuracy": float(exact.mean()),
         "symmetric_accuracy": float(sym.mean()),
