@@ -38,7 +38,8 @@ def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | Non
     """A random symmetry from ``group`` per sample, on whatever device the batch is.
 
     Transforms the boards, the history, and the targets present: ``move`` (a
-    square) and ``policy`` (a distribution over the 64 squares)."""
+    square; kept where the sample is unchanged, see below) and ``policy`` (a
+    distribution over the 64 squares)."""
     if len(group) == 1 and group[0] == 0:
         return batch
     n = batch["player"].shape[0]
@@ -50,7 +51,13 @@ def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | Non
     out["opponent"] = transform_each(batch["opponent"], ks)
     out["history"] = transform_square_each(batch["history"], ks)
     if "move" in batch:
-        out["move"] = transform_square_each(batch["move"], ks)
+        # A sample the symmetry leaves unchanged (above all the start position: every WTHOR
+        # game is recorded from f5) keeps its recorded move. Its images would be the same
+        # input with an equivalent move as the label, teaching the net to pick among them
+        # at random where the records follow one convention.
+        same = ((out["player"] == batch["player"]) & (out["opponent"] == batch["opponent"])
+                & (out["history"] == batch["history"]).all(-1))
+        out["move"] = torch.where(same, batch["move"], transform_square_each(batch["move"], ks))
     if "policy" in batch:
         image = torch.as_tensor(SQUARE_MAP, device=device)[ks]  # [n, 64]: square -> its image
         out["policy"] = torch.zeros_like(batch["policy"]).scatter_(1, image, batch["policy"])

@@ -60,6 +60,11 @@ def test_augmentation_keeps_moves_legal_and_uses_the_group(dataset_dir, group):
     start = batch["ply"] == 0
     start_kept = (aug["player"][start] == bb.BLACK_START).all() and (aug["opponent"][start] == bb.WHITE_START).all()
     assert bool(start_kept) == (group == "start")
+    # a sample the symmetry leaves unchanged keeps its recorded move (WTHOR's f5 convention) ...
+    kept = start & (aug["player"] == bb.BLACK_START) & (aug["opponent"] == bb.WHITE_START)
+    assert kept.any() and torch.equal(aug["move"][kept], batch["move"][kept])
+    # ... and only those: a transformed move lands elsewhere for some samples
+    assert (aug["move"][~start] != batch["move"][~start]).any()
     assert set(START_PRESERVING) < set(SYMMETRY_GROUPS["all"])
     # disc counts and history "none"/pass markers are preserved
     assert torch.equal(bb.popcount(aug["player"]), bb.popcount(batch["player"]))
