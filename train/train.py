@@ -126,6 +126,9 @@ def main(argv=None) -> dict:
     if resume:
         print(f"resuming from {resume}", file=sys.stderr)
     trainer.fit(model, datamodule=dm, ckpt_path=resume)
+    # The periodic checkpoint can lag the end (a time budget stops between its saves):
+    # leave the final state there, so rerunning with a larger budget continues from it.
+    trainer.save_checkpoint(last)
 
     best_path = best.best_model_path or str(last)
     summary = {"best_checkpoint": best_path, "best_val_acc": float(best.best_model_score or float("nan")),
