@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from lightning.pytorch.callbacks import Timer
 from torchmetrics.classification import MulticlassAccuracy
 
+from models.fastpath import prepare
 from models.nets import build_network
 
 from .metrics import PHASE_NAMES, PhaseAccuracy
@@ -47,6 +48,10 @@ class MovePredictor(L.LightningModule):
             for split in ("train_", "val_", "test_")  # ModuleDict keys may not be "train"
         })
         self.phases = torch.nn.ModuleDict({"val_": PhaseAccuracy(), "test_": PhaseAccuracy()})
+
+    def setup(self, stage: str) -> None:
+        # channels_last under bf16 on CPU: oneDNN's fast bf16 convolutions want it.
+        prepare(self.net, self.trainer.strategy.root_device, self.trainer.precision)
 
     def forward(self, batch: dict) -> dict:
         return self.net(batch)

@@ -77,7 +77,8 @@ def parse_args(argv=None):
     p.add_argument("--train-positions", type=int, help="train on a random subset of this many positions")
     p.add_argument("--accelerator", default="auto")
     p.add_argument("--devices", default="auto")
-    p.add_argument("--precision", help="e.g. 32, bf16-mixed (overrides trainer.precision)")
+    p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
+                   "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-every", type=int, default=2000, help="steps between resumable checkpoints")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override any config value")
@@ -93,6 +94,7 @@ def main(argv=None) -> dict:
     from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 
     from data_tools.datamodule import WthorDataModule
+    from models.fastpath import auto_precision
     from models.nets import export
     from train.module import MovePredictor
 
@@ -119,6 +121,9 @@ def main(argv=None) -> dict:
     logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project)
     callbacks = [best, periodic] + ([LearningRateMonitor("step")] if logger else [])
     trainer_cfg = {"max_epochs": 10, "log_every_n_steps": 50, **cfg["trainer"]}
+    if str(trainer_cfg.get("precision", "auto")) == "auto":
+        trainer_cfg["precision"] = auto_precision(args.accelerator)
+        print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
     trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
                         logger=logger, callbacks=callbacks, use_distributed_sampler=False, **trainer_cfg)
     last = ckpt_dir / "last.ckpt"

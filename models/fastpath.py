@@ -1,0 +1,58 @@
+"""Which numeric path a network runs on: bf16 autocast and channels_last
+where the hardware has fast kernels for them, fp32 elsewhere.
+
+On a CPU with AVX512-BF16 (or AMX) oneDNN runs bf16 convolutions in
+channels_last at 2-4x the fp32 NCHW speed for training and batched inference
+(RESULTS.md, ``benchmarks/train_throughput.py --compare``); at batch 1 the
+format conversions cost more than they save, so single-position play stays
+fp32. On CUDA, bf16 autocast where the GPU supports it. Detected at run time,
+never assumed: a CPU without the instructions gets fp32 NCHW.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+FP32 = "32-true"
+BF16 = "bf16-mixed"
+
+
+def cpu_has_bf16() -> bool:
+    """True when this CPU has native bf16 dot products (AVX512-BF16 or AMX)."""
+    try:
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    except AttributeError:  # an older torch without the probes: be safe
+        return False
+
+
+def auto_precision(device: str | torch.device) -> str:
+    """The Lightning precision string of the fast path on ``device`` ("cpu", "cuda", "auto", ...)."""
+    kind = torch.device("cuda" if torch.cuda.is_available() else "cpu").type if str(device) in ("auto", "gpu") else torch.device(device).type
+    if kind == "cuda":
+        return BF16 if torch.cuda.is_bf16_supported() else "16-mixed"
+    if kind == "cpu":
+        return BF16 if cpu_has_bf16() else FP32
+    return FP32
+
+
+def is_bf16(precision) -> bool:
+    return "bf16" in str(precision)
+
+
+def prepare(net: torch.nn.Module, device: str | torch.device, precision) -> torch.nn.Module:
+    """Put ``net`` in the memory format its path wants: channels_last for bf16 on CPU."""
+    if torch.device(device).type == "cpu" and is_bf16(precision):
+        net.to(memory_format=torch.channels_last)
+    return net
+
+
+def autocast(device: str | torch.device, precision) -> contextlib.AbstractContextManager:
+    """The autocast context for inference on ``device`` under ``precision``."""
+    kind = torch.device(device).type
+    if is_bf16(precision):
+        return torch.autocast(kind, dtype=torch.bfloat16)
+    if str(precision).startswith("16"):
+        return torch.autocast(kind, dtype=torch.float16)
+    return contextlib.nullcontext()

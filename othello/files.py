@@ -1,0 +1,87 @@
+"""Writing files so that nothing is ever half-written, and failing in one line.
+
+Every command of the toolkit writes through ``atomic_write`` (a temporary file
+in the target's folder, then a rename: a reader, a kill or a full disk never
+leaves a truncated file under the real name) and runs under ``run_main``, which
+turns a ``UserError`` (bad input: a file, a game, a setting) or an OS error
+(missing file, no space left) into one line on stderr and exit status 2, with
+the traceback only under ``--debug``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class UserError(Exception):
+    """Bad input the user can fix; the message names the file, game, ply or setting."""
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path beside ``path``; rename it onto ``path`` when the block succeeds.
+
+    The folder is created if missing. On failure the temporary file is removed
+    and ``path`` is left as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+def describe_os_error(e: OSError) -> str:
+    where = f" ({e.filename})" if e.filename else ""
+    if e.errno == errno.ENOSPC:
+        return f"no space left on device{where}: free some space and run the command again"
+    if isinstance(e, FileNotFoundError):
+        return f"no such file or folder{where}"
+    if isinstance(e, IsADirectoryError):
+        return f"expected a file, found a folder{where}"
+    if isinstance(e, PermissionError):
+        return f"permission denied{where}"
+    return f"{e.strerror or e}{where}"
+
+
+def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
+    """Run a command's ``main``: user errors and OS errors become one line and exit 2,
+    Ctrl-C a short message and exit 130; ``--debug`` in argv shows tracebacks."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in args
+    if debug:
+        args.remove("--debug")
+    prog = Path(sys.argv[0]).name or "othello"
+    try:
+        return int(main(args) or 0)
+    except UserError as e:
+        if debug:
+            raise
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if debug:
+            raise
+        print(f"{prog}: error: {describe_os_error(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
