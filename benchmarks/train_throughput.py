@@ -1,13 +1,23 @@
-"""Benchmark: training throughput of a config (positions/s) and the projected
-time of an epoch of 1977-2014 (6.9 M positions), data loading and on-device
-augmentation included. The GPU target: ref_raw_d10 under 60 s an epoch on one H100.
+"""Benchmark: training throughput (positions/s) through the real training step:
+batches from the DataModule, on-device D4 augmentation, encoding, forward,
+the module's loss, backward and AdamW, with the numeric path a run would use.
 
     python benchmarks/train_throughput.py --config train/configs/ref_raw_d10.yaml [--steps 200]
+    python benchmarks/train_throughput.py --compare --json OUT.json          # CPU: fp32 baseline vs recipe
+    python benchmarks/train_throughput.py --profile --config train/configs/cpu_value_fast.yaml
+
+``--compare`` alternates rounds of the fp32 eager NCHW baseline and the
+project's CPU recipe (``precision: auto``: bf16 autocast + channels_last where
+the CPU has bf16, see models/fastpath.py) for the same net and batches, and
+reports the medians side by side, so machine noise hits both alike.
+``--profile`` splits a step into its stages (loading, augmentation, encoding,
+forward + loss, backward, optimizer) to show where the time goes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -20,50 +30,150 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from data_tools.datamodule import SYMMETRY_GROUPS, WthorDataModule, augment  # noqa: E402
+from models.fastpath import FP32, auto_precision, autocast, prepare  # noqa: E402
 from models.nets import build_network  # noqa: E402
 from train.train import load_config  # noqa: E402
 
+EPOCH = 6_912_964  # positions of 1977-2014
+
+
+def loss_of(out: dict, batch: dict, value_weight: float = 0.5) -> torch.Tensor:
+    """The training module's loss: cross-entropy over legal moves (+ value MSE)."""
+    loss = F.cross_entropy(out["policy"].float(), batch["move"])
+    if "value" in out:
+        loss = loss + value_weight * F.mse_loss(out["value"].float(), torch.sign(batch["result"]))
+    return loss
+
+
+class Setup:
+    """One numeric path: a fresh net, its optimizer, its precision."""
+
+    def __init__(self, model_cfg: dict, device: str, precision: str, compile_net: bool = False):
+        self.device, self.precision = device, precision
+        self.net = prepare(build_network(**model_cfg).to(device).train(), device, precision)
+        self.model = torch.compile(self.net) if compile_net else self.net
+        self.opt = torch.optim.AdamW(self.net.parameters(), lr=1e-3)
+
+    def step(self, batch: dict) -> None:
+        with autocast(self.device, self.precision):
+            loss = loss_of(self.model(batch), batch)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def cpu_name() -> str:
+    try:
+        return next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return "CPU"
+
+
+def profile(setup: Setup, loader, group, steps: int, bs: int) -> dict:
+    """Seconds per step in each stage (medians over ``steps`` steps)."""
+    from models.encoders import ENCODERS
+    from models.nets import legal_mask, masked
+
+    encode = ENCODERS[setup.net.encoder][0]
+    stages = {k: [] for k in ("load", "augment", "encode+mask", "forward+loss", "backward", "optimizer")}
+    for i in range(steps + 3):
+        t0 = time.perf_counter()
+        batch = {k: v.to(setup.device) for k, v in next(loader).items()}
+        t1 = time.perf_counter()
+        batch = augment(batch, group)
+        t2 = time.perf_counter()
+        x = encode(batch)
+        legal = legal_mask(batch["player"], batch["opponent"])
+        t3 = time.perf_counter()
+        with autocast(setup.device, setup.precision):
+            logits, value = setup.net.trunk(x)
+            out = {"policy": masked(logits, legal)}
+            if value is not None:
+                out["value"] = value
+            loss = loss_of(out, batch)
+        sync(setup.device)
+        t4 = time.perf_counter()
+        setup.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        sync(setup.device)
+        t5 = time.perf_counter()
+        setup.opt.step()
+        sync(setup.device)
+        t6 = time.perf_counter()
+        if i >= 3:
+            for k, a, b in zip(stages, (t0, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6)):
+                stages[k].append(b - a)
+    med = {k: statistics.median(v) for k, v in stages.items()}
+    total = sum(med.values())
+    print(f"profile ({setup.precision}, batch {bs}): {bs / total:,.0f} positions/s")
+    for k, v in med.items():
+        print(f"  {k:13s} {v * 1e3:7.2f} ms  {100 * v / total:5.1f} %")
+    return {k: v * 1e3 for k, v in med.items()}
+
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--config", type=Path, default=REPO / "train/configs/ref_raw_d10.yaml")
-    ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor")
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--batch-size", type=int)
-    ap.add_argument("--compile", action="store_true", help="torch.compile the network")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--config", type=Path, default=REPO / "train/configs/cpu_raw_fast.yaml",
+                    help="training config whose model, batch size and symmetries are measured")
+    ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor", help="built dataset folder")
+    ap.add_argument("--steps", type=int, default=40, help="timed steps per round")
+    ap.add_argument("--rounds", type=int, default=5, help="timed rounds per setting (after one warm-up round)")
+    ap.add_argument("--batch-size", type=int, help="overrides the config's data.batch_size")
+    ap.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    ap.add_argument("--precision", default="auto", help="the recipe's precision (auto: detected fast path)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the recipe's network")
+    ap.add_argument("--compare", action="store_true", help="alternate fp32 eager NCHW baseline and the recipe")
+    ap.add_argument("--profile", action="store_true", help="time each stage of the recipe's training step")
+    ap.add_argument("--json", type=Path, help="write the medians here")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cfg = load_config(args.config, [])
-    bs = args.batch_size or cfg["data"].get("batch_size", 1024)
+    bs = args.batch_size or cfg["data"].get("batch_size", 256)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    bf16 = device == "cuda" and "bf16" in str(cfg["trainer"].get("precision", ""))
+    precision = auto_precision(device) if args.precision == "auto" else args.precision
     dm = WthorDataModule(args.data, batch_size=bs)
     dm.setup()
-    net = build_network(**cfg["model"]).to(device).train()
-    model = torch.compile(net) if args.compile else net
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
-    group = SYMMETRY_GROUPS[cfg["data"].get("symmetries", "all")]
     loader = iter(dm.train_dataloader())
-    rates = []
-    for rep in range(4):  # the first is warm-up
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(args.steps // 4):
-            batch = {k: v.to(device, non_blocking=True) for k, v in next(loader).items()}
-            batch = augment(batch, group)
-            with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
-                loss = F.cross_entropy(model(batch)["policy"].float(), batch["move"])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        if rep:
-            rates.append(bs * (args.steps // 4) / (time.perf_counter() - t))
-    rate = statistics.median(rates)
-    name = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
-    print(f"{args.config.name} on {name}, batch {bs}{', bf16' if bf16 else ''}: median {rate:,.0f} positions/s "
-          f"({[round(r) for r in rates]}); epoch of 6,912,964 positions: {6_912_964 / rate:,.0f} s")
+    group = SYMMETRY_GROUPS[cfg["data"].get("symmetries", "all")]
+    where = torch.cuda.get_device_name() if device == "cuda" else f"{cpu_name()}, {torch.get_num_threads()} threads"
+    print(f"{args.config.name}: {cfg['model']}, batch {bs}, on {where}, torch {torch.__version__}")
+
+    result: dict = {"config": args.config.name, "batch_size": bs, "device": where, "recipe_precision": precision}
+    if args.profile:
+        result["profile_ms"] = profile(Setup(cfg["model"], device, precision), loader, group, args.steps, bs)
+    else:
+        setups = {"recipe": Setup(cfg["model"], device, precision, args.compile)}
+        if args.compare:
+            setups = {"baseline": Setup(cfg["model"], device, FP32), **setups}
+        rates: dict[str, list[float]] = {k: [] for k in setups}
+        for rnd in range(args.rounds + 1):  # round 0 warms up (oneDNN primitive caches, compile)
+            for name, s in setups.items():
+                sync(device)
+                t = time.perf_counter()
+                for _ in range(args.steps):  # loading and augmentation included: the whole loop
+                    s.step(augment({k: v.to(device, non_blocking=True) for k, v in next(loader).items()}, group))
+                sync(device)
+                if rnd:
+                    rates[name].append(bs * args.steps / (time.perf_counter() - t))
+        for name, r in rates.items():
+            med = statistics.median(r)
+            result[f"{name}_samples_per_s"] = med
+            print(f"{name:8s} ({setups[name].precision}{', channels_last' if name == 'recipe' and 'bf16' in precision and device == 'cpu' else ''}): "
+                  f"median {med:,.0f} positions/s over {len(r)} rounds {[round(x) for x in r]}; "
+                  f"epoch of 1977-2014: {EPOCH / med / 60:,.0f} min")
+        if args.compare:
+            result["ratio"] = result["recipe_samples_per_s"] / result["baseline_samples_per_s"]
+            print(f"recipe / baseline: {result['ratio']:.2f}x")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """Learning curves of one or more runs logged with ``--logger csv``: validation
-accuracy against training positions seen, in one PNG (W&B runs get these
-plots in W&B itself).
+accuracy against training positions seen and, where the run logged its
+training time (``time/hours``), against wall-clock hours, in one PNG (W&B runs
+get these plots in W&B itself). A resumed run writes a new CSV version each
+time; all versions are joined, the later one winning a step both logged.
 
     python train/curves.py runs/cpu_raw_long runs/cpu_hc_long --out results/cpu_long_curves.png
+    python train/curves.py runs/cpu_value_fast --metric val/value_loss --out value_loss.png
 """
 
 from __future__ import annotations
@@ -15,19 +18,32 @@ import pandas as pd
 import yaml
 
 
+HOURS = "time/hours"
+
+
 def load_curve(run: Path, metric: str = "val/acc") -> pd.DataFrame:
-    """``positions`` seen and ``metric`` at each validation of a run's latest CSV log."""
+    """``positions`` seen, ``hours`` of training (NaN where not logged) and ``metric``
+    at each validation of a run, over all its CSV versions (one per resume)."""
     logs = sorted((run / "csv").glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
     if not logs:
         raise FileNotFoundError(f"{run}: no csv/version_*/metrics.csv (was it trained with --logger csv?)")
-    frame = pd.read_csv(logs[-1])
+    frame = pd.concat([pd.read_csv(p) for p in logs], ignore_index=True)
     if metric not in frame:
-        raise ValueError(f"{logs[-1]}: no column {metric!r} (has {', '.join(frame.columns)})")
+        raise ValueError(f"{run}: no column {metric!r} in its CSV logs (has {', '.join(frame.columns)})")
     cfg_path = run / "config.yaml"
     cfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
     batch = int((cfg.get("data") or {}).get("batch_size", 256))
-    curve = frame[["step", metric]].dropna().drop_duplicates("step", keep="last")
-    return pd.DataFrame({"positions": (curve["step"] + 1) * batch, metric: curve[metric]})
+    hours = frame[HOURS] if HOURS in frame else pd.Series(float("nan"), index=frame.index)
+    rows = pd.DataFrame({"step": frame["step"], "hours": hours, metric: frame[metric]})
+    rows = rows.dropna(subset=[metric]).drop_duplicates("step", keep="last").sort_values("step")
+    return pd.DataFrame({"positions": (rows["step"].to_numpy() + 1) * batch, "hours": rows["hours"].to_numpy(),
+                         metric: rows[metric].to_numpy()})
+
+
+def is_fraction(metric: str) -> bool:
+    """Accuracies are logged as fractions and shown in percent; losses are shown as they are."""
+    name = metric.rsplit("/", 1)[-1]
+    return "acc" in name or "top" in name
 
 
 def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
@@ -36,14 +52,21 @@ def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for run in runs:
-        curve = load_curve(run, metric)
-        ax.plot(curve["positions"] / 1e6, 100 * curve[metric], marker="o", ms=3, label=run.name)
-    ax.set_xlabel("training positions seen (millions)")
-    ax.set_ylabel(f"{metric} (%)")
-    ax.grid(alpha=0.3)
-    ax.legend()
+    curves = {run.name: load_curve(run, metric) for run in runs}
+    timed = any(c["hours"].notna().any() for c in curves.values())
+    fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(12 if timed else 7, 4.2), squeeze=False)
+    scale, unit = (100, " (%)") if is_fraction(metric) else (1, "")
+    for name, curve in curves.items():
+        axes[0, 0].plot(curve["positions"] / 1e6, scale * curve[metric], marker="o", ms=3, label=name)
+        if timed and curve["hours"].notna().any():
+            axes[0, 1].plot(curve["hours"], scale * curve[metric], marker="o", ms=3, label=name)
+    axes[0, 0].set_xlabel("training positions seen (millions)")
+    if timed:
+        axes[0, 1].set_xlabel("training time (hours)")
+    for ax in axes[0]:
+        ax.set_ylabel(metric + unit)
+        ax.grid(alpha=0.3)
+        ax.legend()
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
