@@ -94,6 +94,10 @@ class MovePredictor(L.LightningModule):
 
     def on_validation_epoch_end(self):
         self._log_phases("val")
+        if self._timer is not None and not self.trainer.sanity_checking:
+            # Training time so far (resumes included: the Timer's state is in the checkpoint),
+            # for learning curves against wall-clock hours (train/curves.py).
+            self.log("time/hours", self._timer.time_elapsed("train") / 3600)
 
     def on_test_epoch_end(self):
         self._log_phases("test")
