@@ -1,0 +1,349 @@
+"""Othello file formats other programs speak: GGF game records, transcripts, OBF positions.
+
+GGF (the Generic Game Format of the GGS server, also what NBoard sends its
+engines) is how games travel between Othello programs; OBF (Edax's one
+position per line) is how test positions do. Both are read strictly: a bad
+record raises ``FormatError`` naming the record and the ply, never a game that
+silently diverges from what was written.
+
+Moves are square indices (``othello.notation``), ``PASS`` (64) for a pass; a
+``GameRecord`` always holds its passes explicitly, whatever the input did.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from . import bitboard as bb
+from .game import IllegalMoveError, Position
+from .notation import PASS, square_name
+
+
+class FormatError(ValueError):
+    """A record that does not parse or does not replay; the message says where."""
+
+
+_SQUARE_RE = re.compile(r"[a-h][1-8]")
+_PASS_WORDS = ("pa", "ps", "pass", "--")
+
+
+def parse_move(text: str) -> int:
+    """``'f5'``/``'F5'`` -> 37; ``'PA'``, ``'pass'``, ``'ps'``, ``'--'`` -> ``PASS``."""
+    t = text.strip().lower()
+    if t in _PASS_WORDS:
+        return PASS
+    if not _SQUARE_RE.fullmatch(t):
+        raise FormatError(f"not a move: {text!r} (expected a1..h8 or a pass: PA, pass, --)")
+    return 8 * (int(t[1]) - 1) + "abcdefgh".index(t[0])
+
+
+def play_with_passes(pos: Position, moves, what: str = "game", infer_passes: bool = True):
+    """Replay ``moves`` from ``pos``; returns (moves with every pass explicit, final position).
+
+    With ``infer_passes`` a square played when the side to move has no move
+    first passes for it (WTHOR, transcripts and many GGF writers leave passes
+    out). Errors name ``what`` and the ply (1-based)."""
+    out: list[int] = []
+    for i, sq in enumerate(moves):
+        if sq != PASS and infer_passes and pos.must_pass():
+            pos = pos.play(PASS)
+            out.append(PASS)
+        try:
+            pos = pos.play(sq)
+        except IllegalMoveError as e:
+            raise FormatError(f"{what}, ply {i + 1} ({square_name(sq)}): {e}") from None
+        out.append(sq)
+    return out, pos
+
+
+# --------------------------------------------------------------------------
+# Transcripts
+
+
+def parse_transcript_moves(text: str) -> list[int]:
+    """``'f5d6c3'``, ``'F5 d6 -- c3'``, ``'f5pad6'`` -> squares and ``PASS``es as written."""
+    compact = re.sub(r"\s+", "", text.lower())
+    tokens = re.findall(r"[a-h][1-8]|pass|pa|ps|--|.", compact)
+    return [parse_move(t) for t in tokens]
+
+
+def read_transcript(text: str, start: Position | None = None, what: str = "transcript") -> tuple[list[int], Position]:
+    """A transcript replayed from ``start`` (default the standard start): (moves with
+    explicit passes, final position). Passes written are checked, missing ones inferred."""
+    try:
+        moves = parse_transcript_moves(text)
+    except FormatError as e:
+        raise FormatError(f"{what}: {e}") from None
+    return play_with_passes(start or Position(), moves, what)
+
+
+def write_transcript(moves, passes: bool = False) -> str:
+    """Squares -> ``'f5d6c3'``; passes dropped (readers infer them) unless ``passes``,
+    then written ``'pa'``."""
+    return "".join("pa" if m == PASS else square_name(int(m)) for m in moves if m != PASS or passes)
+
+
+# --------------------------------------------------------------------------
+# Boards as text (GGF's BO and OBF share the idea: 64 cells, then the side to move)
+
+_BLACK_CHARS = "x*b"
+_WHITE_CHARS = "ow"
+_EMPTY_CHARS = "-."
+
+
+def board_from_text(cells: str, black_to_move: bool, what: str) -> Position:
+    if len(cells) != 64:
+        raise FormatError(f"{what}: a board needs 64 squares, got {len(cells)}: {cells!r}")
+    black = white = 0
+    for i, c in enumerate(cells.lower()):
+        if c in _BLACK_CHARS:
+            black |= 1 << i
+        elif c in _WHITE_CHARS:
+            white |= 1 << i
+        elif c not in _EMPTY_CHARS:
+            raise FormatError(f"{what}: square {square_name(i)} is {c!r} (expected X/*, O or -)")
+    p, o = (black, white) if black_to_move else (white, black)
+    return Position(p, o, black_to_move)
+
+
+def board_to_text(pos: Position, black: str = "X", white: str = "O") -> str:
+    return "".join(black if pos.black >> i & 1 else white if pos.white >> i & 1 else "-" for i in range(64))
+
+
+# --------------------------------------------------------------------------
+# GGF
+
+
+@dataclass
+class GameRecord:
+    """One game: where it starts, every move (passes explicit), and what GGF says about it.
+
+    ``evals`` and ``times`` run parallel to ``moves`` (None where not given);
+    ``result`` is black's disc difference as recorded (``RE``), None if unknown;
+    ``tags`` keeps other GGF properties so a read-write round trip loses nothing."""
+
+    moves: list[int] = field(default_factory=list)
+    start: Position = field(default_factory=Position)
+    black: str = ""
+    white: str = ""
+    black_rating: str = ""
+    white_rating: str = ""
+    place: str = ""
+    date: str = ""
+    time_control: str = ""
+    result: float | None = None
+    evals: list[float | None] = field(default_factory=list)
+    times: list[float | None] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        n = len(self.moves)
+        self.evals = list(self.evals) + [None] * (n - len(self.evals))
+        self.times = list(self.times) + [None] * (n - len(self.times))
+
+    def positions(self) -> list[Position]:
+        """Position before each move, then the final one (len(moves) + 1)."""
+        out = [self.start]
+        for i, m in enumerate(self.moves):
+            try:
+                out.append(out[-1].play(m))
+            except IllegalMoveError as e:
+                raise FormatError(f"ply {i + 1} ({square_name(m)}): {e}") from None
+        return out
+
+    @property
+    def final(self) -> Position:
+        return self.positions()[-1]
+
+    def transcript(self, passes: bool = False) -> str:
+        return write_transcript(self.moves, passes)
+
+    @classmethod
+    def from_transcript(cls, text: str, start: Position | None = None, **kw) -> "GameRecord":
+        moves, _ = read_transcript(text, start)
+        return cls(moves=moves, start=start or Position(), **kw)
+
+
+_GGF_PROP_RE = re.compile(r"([A-Z]+)\[((?:\\.|[^\]\\])*)\]", re.S)
+_KNOWN = {"PB": "black", "PW": "white", "RB": "black_rating", "RW": "white_rating",
+          "PC": "place", "DT": "date", "TI": "time_control"}
+
+
+def _unescape(v: str) -> str:
+    return re.sub(r"\\(.)", r"\1", v)
+
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("]", "\\]")
+
+
+def _parse_ggf_move(value: str, what: str) -> tuple[int, float | None, float | None]:
+    parts = value.split("/")
+    try:
+        move = parse_move(parts[0])
+    except FormatError as e:
+        raise FormatError(f"{what}: {e}") from None
+
+    def num(i):
+        if len(parts) <= i or not parts[i].strip():
+            return None
+        try:
+            return float(parts[i])
+        except ValueError:
+            raise FormatError(f"{what}: bad number {parts[i]!r} in move {value!r}") from None
+
+    return move, num(1), num(2)
+
+
+def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
+    """One ``(;GM[Othello]...;)`` record. Missing passes are inferred (a move
+    tagged with the colour that is not to move, when the side to move has
+    none); a move for the wrong colour otherwise, an illegal move, or a board
+    other than 8x8 is an error naming the ply."""
+    body = text.strip()
+    if not (body.startswith("(;") and body.endswith(";)")):
+        raise FormatError(f"{what}: a GGF game starts with '(;' and ends with ';)'")
+    inner = body[2:-2]
+    leftover = _GGF_PROP_RE.sub("", inner).strip()
+    if leftover:
+        raise FormatError(f"{what}: unexpected text {leftover[:40]!r}")
+    rec = GameRecord()
+    raw_moves: list[tuple[bool, str]] = []
+    board = None
+    for key, value in _GGF_PROP_RE.findall(inner):
+        value = _unescape(value)
+        if key in ("B", "W"):
+            raw_moves.append((key == "B", value))
+        elif key == "GM":
+            if value.strip().lower() != "othello":
+                raise FormatError(f"{what}: GM[{value}] is not an Othello game")
+        elif key == "TY":
+            if not value.strip().startswith("8") or value.strip()[1:2].isdigit():
+                raise FormatError(f"{what}: TY[{value}]: only 8x8 Othello is supported")
+            if value.strip() != "8":
+                rec.tags[key] = value
+        elif key == "BO":
+            board = value
+        elif key == "RE":
+            v = value.strip()
+            try:
+                rec.result = None if v in ("", "?") else float(v.split(":")[0])
+            except ValueError:
+                rec.result = None
+            if ":" in v or (v not in ("", "?") and rec.result is None):
+                rec.tags[key] = value  # a resignation/timeout marker ("-64:r"): kept as written
+        elif key in _KNOWN:
+            setattr(rec, _KNOWN[key], value)
+        else:
+            rec.tags[key] = value
+    if board is not None:
+        parts = board.split()
+        if len(parts) != 3 or parts[0] != "8" or parts[2] not in ("*", "O", "o"):
+            raise FormatError(f"{what}: BO[{board}] is not '8 <64 squares> <* or O>'")
+        rec.start = board_from_text(parts[1], parts[2] == "*", f"{what} BO")
+    pos = rec.start
+    for i, (is_black, value) in enumerate(raw_moves):
+        ply = f"{what}, ply {len(rec.moves) + 1}"
+        move, ev, tm = _parse_ggf_move(value, ply)
+        if is_black != pos.black_to_move:
+            if move != PASS and pos.must_pass():
+                pos = pos.play(PASS)
+                rec.moves.append(PASS)
+                rec.evals.append(None)
+                rec.times.append(None)
+                ply = f"{what}, ply {len(rec.moves) + 1}"
+            else:
+                raise FormatError(f"{ply}: {'B' if is_black else 'W'}[{value}] but "
+                                  f"{'black' if pos.black_to_move else 'white'} is to move")
+        try:
+            pos = pos.play(move)
+        except IllegalMoveError as e:
+            raise FormatError(f"{ply} ({square_name(move)}): {e}") from None
+        rec.moves.append(move)
+        rec.evals.append(ev)
+        rec.times.append(tm)
+    return rec
+
+
+def parse_ggf(text: str, what: str = "GGF") -> list[GameRecord]:
+    """Every game of a GGF text (a file may hold many, one per line or not)."""
+    games = []
+    for i, m in enumerate(re.finditer(r"\(;.*?;\)", text, re.S)):
+        games.append(parse_ggf_game(m.group(0), f"{what} game {i + 1}"))
+    rest = re.sub(r"\(;.*?;\)", "", text, flags=re.S).strip()
+    if "(;" in rest:
+        raise FormatError(f"{what}: a game starts with '(;' but never ends with ';)': {rest[:40]!r}")
+    if rest:
+        raise FormatError(f"{what}: text outside any game: {rest[:40]!r}")
+    return games
+
+
+def _fmt_num(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+
+
+def format_ggf(rec: GameRecord) -> str:
+    """One line: the GGS field order, lower-case moves, ``PA`` for passes, ``/eval/time``
+    when known (``//time`` without an eval)."""
+    out = ["(;GM[Othello]"]
+    for key, attr in (("PC", "place"), ("DT", "date"), ("PB", "black"), ("PW", "white"),
+                      ("RB", "black_rating"), ("RW", "white_rating"), ("TI", "time_control")):
+        v = getattr(rec, attr)
+        if v:
+            out.append(f"{key}[{_escape(v)}]")
+    out.append(f"TY[{_escape(rec.tags.get('TY', '8'))}]")
+    if "RE" in rec.tags:
+        out.append(f"RE[{_escape(rec.tags['RE'])}]")
+    elif rec.result is not None:
+        out.append(f"RE[{rec.result:+.3f}]")
+    for k, v in rec.tags.items():
+        if k not in ("TY", "RE"):
+            out.append(f"{k}[{_escape(v)}]")
+    s = rec.start
+    out.append(f"BO[8 {board_to_text(s, '*', 'O')} {'*' if s.black_to_move else 'O'}]")
+    btm = s.black_to_move
+    for m, ev, tm in zip(rec.moves, rec.evals, rec.times):
+        text = "PA" if m == PASS else square_name(m)
+        if ev is not None or tm is not None:
+            text += "/" + ("" if ev is None else _fmt_num(ev)) + "/" + ("" if tm is None else _fmt_num(tm))
+        out.append(f"{'B' if btm else 'W'}[{text}]")
+        btm = not btm
+    out.append(";)")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------
+# OBF (Edax): "<64 squares X/O/-> <X|O>;[ comment]"
+
+
+@dataclass
+class ObfPosition:
+    position: Position
+    comment: str = ""  # after the ';' (Edax: the scored moves, "g8:+18; h1:+12;")
+
+    def scores(self) -> dict[int, int]:
+        """Edax's ``move:score`` pairs in the comment, if any."""
+        return {parse_move(m): int(v) for m, v in re.findall(r"([a-hA-H][1-8]|[pP][aAsS]):\s*([+-]?\d+)", self.comment)}
+
+
+def parse_obf_line(line: str, what: str = "OBF line") -> ObfPosition:
+    text = line.strip()
+    head, sep, comment = text.partition(";")
+    parts = head.split()
+    if len(parts) != 2 or parts[1].upper() not in ("X", "O"):
+        raise FormatError(f"{what}: expected '<64 squares of X/O/-> <X or O>[; comment]', got {text[:80]!r}")
+    return ObfPosition(board_from_text(parts[0], parts[1].upper() == "X", what), comment.strip())
+
+
+def parse_obf(text: str, what: str = "OBF") -> list[ObfPosition]:
+    """Every position of an OBF text; blank lines and lines starting with '%' or '#' are skipped."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip() and line.lstrip()[0] not in "%#":
+            out.append(parse_obf_line(line, f"{what} line {n}"))
+    return out
+
+
+def format_obf(pos: Position, comment: str = "") -> str:
+    return f"{board_to_text(pos)} {'X' if pos.black_to_move else 'O'};" + (f" {comment}" if comment else "")

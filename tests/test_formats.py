@@ -1,0 +1,177 @@
+"""GGF, transcripts and OBF: hand-made records, random engine games, real WTHOR games when built."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from othello import Position
+from othello.formats import (
+    FormatError,
+    GameRecord,
+    format_ggf,
+    format_obf,
+    parse_ggf,
+    parse_ggf_game,
+    parse_obf,
+    read_transcript,
+    write_transcript,
+)
+from othello.notation import PASS, parse_square
+
+REPO = Path(__file__).resolve().parents[1]
+START_BO = "BO[8 ---------------------------O*------*O--------------------------- *]"
+
+
+def random_game(seed: int, stop_at: int | None = None) -> list[int]:
+    """Uniform random legal moves (passes explicit) to the end, or ``stop_at`` plies."""
+    rng = np.random.default_rng(seed)
+    pos, moves = Position(), []
+    while not pos.is_over() and (stop_at is None or len(moves) < stop_at):
+        legal = pos.legal_moves() or [PASS]
+        m = int(legal[rng.integers(len(legal))])
+        moves.append(m)
+        pos = pos.play(m)
+    return moves
+
+
+def replay(moves, start=None):
+    pos = start or Position()
+    for m in moves:
+        pos = pos.play(m)
+    return pos
+
+
+def test_hand_made_ggf_with_passes_times_and_tags():
+    text = ("(;GM[Othello]PC[GGS/os]DT[2003.01.02_03:04:05.UTC]PB[alice]PW[bob]RB[2100.5]RW[1900]"
+            "TI[15:00//02:00]TY[8]RE[+2.000]" + START_BO + "B[f5//1.5]W[D6/-0.50/2]B[c3];)")
+    (g,) = parse_ggf(text)
+    assert g.moves == [parse_square("f5"), parse_square("d6"), parse_square("c3")]
+    assert (g.black, g.white, g.black_rating, g.white_rating) == ("alice", "bob", "2100.5", "1900")
+    assert g.result == 2.0 and g.time_control == "15:00//02:00" and g.place == "GGS/os"
+    assert g.times == [1.5, 2.0, None] and g.evals == [None, -0.5, None]
+    assert g.final == Position.from_transcript("f5d6c3")
+    again = parse_ggf_game(format_ggf(g))
+    assert again == g
+    assert "B[f5//1.5]W[d6/-0.5/2]B[c3]" in format_ggf(g)
+
+
+def test_ggf_explicit_and_missing_passes_agree():
+    moves = next(m for s in range(2000) if PASS in (m := random_game(s)))
+    rec = GameRecord(moves=moves)
+    text = format_ggf(rec)
+    assert "[PA]" in text
+    assert parse_ggf_game(text).moves == moves
+    # A writer that leaves passes out: the pass is inferred from the colours.
+    stripped = GameRecord(moves=moves)
+    no_pass = text.replace("W[PA]", "").replace("B[PA]", "")
+    assert parse_ggf_game(no_pass).moves == stripped.moves
+    # "pass" spelled out is read too.
+    assert parse_ggf_game(text.replace("[PA]", "[pass]")).moves == moves
+
+
+def test_ggf_other_start_position():
+    moves = random_game(7)
+    mid = replay(moves[:20])
+    rec = GameRecord(moves=moves[20:], start=mid, black="x", white="y")
+    text = format_ggf(rec)
+    back = parse_ggf_game(text)
+    assert back.start == mid and back.moves == moves[20:] and back.final == replay(moves)
+    # A white-to-move start is written with 'O' as the side to move.
+    if not mid.black_to_move:
+        assert text.split("BO[8 ")[1].split("]")[0].endswith(" O")
+
+
+@pytest.mark.parametrize("bad, where", [
+    ("(;GM[Othello]TY[8]" + START_BO + "B[f5]W[f5];)", "ply 2"),        # occupied square
+    ("(;GM[Othello]TY[8]" + START_BO + "B[f5]B[d6];)", "ply 2"),        # black twice, white can move
+    ("(;GM[Othello]TY[8]" + START_BO + "B[f5]W[z9];)", "ply 2"),        # not a move
+    ("(;GM[Othello]TY[10]B[f5];)", "TY[10]"),
+    ("(;GM[Chess]TY[8]B[f5];)", "GM[Chess]"),
+    ("(;GM[Othello]TY[8]BO[8 ---- *]B[f5];)", "64 squares"),
+    ("(;GM[Othello]TY[8]B[f5]", "never ends"),
+])
+def test_ggf_errors_name_the_place(bad, where):
+    with pytest.raises(FormatError, match=None) as e:
+        parse_ggf(bad, what="games.ggf")
+    assert where in str(e.value) and "games.ggf" in str(e.value)
+
+
+def test_several_games_per_file_and_stray_text():
+    a, b = GameRecord(moves=random_game(1)), GameRecord(moves=random_game(2))
+    assert parse_ggf(format_ggf(a) + "\n" + format_ggf(b) + "\n") == [a, b]
+    with pytest.raises(FormatError, match="outside any game"):
+        parse_ggf(format_ggf(a) + " junk")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10**6), st.integers(0, 60), st.booleans())
+def test_random_games_round_trip(seed, cut, explicit):
+    """Any legal game, from any of its positions: GGF and transcripts give back
+    the same moves and the same final board as the engine."""
+    moves = random_game(seed)
+    cut = min(cut, len(moves))
+    start = replay(moves[:cut])
+    rec = GameRecord(moves=moves[cut:], start=start, result=float(replay(moves).score()))
+    assert parse_ggf_game(format_ggf(rec)) == rec
+    text = write_transcript(moves, passes=explicit)
+    back, final = read_transcript(text)
+    assert back == moves and final == replay(moves)
+    assert read_transcript(write_transcript(moves[cut:], explicit), start)[0] == moves[cut:]
+
+
+def test_transcript_pass_spellings_and_errors():
+    moves = next(m for s in range(2000) if PASS in (m := random_game(s)))
+    for word in ("pa", "PA", "--", "pass", "ps"):
+        text = "".join(word if m == PASS else "abcdefgh"[m % 8] + str(m // 8 + 1) for m in moves)
+        assert read_transcript(text)[0] == moves
+    with pytest.raises(FormatError, match="ply 1"):
+        read_transcript("pa")                      # a pass with a legal move
+    with pytest.raises(FormatError, match="ply 2"):
+        read_transcript("f5f5")
+    with pytest.raises(FormatError, match="'z'"):
+        read_transcript("f5z9")
+
+
+def test_obf_round_trip_and_edax_lines():
+    line = ("--XXXXX--OOOXX-O-OOOXXOX-OXOXOXXOXXXOXXX--XOXOXX-XXXOOO--OOOOO-- X; G8:+18; H1:+12; H2:-6;")
+    (p,) = parse_obf("% a comment\n\n" + line + "\n")
+    assert p.position.black_to_move
+    assert p.scores() == {parse_square("g8"): 18, parse_square("h1"): 12, parse_square("h2"): -6}
+    assert format_obf(p.position, p.comment) == line.replace("; G8", "; G8")
+    for seed in range(20):
+        moves = random_game(seed, stop_at=seed * 3)
+        pos = replay(moves)
+        (q,) = parse_obf(format_obf(pos))
+        assert q.position == pos
+    with pytest.raises(FormatError, match="line 2"):
+        parse_obf(line + "\n" + "-" * 63 + " X;\n", what="t.obf")
+    with pytest.raises(FormatError, match="square a1"):
+        parse_obf("Z" + "-" * 63 + " O;")
+
+
+def test_real_wthor_games_round_trip():
+    """Games rebuilt from the built dataset's move records replay to the stored
+    boards and survive GGF and transcripts (skipped when data/wthor is missing)."""
+    data = REPO / "data" / "wthor"
+    if not (data / "positions.npy").exists():
+        pytest.skip("data/wthor is not built")
+    import pandas as pd
+
+    games = pd.read_csv(data / "games.csv")
+    recs = np.load(data / "positions.npy", mmap_mode="r")
+    ok = games[games["error"].isna() & games["finished"]]
+    pick = ok.iloc[np.linspace(0, len(ok) - 1, 25).astype(int)]
+    for _, g in pick.iterrows():
+        r = recs[int(g["first_position"]): int(g["first_position"]) + int(g["moves"])]
+        assert (r["game"] == g["game"]).all()
+        moves, final = read_transcript(write_transcript(r["move"].tolist()), what=f"game {g['game']}")
+        pos = Position()
+        for m in moves:  # every recorded board is on the replayed path
+            if m != PASS:
+                assert (pos.player, pos.opponent) in {(int(a), int(b)) for a, b in zip(r["player"], r["opponent"])}
+            pos = pos.play(m)
+        assert final.score() == g["result"]
+        rec = GameRecord(moves=moves, black=g["black"], white=g["white"], result=float(g["result"]))
+        assert parse_ggf_game(format_ggf(rec)) == rec
