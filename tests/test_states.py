@@ -1,0 +1,76 @@
+"""The batched game state, checked against the plain reference engine over random games."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import reference_engine as ref
+from othello import Position
+from othello.states import ACTIONS, NO_MOVE, PASS, States
+
+
+def _ref_actions(board, color) -> set[int]:
+    moves = {8 * r + c for r, c in ref.legal(board, color)}
+    if not moves and not ref.game_over(board):
+        moves = {PASS}
+    return moves
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@settings(max_examples=3, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_random_games_match_reference(backend, seed):
+    """Step 4 reference games together: the legal actions, boards, colours,
+    history, end and outcome agree at every ply (passes included)."""
+    rng = random.Random(seed)
+    games = [ref.random_game(rng) for _ in range(4)]
+    s = States.initial(4, like=np if backend == "numpy" else torch.zeros(0))
+    longest = max(len(rec) for rec, _, _ in games)
+    history = [[NO_MOVE] * 4 for _ in games]
+    for ply in range(longest + 1):
+        live = [i for i, (rec, _, _) in enumerate(games) if ply < len(rec)]
+        legal, over, outcome = s.legal_actions(), s.is_over(), s.outcome()
+        for i, (rec, final, final_color) in enumerate(games):
+            board, color = (rec[ply][0], rec[ply][1]) if ply < len(rec) else (final, final_color)
+            p, o = ref.to_bitboards(board, color)
+            assert int(s.player[i]) & (2**64 - 1) == p and int(s.opponent[i]) & (2**64 - 1) == o
+            assert bool(s.black_to_move[i]) == (color == 1)
+            assert set(np.flatnonzero(np.asarray(legal[i])).tolist()) == _ref_actions(board, color)
+            assert [int(x) for x in s.history[i]] == history[i]
+            assert bool(over[i]) == ref.game_over(board)
+            if ref.game_over(board):
+                assert int(outcome[i]) == ref.final_score(board)
+        if not live:
+            break
+        sub = s[np.array(live) if backend == "numpy" else torch.tensor(live)]
+        actions = [games[i][0][ply][2] for i in live]
+        stepped = sub.step(np.array(actions) if backend == "numpy" else torch.tensor(actions))
+        for field in ("player", "opponent", "black_to_move", "history"):
+            getattr(s, field)[np.array(live) if backend == "numpy" else torch.tensor(live)] = getattr(stepped, field)
+        for i, a in zip(live, actions):
+            history[i] = [a] + history[i][:3]
+
+
+def test_illegal_actions_are_refused_with_the_game_named():
+    s = States.initial(3)
+    with pytest.raises(ValueError, match="game 1: action 0 is not legal"):
+        s.step(np.array([37, 0, 19]))
+    with pytest.raises(ValueError, match="game 0: action 64"):  # no pass while a move exists
+        s.step(np.array([PASS, 37, 37]))
+    with pytest.raises(ValueError, match="game 2"):
+        s.to("cpu").step(torch.tensor([37, 37, 99]))
+
+
+def test_round_trips_and_the_one_position_api():
+    pos = Position.from_transcript("f5d6c3d3c4")
+    s = States.from_positions([pos, Position()])
+    assert len(s) == 2 and s.position(0) == pos and s.position(1) == Position()
+    t = s.to("cpu")
+    assert t.is_torch and t.legal_actions().shape == (2, ACTIONS)
+    back = t.numpy()
+    assert back.position(0) == pos and back.player.dtype == np.uint64
+    np.testing.assert_array_equal(t.legal_actions().numpy(), s.legal_actions())
+    assert s[1:].position(0) == Position()
