@@ -42,12 +42,29 @@ class Evaluator:
     Values are from the view of the side to move, in [-1, 1]. A network
     without a value head gets value 0 (the search is then guided by priors
     alone), which keeps policy-only checkpoints usable.
+
+    The network is most of self-play's time, so it runs on the fast numeric
+    path of ``models.fastpath`` by default: bf16 autocast (plus channels_last
+    on a CPU with bf16 instructions), fp32 elsewhere. Batches smaller than
+    ``min_fast_batch`` stay fp32 on the CPU, where the format conversions
+    cost more than bf16 saves (RESULTS.md, self-play fast path).
     """
 
-    def __init__(self, net, device=None, autocast: bool | None = None):
+    def __init__(self, net, device=None, autocast: bool | None = None, precision: str | None = None,
+                 min_fast_batch: int = 8):
+        from models import fastpath
+
         self.net = net.eval()
         self.device = torch.device(device) if device is not None else next(net.parameters()).device
-        self.autocast = self.device.type == "cuda" if autocast is None else autocast
+        if precision is None:
+            if autocast is None:
+                precision = fastpath.auto_precision(self.device)
+            else:
+                precision = fastpath.BF16 if autocast else fastpath.FP32
+        self.precision = precision
+        self.min_fast_batch = min_fast_batch if self.device.type == "cpu" else 0
+        fastpath.prepare(self.net, self.device, precision)
+        self._autocast = lambda: fastpath.autocast(self.device, precision)
         self.calls = 0
         self.positions = 0
 
@@ -55,7 +72,10 @@ class Evaluator:
     def __call__(self, player, opponent, history, black_to_move, legal=None):
         """``legal``: the [n, 65] action mask when the caller has it (saves recomputing it)."""
         batch = {"player": player, "opponent": opponent, "history": history.long(), "black_to_move": black_to_move}
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+        if player.shape[0] >= self.min_fast_batch:
+            with self._autocast():
+                out = self.net(batch)
+        else:
             out = self.net(batch)
         self.calls += 1
         self.positions += player.shape[0]
@@ -96,6 +116,7 @@ class BatchedMCTS:
         self.parent = torch.full((B, C), -1, dtype=torch.long, device=d)
         self.visits, self.value_sum = z(B, C), z(B, C)
         self.terminal, self.terminal_value = z(B, C, dt=torch.bool), z(B, C)
+        self.raw_value = z(B, C)  # the network's (or the exact) value, side to move's view
         self.size = torch.zeros(B, dtype=torch.long, device=d)  # nodes in use per tree
         self.max_depth = 0
         self.rows = torch.arange(B, device=d)
@@ -127,6 +148,7 @@ class BatchedMCTS:
         self.prior[g, node] = prior * legal
         self.terminal[g, node] = over
         self.terminal_value[g, node] = exact
+        self.raw_value[g, node] = value
         return value
 
     def _add_noise(self, g: torch.Tensor) -> None:
@@ -157,21 +179,13 @@ class BatchedMCTS:
         action = torch.full((n,), -1, dtype=torch.long, device=self.device)
         descending = torch.ones(n, dtype=torch.bool, device=self.device)
         depth = 0
-        c = self.cfg.c_puct
         while True:
             # Terminal nodes end the descent where they are.
             descending &= ~self.terminal[g, node]
             if not descending.any():
                 break
             ch = self.children[g, node]  # [n, 65]
-            visited = ch >= 0
-            ch0 = ch.clamp(min=0)
-            n_child = torch.where(visited, self.visits[g[:, None], ch0], 0.0)
-            q = torch.where(n_child > 0, self.value_sum[g[:, None], ch0] / n_child.clamp(min=1), self.cfg.fpu)
-            n_parent = self.visits[g, node].clamp(min=1)
-            score = q + c * self.prior[g, node] * n_parent.sqrt()[:, None] / (1 + n_child)
-            score = score.masked_fill(~self.legal[g, node], float("-inf"))
-            a = score.argmax(1)
+            a = self._select(g, node, ch, depth)
             nxt = ch.gather(1, a[:, None]).squeeze(1)
             leaf = descending & (nxt < 0)
             action = torch.where(leaf, a, action)
@@ -217,6 +231,18 @@ class BatchedMCTS:
             val = -val
             alive = alive & (x >= 0)
 
+    def _select(self, g: torch.Tensor, node: torch.Tensor, ch: torch.Tensor, depth: int) -> torch.Tensor:
+        """The action to descend at (g, node), whose children are ``ch``: PUCT.
+        (Subclasses swap the rule; ``depth`` 0 is the root.)"""
+        visited = ch >= 0
+        ch0 = ch.clamp(min=0)
+        n_child = torch.where(visited, self.visits[g[:, None], ch0], 0.0)
+        q = torch.where(n_child > 0, self.value_sum[g[:, None], ch0] / n_child.clamp(min=1), self.cfg.fpu)
+        n_parent = self.visits[g, node].clamp(min=1)
+        score = q + self.cfg.c_puct * self.prior[g, node] * n_parent.sqrt()[:, None] / (1 + n_child)
+        score = score.masked_fill(~self.legal[g, node], float("-inf"))
+        return score.argmax(1)
+
     # --------------------------------------------------------------- results
     def root_visits(self, games: torch.Tensor) -> torch.Tensor:
         """[n, 65] visit counts of the root's children."""
@@ -257,7 +283,7 @@ class BatchedMCTS:
             order = torch.argsort((~src).long(), dim=1, stable=True)  # kept nodes first, in order
             k = remap[ok]
             for name in ("player", "opponent", "history", "black", "legal", "prior", "visits", "value_sum",
-                         "terminal", "terminal_value"):
+                         "terminal", "terminal_value", "raw_value"):
                 t = getattr(self, name)
                 t[r] = t[r[:, None], order]
             ch = self.children[r[:, None], order]

@@ -10,6 +10,7 @@ import torch
 import reference_engine as ref
 from othello import bitboard as bb
 from selfplay.mcts import PASS, BatchedMCTS, Evaluator, MCTSConfig
+from models.fastpath import BF16, FP32
 from models.nets import masked
 
 
@@ -111,7 +112,26 @@ def _tree(ev, positions, sims, reuse=False):
 
 @pytest.fixture(scope="module")
 def ev():
-    return Evaluator(FakeNet(), "cpu")
+    return Evaluator(FakeNet(), "cpu", precision=FP32)  # the reference evaluates one position at a time
+
+
+def test_evaluator_fast_path_spares_small_batches():
+    """bf16 autocast for batches of at least min_fast_batch; smaller ones stay
+    exactly fp32 (a lone position is faster in fp32 on the CPU)."""
+    net = FakeNet()
+    exact = Evaluator(net, "cpu", precision=FP32)
+    fast = Evaluator(net, "cpu", precision=BF16, min_fast_batch=8)
+    positions = _positions(16, seed=8, max_ply=40)
+    p = torch.tensor([bb._signed(x[0]) for x in positions])
+    o = torch.tensor([bb._signed(x[1]) for x in positions])
+    h, b = torch.full((16, 4), -1), torch.tensor([x[3] for x in positions])
+    for n in (1, 7):
+        for x, y in zip(exact(p[:n], o[:n], h[:n], b[:n]), fast(p[:n], o[:n], h[:n], b[:n])):
+            assert torch.equal(x, y)
+    (pe, ve), (pf, vf) = exact(p, o, h, b), fast(p, o, h, b)
+    assert not torch.equal(ve, vf), "the batch of 16 ran in bf16"
+    assert torch.allclose(ve, vf, atol=0.05) and torch.allclose(pe, pf, atol=0.05)
+    assert Evaluator(net, "cpu", autocast=False).precision == FP32
 
 
 def test_batched_search_equals_reference(ev):

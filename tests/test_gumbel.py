@@ -1,0 +1,178 @@
+"""Batched Gumbel search against a plain single-game Gumbel AlphaZero search
+written from the paper (explicit phases and rounds, an object per node)."""
+
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import reference_engine as ref
+from models.fastpath import FP32
+from othello import bitboard as bb
+from selfplay.gumbel import GumbelConfig, GumbelMCTS, halving_schedule, make_search
+from selfplay.mcts import PASS, BatchedMCTS, Evaluator, MCTSConfig
+from test_mcts import FakeNet, Node, _positions
+
+C_VISIT, C_SCALE = 50.0, 0.1
+
+
+# ------------------------------------------------------------------ reference
+def sigma(node):
+    """{action: sigma(completed Q)} over the node's legal actions, and the prior logits."""
+    acts = [a for a in range(65) if node.legal[a]]
+    logit = {a: math.log(max(node.prior[a], 1e-30)) for a in acts}
+    top = max(logit.values())
+    z = sum(math.exp(logit[a] - top) for a in acts)
+    prob = {a: math.exp(logit[a] - top) / z for a in acts}
+    N = {a: node.children[a].N if a in node.children else 0 for a in acts}
+    Q = {a: float(node.children[a].W) / N[a] for a in acts if N[a]}
+    total = sum(N.values())
+    if Q:
+        p = {a: max(prob[a], np.finfo(np.float64).tiny) for a in Q}
+        weighted = sum(p[a] * Q[a] for a in Q) / sum(p.values())
+    else:
+        weighted = 0.0
+    mixed = (node.value + total * weighted) / (total + 1)
+    completed = {a: Q.get(a, mixed) for a in acts}
+    lo, hi = min(completed.values()), max(completed.values())
+    scale = (C_VISIT + max(N.values())) * C_SCALE
+    return {a: scale * (completed[a] - lo) / max(hi - lo, 1e-8) for a in acts}, logit, N
+
+
+def simulate(root, first, ev):
+    """One simulation through root action ``first``; below the root the
+    paper's deterministic rule argmax(pi'(a) - N(a) / (1 + sum N))."""
+    node, path, a = root, [root], first
+    while True:
+        if a not in node.children:
+            node.children[a] = node.child(a, ev)
+            path.append(node.children[a])
+            value = path[-1].value
+            break
+        node = node.children[a]
+        path.append(node)
+        if node.terminal:
+            value = node.exact
+            break
+        s, logit, N = sigma(node)
+        acts = list(s)
+        top = max(logit[b] + s[b] for b in acts)
+        z = sum(math.exp(logit[b] + s[b] - top) for b in acts)
+        total = sum(N.values())
+        score = {b: math.exp(logit[b] + s[b] - top) / z - N[b] / (1 + total) for b in acts}
+        a = max(acts, key=lambda b: (score[b], -b))  # ties to the lower index
+    val = -value  # nodes hold the value of the player who moved into them
+    for n in reversed(path):
+        n.N += 1
+        n.W = np.float32(n.W + np.float32(val))
+        val = -val
+
+
+def reference_gumbel(root, sims, ev, gumbel, k_max=16):
+    """Returns (chosen action, root visit counts, improved policy)."""
+    def score(a):
+        s, logit, _ = sigma(root)
+        return max(-1e9, gumbel[a] + logit[a] + s[a])
+
+    acts = [a for a in range(65) if root.legal[a]]
+    k = min(k_max, len(acts))
+    _, logit, _ = sigma(root)
+    remaining = sorted(acts, key=lambda a: -(gumbel[a] + logit[a]))[:k]  # Gumbel-top-k
+    done = 0
+    while done < sims:
+        per_action = 1 if k == 1 else max(1, int(sims / (math.ceil(math.log2(k)) * len(remaining))))
+        if k == 1:
+            per_action = sims
+        for _ in range(per_action):
+            todo = list(remaining)
+            while todo and done < sims:  # a round: each remaining action once, best first
+                a = max(todo, key=lambda b: (score(b), -b))
+                simulate(root, a, ev)
+                todo.remove(a)
+                done += 1
+        remaining = sorted(remaining, key=lambda a: -score(a))[:max(2, len(remaining) // 2)]
+    s, logit, N = sigma(root)
+    most = max(N.values())
+    chosen = max((a for a in acts if N[a] == most), key=lambda a: (score(a), -a))
+    top = max(logit[a] + s[a] for a in acts)
+    z = sum(math.exp(logit[a] + s[a] - top) for a in acts)
+    policy = [math.exp(logit[a] + s[a] - top) / z if a in s else 0.0 for a in range(65)]
+    return chosen, [N.get(a, 0) for a in range(65)], policy
+
+
+# ---------------------------------------------------------------------- tests
+@pytest.fixture(scope="module")
+def ev():
+    return Evaluator(FakeNet(), "cpu", precision=FP32)
+
+
+def _roots(tree, positions):
+    g = torch.arange(len(positions))
+    tree.set_roots(g, torch.tensor([bb._signed(p) for p, *_ in positions]),
+                   torch.tensor([bb._signed(o) for _, o, *_ in positions]),
+                   torch.tensor([h for *_, h, _ in positions]), torch.tensor([b for *_, b in positions]))
+    return g
+
+
+@pytest.mark.parametrize("sims,k,seed", [(24, 16, 3), (9, 4, 7), (5, 16, 11), (40, 2, 13)])
+def test_batched_gumbel_equals_reference(ev, sims, k, seed):
+    positions = _positions(6, seed=seed, min_ply=4, max_ply=54)
+    tree = GumbelMCTS(ev, len(positions), GumbelConfig(simulations=sims, max_considered=k))
+    g = _roots(tree, positions)
+    noise = torch.distributions.Gumbel(0.0, 1.0).sample((len(positions), 65)).double()
+    tree.search(g, gumbel=noise)
+    visits = tree.root_visits(g).long().tolist()
+    chosen = tree.chosen_action(g).tolist()
+    policy = tree.improved_policy(g)
+    for i, (p, o, h, b) in enumerate(positions):
+        root = Node(p, o, h, b, ev)
+        want_a, want_n, want_pi = reference_gumbel(root, sims, ev, noise[i].tolist(), k)
+        assert visits[i] == want_n, f"position {i}"
+        assert chosen[i] == want_a, f"position {i}"
+        assert policy[i].tolist() == pytest.approx(want_pi, abs=1e-6)
+        assert sum(visits[i]) == sims
+
+
+def test_zero_noise_is_deterministic_and_pass_is_searched(ev):
+    rng = random.Random(4)
+    passing = None
+    while passing is None:
+        record, _, _ = ref.random_game(rng)
+        passing = next(((b, c) for b, c, m in record if m == PASS), None)
+    p, o = ref.to_bitboards(*passing)
+    positions = [(p, o, [-1] * 4, passing[1] == 1)] + _positions(3, seed=2, max_ply=30)
+    runs = []
+    for _ in range(2):
+        tree = GumbelMCTS(ev, 4, GumbelConfig(simulations=8), generator=torch.Generator().manual_seed(0))
+        g = _roots(tree, positions)
+        tree.search(g, noise=False)
+        runs.append((tree.root_visits(g), tree.chosen_action(g), tree.improved_policy(g)))
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+    visits, chosen, policy = runs[0]
+    assert visits[0, PASS] == 8 and chosen[0] == PASS and policy[0, PASS] == pytest.approx(1.0)
+    assert torch.allclose(policy.sum(1), torch.ones(4, dtype=policy.dtype))
+
+
+def test_halving_schedule_spends_the_budget_evenly():
+    level, keep = halving_schedule(16, 32)
+    assert level == [0] * 16 + [1] * 8 + [2] * 4 + [3] * 4
+    assert [(i, m) for i, m in enumerate(keep) if m] == [(16, 8), (24, 4)]
+    assert halving_schedule(1, 3) == ([0, 1, 2], [0, 0, 0])
+
+
+def test_make_search_and_improvement_over_the_prior(ev):
+    assert type(make_search(ev, 2, MCTSConfig(simulations=4))) is BatchedMCTS
+    assert type(make_search(ev, 2, GumbelConfig(simulations=4))) is GumbelMCTS
+    # With many simulations the improved policy puts more mass on the best
+    # completed Q than the prior does (the point of the target).
+    positions = _positions(4, seed=21, min_ply=10, max_ply=40)
+    tree = GumbelMCTS(ev, 4, GumbelConfig(simulations=32))
+    g = _roots(tree, positions)
+    tree.search(g, noise=False)
+    legal, logits, n, s = tree._stats(g, torch.zeros_like(g))
+    best = torch.where(n > 0, s, -1.0).argmax(1)
+    pi = tree.improved_policy(g).double()
+    prior = torch.softmax(logits, 1)
+    assert (pi.gather(1, best[:, None]) >= prior.gather(1, best[:, None]) - 1e-12).all()
