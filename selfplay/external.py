@@ -1,0 +1,343 @@
+"""Arena players that are other programs: ``nboard:CMD`` and ``gtp:CMD``.
+
+    python selfplay/arena.py --a "nboard:python selfplay/nboard.py --player alphabeta:2" --b random
+    python selfplay/arena.py --a "gtp:gtp-rhino -l 1 -b 0" --b alphabeta:2
+    python selfplay/arena.py --a "nboard:depth=8:timeout=60:edax -q" --b alphabeta:3
+
+Everything after the kind's colon is the command (split like a shell line,
+``shlex``), colons included, except leading ``key=value:`` options:
+``timeout=S`` (seconds to wait for any line of the engine, default 30) and,
+for NBoard, ``depth=N`` (sent as ``set depth N``, default 10).
+
+One engine process per player, started on first use and kept for the match.
+The arena hands a player every game waiting on it at once; an engine thinks
+about one position at a time, so the games are sent one after another, each
+with its whole game (the arena passes the moves to players that ask with
+``uses_moves``). A read that times out or an engine that dies gets the
+process restarted and the request sent again, once; a second failure, or a
+move that is not legal, is an ``EngineError`` naming the command and the game.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import shlex
+import subprocess
+import threading
+import time
+
+import numpy as np
+
+from othello.files import UserError
+from othello.formats import FormatError, GameRecord, format_ggf, parse_move, write_transcript
+from othello.game import Position
+from othello.notation import PASS, square_name
+
+from .players import Player, register_player
+
+
+class EngineError(UserError):
+    """An external engine that hangs, dies, or plays an illegal move."""
+
+
+class EngineTimeout(Exception):
+    pass
+
+
+class EngineDied(Exception):
+    pass
+
+
+class EngineProcess:
+    """A long-lived child process spoken to line by line, with a timeout on every read.
+
+    Reading happens on a thread that puts lines into a queue, so a silent
+    engine costs a timeout, never a hung arena; stderr is drained the same way
+    and its last lines go into error messages."""
+
+    startup_timeout = 30.0
+
+    def __init__(self, command: str, timeout: float):
+        self.command = command
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise ValueError("empty engine command")
+        self.timeout = timeout
+        self.proc: subprocess.Popen | None = None
+        self.lines: queue.Queue = queue.Queue()
+        self.stderr_tail: collections.deque = collections.deque(maxlen=10)
+
+    def start(self) -> None:
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True, bufsize=1)
+        except OSError as e:
+            raise EngineError(f"cannot start engine {self.command!r}: {e}") from None
+        self.lines = queue.Queue()
+        self.fresh = True  # the first answer may wait on the engine loading (books, networks)
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, q):
+        for line in stream:
+            q.put(line.rstrip("\r\n"))
+        q.put(None)  # end of output: the engine exited
+
+    def _drain(self, stream):
+        for line in stream:
+            self.stderr_tail.append(line.rstrip())
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def send(self, line: str) -> None:
+        if not self.running:
+            raise EngineDied("the engine is not running")
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise EngineDied("the engine closed its input") from None
+
+    def read_line(self) -> str:
+        wait = max(self.timeout, self.startup_timeout) if self.fresh else self.timeout
+        try:
+            line = self.lines.get(timeout=wait)
+        except queue.Empty:
+            raise EngineTimeout(f"no answer within {wait:g} s") from None
+        self.fresh = False
+        if line is None:
+            self.lines.put(None)
+            raise EngineDied(f"the engine exited (status {self.proc.poll()})")
+        return line
+
+    def close(self, polite: bool = True) -> None:
+        """Stop the engine: ``quit`` and a moment to exit, or at once (a hung engine)."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        try:
+            if proc.poll() is None and not polite:
+                proc.kill()
+                proc.wait(timeout=5.0)
+            elif proc.poll() is None:
+                try:
+                    proc.stdin.write("quit\n")
+                    proc.stdin.flush()
+                except OSError:
+                    pass
+                try:
+                    proc.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5.0)
+        finally:
+            for s in (proc.stdin, proc.stdout, proc.stderr):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+
+class ExternalPlayer(Player):
+    """Shared driving: one process, restart-once, legality checks, clear errors."""
+
+    uses_moves = True
+    protocol = "external"
+
+    def __init__(self, command: str, timeout: float = 30.0):
+        self.engine = EngineProcess(command, timeout)
+        self.command = command
+        self.name = f"{self.protocol}:{command}"
+        self.restarts = 0
+
+    # -- subclass hooks
+    def handshake(self) -> None:
+        """Commands sent once after the process starts."""
+
+    def ask(self, start: Position, moves: list[int], pos: Position) -> str:
+        """The engine's move text for ``pos`` (reached from ``start`` by ``moves``)."""
+        raise NotImplementedError
+
+    # --
+    def _ensure_started(self) -> None:
+        if not self.engine.running:
+            self.engine.start()
+            self.handshake()
+
+    def _restart(self) -> None:
+        self.engine.close(polite=False)
+        self.restarts += 1
+        self._ensure_started()
+
+    def _where(self, start: Position, moves: list[int]) -> str:
+        prefix = "" if start == Position() else "from a set-up position, "
+        return f"{prefix}after {write_transcript(moves, passes=True) or '(no moves)'}"
+
+    def _fail(self, what: str, start, moves) -> EngineError:
+        tail = "; ".join(self.engine.stderr_tail)
+        return EngineError(f"engine {self.command!r} ({self.protocol}) {what}, {self._where(start, moves)}"
+                           + (f" [engine stderr: {tail}]" if tail else ""))
+
+    def move_for(self, start: Position, moves: list[int], pos: Position) -> int:
+        for attempt in range(2):
+            try:
+                self._ensure_started()
+                text = self.ask(start, moves, pos)
+                break
+            except (EngineTimeout, EngineDied) as e:
+                if attempt == 1:
+                    err = self._fail(f"failed twice ({e})", start, moves)
+                    self.engine.close(polite=False)
+                    raise err from None
+                self._restart()
+        try:
+            sq = parse_move(text)
+        except FormatError:
+            raise self._fail(f"answered {text!r}, which is not a move", start, moves) from None
+        if sq == PASS or sq not in pos.legal_moves():
+            legal = ", ".join(square_name(s) for s in pos.legal_moves())
+            raise self._fail(f"played {text!r}, which is illegal (legal: {legal})", start, moves)
+        return sq
+
+    def select(self, player, opponent, black_to_move, rng, history=None, moves=None):
+        out = np.empty(len(player), dtype=np.int64)
+        for i in range(len(player)):
+            pos = Position(int(player[i]), int(opponent[i]), bool(black_to_move[i]))
+            start, game = pos, []
+            if moves is not None:
+                start, game = Position(), explicit_moves(moves[i])
+                if replay(start, game) != pos:  # not a game from the start: set the position up
+                    start, game = pos, []
+            out[i] = self.move_for(start, game, pos)
+        return out
+
+    def reset(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def explicit_moves(moves) -> list[int]:
+    """Moves from the start with every pass written (passes inferred where missing)."""
+    pos, out = Position(), []
+    for m in moves:
+        m = int(m)
+        if m < 0:
+            continue
+        if m != PASS and pos.must_pass():
+            pos = pos.play(PASS)
+            out.append(PASS)
+        pos = pos.play(m)
+        out.append(m)
+    return out
+
+
+def replay(start: Position, moves: list[int]) -> Position:
+    for m in moves:
+        start = start.play(m)
+    return start
+
+
+class NBoardPlayer(ExternalPlayer):
+    """Any NBoard engine: ``set game <GGF>`` with the game so far, a ``ping``/``pong``
+    to be sure the engine has caught up, then ``go`` and its ``=== move``."""
+
+    protocol = "nboard"
+
+    def __init__(self, command: str, timeout: float = 30.0, depth: int = 10):
+        super().__init__(command, timeout)
+        self.depth = depth
+        self.ping = 0
+
+    def handshake(self):
+        self.engine.send("nboard 2")
+        self.engine.send(f"set depth {self.depth}")
+
+    def ask(self, start, moves, pos):
+        self.ping += 1
+        self.engine.send("set game " + format_ggf(GameRecord(moves=list(moves), start=start)))
+        self.engine.send(f"ping {self.ping}")
+        while self.engine.read_line().split()[:2] != ["pong", str(self.ping)]:
+            pass  # name, status and earlier lines
+        self.engine.send("go")
+        while True:
+            line = self.engine.read_line()
+            if line.startswith("==="):
+                # "=== F5/eval/time" (the protocol) or "=== f5 eval time" (Edax)
+                rest = line[3:].split()
+                return rest[0].split("/")[0] if rest else ""
+
+
+class GTPPlayer(ExternalPlayer):
+    """A GTP engine as GRhino's ``gtp-rhino`` speaks it: ``boardsize 8``,
+    ``clear_board``, the game replayed with ``play <colour> <move>``, then
+    ``genmove <colour>``. Positions that did not come from the start cannot be
+    set up (GRhino's own ``grhino-setup_board`` is not used yet)."""
+
+    protocol = "gtp"
+
+    def handshake(self):
+        self.command_ok("boardsize 8")
+
+    def command_ok(self, cmd: str) -> str:
+        """Send one GTP command; its answer text (``= text``), or EngineError on ``? error``."""
+        self.engine.send(cmd)
+        while True:
+            line = self.engine.read_line().strip()
+            if line.startswith(("=", "?")):
+                break
+        answer = [line[1:].strip()]
+        while True:  # a GTP answer ends with an empty line
+            more = self.engine.read_line()
+            if not more.strip():
+                break
+            answer.append(more.strip())
+        text = " ".join(a for a in answer if a)
+        if line.startswith("?"):
+            raise EngineError(f"engine {self.command!r} (gtp) refused {cmd!r}: {text}")
+        return text.split(maxsplit=1)[-1] if text and text.split()[0].isdigit() else text
+
+    def ask(self, start, moves, pos):
+        if start != Position():
+            raise self._fail("cannot be given a position that is not reached from the start", start, moves)
+        self.command_ok("clear_board")
+        colour = True  # black first
+        for m in moves:
+            self.command_ok(f"play {'black' if colour else 'white'} {'pass' if m == PASS else square_name(m)}")
+            colour = not colour
+        return self.command_ok(f"genmove {'black' if pos.black_to_move else 'white'}")
+
+
+_OPTIONS = {"timeout": float, "depth": int}
+
+
+def _external(cls, allowed):
+    def factory(args: list[str]) -> Player:
+        opts = {}
+        while args and "=" in args[0] and args[0].split("=", 1)[0] in allowed:
+            key, value = args.pop(0).split("=", 1)
+            try:
+                opts[key] = _OPTIONS[key](value)
+            except ValueError:
+                raise ValueError(f"{key}={value!r}: expected a number") from None
+        command = ":".join(args).strip()
+        if not command:
+            raise ValueError(f"expected {cls.protocol}:[option=value:]COMMAND")
+        return cls(command, **opts)
+
+    return factory
+
+
+register_player("nboard", _external(NBoardPlayer, ("timeout", "depth")))
+register_player("gtp", _external(GTPPlayer, ("timeout",)))

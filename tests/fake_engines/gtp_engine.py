@@ -1,0 +1,66 @@
+"""A tiny GTP Othello engine for the tests: follows ``play``, answers ``genmove``
+with its lowest legal square (or ``pass``). Misbehaviours on request:
+``--hang`` never answers genmove, ``--hang-once FILE`` hangs only in the first
+process (the one that creates FILE), ``--illegal`` answers an occupied square."""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from othello.game import Position  # noqa: E402
+from othello.notation import PASS, parse_square, square_name  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--hang", action="store_true")
+ap.add_argument("--hang-once")
+ap.add_argument("--illegal", action="store_true")
+args = ap.parse_args()
+hang = args.hang
+if args.hang_once and not Path(args.hang_once).exists():
+    Path(args.hang_once).write_text("hung")
+    hang = True
+
+pos = Position()
+
+
+def answer(text="", ok=True):
+    sys.stdout.write(("= " if ok else "? ") + text + "\n\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    words = line.split()
+    if not words:
+        continue
+    cmd = words[0]
+    if cmd == "quit":
+        answer()
+        break
+    if cmd in ("boardsize", "komi", "name", "version", "protocol_version"):
+        answer("fake" if cmd == "name" else "")
+    elif cmd == "clear_board":
+        pos = Position()
+        answer()
+    elif cmd == "play":
+        black = words[1].lower().startswith("b")
+        if black != pos.black_to_move:
+            answer("wrong colour", ok=False)
+            continue
+        try:
+            pos = pos.play(parse_square(words[2]))
+            answer()
+        except ValueError as e:
+            answer(str(e), ok=False)
+    elif cmd == "genmove":
+        if hang:
+            time.sleep(3600)
+        legal = pos.legal_moves()
+        if args.illegal:
+            answer(square_name((pos.player | pos.opponent).bit_length() - 1))
+        else:
+            answer(square_name(legal[0]) if legal else "pass")
+    else:
+        answer("unknown command", ok=False)

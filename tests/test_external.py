@@ -1,0 +1,88 @@
+"""External-engine players: the GTP driver against fake engines (normal, hanging,
+illegal), the NBoard driver against our own engine, in real arena matches."""
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from othello.files import UserError
+from othello.game import Position
+from othello.notation import PASS
+from selfplay.arena import play_match
+from selfplay.external import EngineError, GTPPlayer, NBoardPlayer, explicit_moves
+from selfplay.players import make_player
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"
+
+
+def test_spec_keeps_colons_in_the_command_and_reads_options():
+    p = make_player(f"nboard:depth=3:timeout=2.5:{sys.executable} selfplay/nboard.py --player alphabeta:2")
+    assert isinstance(p, NBoardPlayer)
+    assert (p.depth, p.engine.timeout) == (3, 2.5)
+    assert p.command.endswith("--player alphabeta:2")
+    g = make_player("gtp:gtp-rhino -l 1 -b 0")
+    assert isinstance(g, GTPPlayer) and g.engine.argv == ["gtp-rhino", "-l", "1", "-b", "0"]
+    with pytest.raises(ValueError, match="COMMAND"):
+        make_player("gtp:timeout=3")
+    with pytest.raises(ValueError, match="number"):
+        make_player("gtp:timeout=soon:x")
+
+
+def test_gtp_fake_engine_plays_a_match():
+    gtp = make_player(f"gtp:timeout=20:{FAKE}")
+    try:
+        result = play_match(gtp, make_player("random"), games=4, seed=1, progress=False)
+    finally:
+        gtp.close()
+    assert result.games == 4 and gtp.restarts == 0
+
+
+def test_gtp_hang_is_restarted_once_then_reported(tmp_path):
+    once = make_player(f"gtp:timeout=1:{FAKE} --hang-once {tmp_path / 'flag'}")
+    try:
+        pos = Position.from_transcript("f5")
+        assert once.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
+                           np.array([False]), None, moves=[[37]])[0] in pos.legal_moves()
+        assert once.restarts == 1
+    finally:
+        once.close()
+    hang = make_player(f"gtp:timeout=0.5:{FAKE} --hang")
+    t0 = time.perf_counter()
+    with pytest.raises(EngineError, match=r"gtp_engine\.py --hang.*failed twice.*after f5") as e:
+        hang.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
+                    np.array([False]), None, moves=[[37]])
+    hang.close()
+    assert time.perf_counter() - t0 < 10
+    assert isinstance(e.value, UserError)
+
+
+def test_gtp_illegal_move_is_an_error_naming_the_game():
+    bad = make_player(f"gtp:timeout=20:{FAKE} --illegal")
+    try:
+        with pytest.raises(EngineError, match=r"illegal \(legal: .*after f5d6"):
+            pos = Position.from_transcript("f5d6")
+            bad.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
+                       np.array([True]), None, moves=[[37, 43]])
+    finally:
+        bad.close()
+
+
+def test_explicit_moves_inserts_missing_passes():
+    from test_formats import random_game
+
+    moves = next(m for s in range(2000) if PASS in (m := random_game(s)))
+    assert explicit_moves([m for m in moves if m != PASS]) == moves
+    assert explicit_moves(moves) == moves
+
+
+def test_nboard_player_drives_our_engine_in_a_match():
+    nb = make_player(f"nboard:timeout=60:{sys.executable} {REPO / 'selfplay' / 'nboard.py'} --player alphabeta:1")
+    try:
+        result = play_match(nb, make_player("random"), games=2, seed=3, progress=False)
+    finally:
+        nb.close()
+    assert result.games == 2 and nb.restarts == 0

@@ -1,0 +1,89 @@
+"""Our NBoard engine: a scripted session piped through the real command, and
+the protocol's details in-process (fast)."""
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+from othello.formats import GameRecord, format_ggf
+from othello.game import Position
+from othello.notation import PASS, parse_square
+from selfplay.nboard import Engine, serve
+from selfplay.players import AlphaBetaPlayer, make_player
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def session(player, lines):
+    out, err = io.StringIO(), io.StringIO()
+    serve(player, "test", io.StringIO("".join(line + "\n" for line in lines)), out, err)
+    return out.getvalue().splitlines(), err.getvalue()
+
+
+def pass_position():
+    """A game that reaches a position where the side to move must pass."""
+    from test_formats import random_game
+
+    for s in range(2000):
+        moves = random_game(s)
+        if PASS in moves:
+            return moves[: moves.index(PASS)]
+    raise AssertionError("no pass found")
+
+
+def test_piped_session_end_to_end():
+    game = format_ggf(GameRecord.from_transcript("f5f6d3c5"))
+    script = ["nboard 2", "set depth 6", f"set game {game}", "ping 1", "hint 3", "go",
+              "move e6/1.00/2.5", "frobnicate now", "move z9", "set contempt 0", "set time 10 20",
+              "learn", "ping 2", "go", "quit"]
+    r = subprocess.run([sys.executable, "-m", "selfplay.nboard", "--player", "alphabeta:1"], cwd=REPO,
+                       input="\n".join(script) + "\n", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[:3] == ["set myname othello-learn alphabeta:1"] * 2 + ["pong 1"]
+    pos = Position.from_transcript("f5f6d3c5")
+    searches = [line.split() for line in out if line.startswith("search ")]
+    assert 1 <= len(searches) <= 3 and all(parse_square(s[1]) in pos.legal_moves() for s in searches)
+    moves = [line.split()[1].split("/")[0] for line in out if line.startswith("=== ")]
+    assert parse_square(moves[0]) in pos.legal_moves()
+    assert parse_square(moves[1]) in pos.play("e6").legal_moves()  # the move was followed
+    assert "learned" in out and out.index("pong 2") < out.index("=== " + out[-2].split()[1])
+    assert "frobnicate" in r.stderr and "z9" in r.stderr
+
+
+def test_bad_player_spec_is_one_line_exit_2():
+    r = subprocess.run([sys.executable, "selfplay/nboard.py", "--player", "nonsense:1"], cwd=REPO,
+                       input="", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "error:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_forced_pass_and_game_over_answer_pa():
+    moves = pass_position()
+    rec = GameRecord.from_transcript("".join("pa" if m == PASS else f"{'abcdefgh'[m % 8]}{m // 8 + 1}" for m in moves))
+    out, _ = session(AlphaBetaPlayer(1), [f"set game {format_ggf(rec)}", "hint 2", "go", "move PA", "ping 7"])
+    assert "search PA" in "\n".join(out) and "=== PA" in out and out[-1] == "pong 7"
+
+
+def test_alphabeta_hints_agree_with_its_search_and_are_sorted():
+    player = AlphaBetaPlayer(2)
+    rec = GameRecord.from_transcript("f5d6c3d3c4f4")
+    out, _ = session(player, [f"set game {format_ggf(rec)}", "hint 20", "go"])
+    evals = [float(line.split()[2]) for line in out if line.startswith("search ")]
+    pos = rec.final
+    assert len(evals) == len(pos.legal_moves()) and evals == sorted(evals, reverse=True)
+    value, best = player.search(pos.player, pos.opponent)
+    top = [parse_square(line.split()[1]) for line in out if line.startswith("search ")][0]
+    assert top in best and abs(evals[0] - value / 100) < 1e-9
+    go = next(line for line in out if line.startswith("=== "))
+    assert parse_square(go.split()[1].split("/")[0]) in best
+
+
+def test_network_hints_are_policy_ordered_with_values():
+    player = make_player("policy:checkpoints/cpu_rl_warm_long.pt")  # has a value head
+    out, err = session(player, ["hint 4", "analyze", "go"])
+    probs = [float(line.split("policy ")[1]) for line in out if line.startswith("search ")]
+    assert len(probs) == 4 and probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0001
+    assert out[-2].startswith("=== ") and out[-2].split("/")[1] != ""  # an evaluation from the value head
+    engine = Engine(player, "x", io.StringIO(), io.StringIO())
+    assert engine.analyst.choose(Position(), []) in Position().legal_moves()
