@@ -1,0 +1,418 @@
+"""Play Othello against any player spec in the terminal.
+
+    python selfplay/play.py --opponent policy:checkpoints/cpu_hc_long.pt
+    python selfplay/play.py --opponent mcts:checkpoints/cpu_rl_warm_long.pt:64 --colour white --show-policy
+    python selfplay/play.py --opponent alphabeta:3 --hint-net checkpoints/cpu_rl_warm_long.pt --save game.ggf
+
+Type a square (``f5``, any case), ``pass`` (only when you have no move; Enter
+does too), ``undo``, ``hint``, ``help`` or ``quit``. The prompt code here is
+also the arena's ``human`` player, so both read moves the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from othello.files import UserError, atomic_write, run_main  # noqa: E402
+from othello.game import Position  # noqa: E402
+from othello.notation import PASS, format_transcript, parse_square, square_name  # noqa: E402
+from selfplay.players import Player, make_player  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OPPONENT = "policy:checkpoints/cpu_rl_warm_long.pt"
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
+NO_HINT = "hints need a network: play a policy: or mcts: opponent, or give --hint-net CKPT"
+
+HELP = (
+    "commands: a square such as f5 (any case); pass (only when you have no move; Enter does too); "
+    "undo (take back your last move and the reply); hint (the network's top moves); help; quit"
+)
+
+
+# --------------------------------------------------------------------------
+# Reading a command: one implementation for the terminal game and the arena
+
+
+class InputError(ValueError):
+    """What the person typed cannot be played; the message is the one-line reason."""
+
+
+@dataclass
+class Command:
+    kind: str  # "move", "pass", "undo", "hint", "help", "quit" or "eof"
+    square: int = -1
+
+
+def parse_command(text: str, position: Position) -> Command:
+    """One line of input in ``position`` -> a command, or ``InputError`` saying why not."""
+    word = text.strip().lower()
+    legal = position.legal_moves()
+    names = ", ".join(position.legal_moves(names=True))
+    if word in ("", "pass", "--", "ps"):
+        if not legal:
+            return Command("pass", PASS)
+        if word:
+            _refuse(f"you cannot pass: you have legal moves ({names})")
+        _refuse(f"type a move (legal: {names}), or help")
+    if word in ("undo", "u", "takeback"):
+        return Command("undo")
+    if word in ("hint", "h", "?"):
+        return Command("hint")
+    if word in ("help",):
+        return Command("help")
+    if word in ("quit", "q", "exit", "resign"):
+        return Command("quit")
+    try:
+        sq = parse_square(word)
+    except ValueError:
+        _refuse(f"{text.strip()!r} is not a move or a command: type a square like f5, or help")
+    if not legal:
+        _refuse("you have no legal move: type pass (or press Enter)")
+    if sq not in legal:
+        _refuse(f"{square_name(sq)} is not legal here; legal moves: {names}")
+    return Command("move", sq)
+
+
+def _refuse(reason: str):
+    raise InputError(reason)
+
+
+def ask(position: Position, inp, out, prompt: str = "your move: ", hint=None, allow_undo: bool = True) -> Command:
+    """Prompt until a playable command comes: a move, a pass, undo, quit, or
+    ``eof`` when the input ends. Bad input gets its reason and the prompt
+    again; ``hint`` and ``help`` are answered here (``hint()`` returns the
+    text, or is None when no network is at hand)."""
+    while True:
+        out.write(prompt)
+        out.flush()
+        line = inp.readline()
+        if not line:  # end of input: leave cleanly, the caller says what happened
+            out.write("\n")
+            return Command("eof")
+        try:
+            cmd = parse_command(line, position)
+        except InputError as e:
+            out.write(f"{e}\n")
+            continue
+        if cmd.kind == "hint":
+            out.write((hint() if hint is not None else NO_HINT) + "\n")
+        elif cmd.kind == "help":
+            out.write(HELP + "\n")
+        elif cmd.kind == "undo" and not allow_undo:
+            out.write("undo is not available here\n")
+        else:
+            return cmd
+
+
+# --------------------------------------------------------------------------
+# Drawing
+
+
+def render(position: Position, probs=None, last: int = -1) -> str:
+    """The board with legal moves marked ``*`` (or, given ``probs``, the
+    network's probability in percent on each legal square) and the last move
+    in brackets."""
+    legal = set(position.legal_moves())
+    lines = ["    a  b  c  d  e  f  g  h"]
+    for r in range(8):
+        cells = []
+        for c in range(8):
+            sq, bit = 8 * r + c, 1 << (8 * r + c)
+            if position.black & bit or position.white & bit:
+                disc = "X" if position.black & bit else "O"
+                cells.append(f"[{disc}]" if sq == last else f" {disc} ")
+            elif sq in legal:
+                cells.append(f"{round(100 * float(probs[sq])):3d}" if probs is not None else " * ")
+            else:
+                cells.append(" . ")
+        lines.append(f"{r + 1} " + "".join(cells))
+    nb, nw = bin(position.black).count("1"), bin(position.white).count("1")
+    lines.append(f"X black {nb}, O white {nw}")
+    return "\n".join(lines)
+
+
+def hint_text(net, position: Position, history, you: str = "you") -> str:
+    """The network's top moves in ``position`` and its value when it has a value head."""
+    from selfplay.nn_players import best_move
+
+    if not position.legal_moves():
+        return "no legal move: you must pass"
+    _, probs, value = best_move(net, position, history)
+    order = [int(s) for s in np.argsort(-probs, kind="stable") if probs[s] > 0][:5]
+    text = "hint: " + ", ".join(f"{square_name(s)} {100 * probs[s]:.0f}%" for s in order)
+    if value is not None:
+        text += f"; value {value:+.2f} for {you} (-1 lost .. +1 won)"
+    return text
+
+
+def network_of(player: Player):
+    """The network behind a ``policy:`` or ``mcts:`` player, else None."""
+    net = getattr(player, "net", None)
+    if net is None and getattr(player, "evaluator", None) is not None:
+        net = player.evaluator.net
+    return net
+
+
+def recent(moves: list[int]) -> list[int]:
+    """The last four moves, most recent first (the networks' history planes)."""
+    return list(reversed(moves[-4:]))
+
+
+# --------------------------------------------------------------------------
+# GGF (othello.formats), what other Othello programs read
+
+
+def game_record(moves: list[int], black: str, white: str, start: Position = Position()):
+    """A ``GameRecord`` of a game played here; RE (black's final disc
+    difference) only when the game is over."""
+    from othello.formats import GameRecord
+
+    final = start
+    for mv in moves:
+        final = final.play(mv)
+    return GameRecord(moves=list(moves), start=start, black=black, white=white, place="othello-learn",
+                      date=datetime.date.today().isoformat(), result=float(final.score()) if final.is_over() else None)
+
+
+def write_ggf(path, games: list[tuple[list[int], str, str]]) -> None:
+    """Games ``(moves, black name, white name)`` from the start position, one per line, atomically."""
+    from othello.formats import format_ggf
+
+    atomic_write(path, "".join(format_ggf(game_record(m, b, w)) + "\n" for m, b, w in games))
+
+
+# --------------------------------------------------------------------------
+# The arena's human player
+
+
+class HumanQuit(Exception):
+    """The person at the keyboard quit (or their input ended) during a match."""
+
+
+class HumanPlayer(Player):
+    """A person choosing moves at the terminal; in the arena every game waiting
+    on them is shown and asked in turn. ``human:CKPT`` gives hints from CKPT."""
+
+    uses_history = True
+    interactive = True  # the arena turns its progress bar off
+
+    def __init__(self, hint_net=None, inp=None, out=None):
+        self.hint_net = hint_net
+        self.inp, self.out = inp, out
+        self.name = "human"
+
+    @classmethod
+    def from_args(cls, args: list[str]) -> "HumanPlayer":
+        if len(args) > 1:
+            raise ValueError("expected human or human:HINT_CHECKPOINT")
+        if not args:
+            return cls()
+        from models.nets import load_network
+
+        return cls(load_network(args[0]))
+
+    def select(self, player, opponent, black_to_move, rng, history=None):
+        inp, out = self.inp or sys.stdin, self.out or sys.stdout
+        n = len(player)
+        moves = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            pos = Position(int(player[i]), int(opponent[i]), bool(black_to_move[i]))
+            hist = [] if history is None else [int(h) for h in history[i] if h >= 0]
+            colour = "black (X)" if pos.black_to_move else "white (O)"
+            last = hist[0] if hist else -1
+            said = "" if last < 0 else "; last move: pass" if last == PASS else f"; last move {square_name(last)}"
+            where = f"position {i + 1} of {n} waiting on you" if n > 1 else "your turn"
+            out.write(f"\n{where}: you are {colour}{said}\n{render(pos, last=last)}\n")
+            hint = ((lambda p=pos, h=hist: hint_text(self.hint_net, p, h)) if self.hint_net is not None
+                    else (lambda: "hints need a network: play as human:CKPT"))
+            cmd = ask(pos, inp, out, prompt=f"{colour} move: ", hint=hint, allow_undo=False)
+            if cmd.kind in ("quit", "eof"):
+                raise HumanQuit("the human player quit" if cmd.kind == "quit" else "the human player's input ended")
+            moves[i] = cmd.square
+        return moves
+
+
+# --------------------------------------------------------------------------
+# The terminal game
+
+
+class TerminalGame:
+    """One game of a person against a player; ``moves`` (passes included) is
+    the whole state, so undo is a truncation."""
+
+    def __init__(self, opponent: Player, human_black: bool, inp, out, hint_net=None, show_policy: bool = False,
+                 seed: int = 0, tty: bool | None = None, start: Position = Position()):
+        self.opponent, self.human_black = opponent, human_black
+        self.inp, self.out = inp, out
+        self.hint_net, self.show_policy = hint_net, show_policy
+        self.rng = np.random.default_rng(seed)
+        self.tty = out.isatty() if tty is None and hasattr(out, "isatty") else bool(tty)
+        self.moves: list[int] = []
+        self.positions = [start]
+        self.human_turns: list[int] = []  # indices in moves where the human chose a move
+        self.notes: list[str] = []
+        opponent.reset()
+
+    @property
+    def position(self) -> Position:
+        return self.positions[-1]
+
+    def push(self, mv: int) -> None:
+        self.positions.append(self.position.play(mv))
+        self.moves.append(mv)
+
+    def opponent_move(self) -> None:
+        pos = self.position
+        name = self.opponent.name
+        if pos.must_pass():
+            self.notes.append(f"{name} has no legal move and passes.")
+            self.push(PASS)
+            return
+        extra = {"history": np.array([recent(self.moves) + [-1] * (4 - len(recent(self.moves)))])} \
+            if getattr(self.opponent, "uses_history", False) else {}
+        chosen = self.opponent.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
+                                      np.array([pos.black_to_move]), self.rng, **extra)
+        if hasattr(chosen, "detach"):
+            chosen = chosen.detach().cpu().numpy()
+        sq = int(np.asarray(chosen).reshape(-1)[0])
+        if sq not in pos.legal_moves():
+            raise RuntimeError(f"{name} chose {sq}, which is not legal here:\n{pos}")
+        self.notes.append(f"{name} plays {square_name(sq)}.")
+        self.push(sq)
+
+    def draw(self) -> None:
+        pos = self.position
+        probs = None
+        if self.show_policy and self.hint_net is not None and pos.legal_moves() and not pos.is_over():
+            from selfplay.nn_players import best_move
+
+            probs = best_move(self.hint_net, pos, recent(self.moves))[1]
+        last = next((m for m in reversed(self.moves) if m != PASS), -1)
+        text = render(pos, probs, last)
+        you = "black (X)" if self.human_black else "white (O)"
+        header = f"You: {you}   opponent: {self.opponent.name}   move {sum(m != PASS for m in self.moves) + 1}"
+        self.out.write((CLEAR if self.tty else "\n") + header + "\n" + text + "\n")
+        for note in self.notes:
+            self.out.write(note + "\n")
+        self.notes = []
+
+    def undo(self) -> None:
+        if not self.human_turns:
+            self.notes.append("Nothing to undo.")
+            return
+        k = self.human_turns.pop()
+        taken = [square_name(m) for m in self.moves[k:]]
+        del self.moves[k:]
+        del self.positions[k + 1:]
+        self.notes.append(f"Took back {' '.join(taken)}.")
+
+    def hint(self) -> str:
+        if self.hint_net is None:
+            return NO_HINT
+        you = "you (black)" if self.human_black else "you (white)"
+        return hint_text(self.hint_net, self.position, recent(self.moves), you)
+
+    def play(self) -> bool:
+        """Play until the game ends (True) or the person quits or input ends (False)."""
+        while not self.position.is_over():
+            pos = self.position
+            if pos.black_to_move != self.human_black:
+                self.opponent_move()
+                continue
+            self.draw()
+            if pos.must_pass():
+                self.out.write("You have no legal move and must pass: type pass or press Enter.\n")
+            cmd = ask(pos, self.inp, self.out, prompt="your move: ", hint=self.hint)
+            if cmd.kind in ("quit", "eof"):
+                self.out.write("Input ended: " if cmd.kind == "eof" else "")
+                self.out.write("game abandoned.\n")
+                return False
+            if cmd.kind == "undo":
+                self.undo()
+            elif cmd.kind == "pass":
+                self.notes.append("You pass.")
+                self.push(PASS)
+            else:
+                self.human_turns.append(len(self.moves))
+                self.notes.append(f"You play {square_name(cmd.square)}.")
+                self.push(cmd.square)
+        self.draw()
+        return True
+
+    def transcript(self) -> str:
+        """The moves as ``f5d6c3...`` (passes left out: replaying infers them)."""
+        return format_transcript([m for m in self.moves if m != PASS])
+
+    def result_line(self) -> str:
+        pos = self.position
+        d = pos.score()
+        nb, nw = bin(pos.black).count("1"), bin(pos.white).count("1")
+        mine = d if self.human_black else -d
+        verdict = "a draw" if mine == 0 else f"you win by {mine}" if mine > 0 else f"you lose by {-mine}"
+        return f"Final score: black {nb}, white {nw}: {verdict} (black {d:+d}, empties to the winner)."
+
+
+def main(argv=None, stdin=None, stdout=None) -> int:
+    parser = argparse.ArgumentParser(prog="play.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--opponent", default=DEFAULT_OPPONENT,
+                        help=f"the opponent's player spec (random, greedy, alphabeta:D, policy:CKPT, mcts:CKPT[:SIMS]); "
+                             f"default {DEFAULT_OPPONENT}")
+    parser.add_argument("--colour", "--color", choices=("black", "white"), default="black",
+                        help="your colour (black moves first); default black")
+    parser.add_argument("--show-policy", action="store_true",
+                        help="show the network's probabilities (percent) on the legal squares on your turn")
+    parser.add_argument("--hint-net", metavar="CKPT", help="network for hints and --show-policy "
+                        "(default: the opponent's network, if it has one)")
+    parser.add_argument("--save", metavar="GAME.ggf", type=Path, help="write the game here (GGF) when it ends")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices")
+    args = parser.parse_args(argv)
+    inp, out = stdin or sys.stdin, stdout or sys.stdout
+
+    spec = args.opponent
+    if spec == DEFAULT_OPPONENT and not Path(spec.split(":", 1)[1]).exists():
+        spec = f"policy:{REPO / DEFAULT_OPPONENT.split(':', 1)[1]}"
+    if spec.partition(":")[0] == "human":
+        raise UserError("--opponent human: you are the human here; pick a program (random, greedy, alphabeta:D, ...)")
+    try:
+        opponent = make_player(spec)
+    except ValueError as e:
+        raise UserError(f"--opponent: {e}") from None
+    hint_net = network_of(opponent)
+    if args.hint_net:
+        if not Path(args.hint_net).exists():
+            raise UserError(f"--hint-net {args.hint_net}: no such checkpoint")
+        from models.nets import load_network
+
+        try:
+            hint_net = load_network(args.hint_net)
+        except ValueError as e:
+            raise UserError(f"--hint-net: {e}") from None
+    if args.show_policy and hint_net is None:
+        raise UserError(f"--show-policy needs a network: {NO_HINT.split(': ', 1)[1]}")
+
+    game = TerminalGame(opponent, args.colour == "black", inp, out, hint_net=hint_net,
+                        show_policy=args.show_policy, seed=args.seed)
+    finished = game.play()
+    if finished:
+        out.write(game.result_line() + "\n")
+    out.write(f"Transcript: {game.transcript() or '(no moves)'}\n")
+    if args.save:
+        you = "human"
+        black, white = (you, opponent.name) if game.human_black else (opponent.name, you)
+        write_ggf(args.save, [(game.moves, black, white)])
+        out.write(f"Saved to {args.save}{'' if finished else ' (unfinished)'}.\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

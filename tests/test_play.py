@@ -1,0 +1,431 @@
+"""The terminal game, the arena's human player and the games kept by the arena
+and self-play: driven through their input as a person would (reading the board
+that was printed, checked against the slow reference engine), and every
+transcript replayed by that engine."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import pty
+import random
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import reference_engine as ref
+from othello import Position
+from othello.notation import PASS, parse_transcript, square_name
+from selfplay import play
+from selfplay.arena import play_match, write_games
+from selfplay.players import GreedyPlayer, RandomPlayer, make_player
+
+REPO = Path(__file__).resolve().parents[1]
+HC = REPO / "checkpoints" / "cpu_hc_long.pt"  # policy only
+RL = REPO / "checkpoints" / "cpu_rl_warm_long.pt"  # policy + value
+HEADER = "    a  b  c  d  e  f  g  h"
+
+
+def last_board(text: str):
+    """The last board printed: {square: cell} with cells 'X', 'O', '*', '.' or a percentage."""
+    lines = text[text.rindex(HEADER):].splitlines()[1:9]
+    cells = {}
+    for r, line in enumerate(lines):
+        assert line.startswith(f"{r + 1} "), line
+        row = line[2:]
+        for c in range(8):
+            cells[8 * r + c] = row[3 * c: 3 * c + 3].strip().strip("[]")
+    return cells
+
+
+def ref_board(cells) -> list[list[int]]:
+    return [[1 if cells[8 * r + c] == "X" else -1 if cells[8 * r + c] == "O" else 0 for c in range(8)] for r in range(8)]
+
+
+class Person:
+    """stdin for the game: answers each prompt like a person, from the board on
+    screen: first the scripted lines, then a random marked square (or pass when
+    none is marked). Checks that the marks are exactly the reference engine's
+    legal moves for ``colour``."""
+
+    def __init__(self, out: io.StringIO, colour: int, seed: int = 0, script=(), then_eof: bool = False):
+        self.out, self.colour, self.rng = out, colour, random.Random(seed)
+        self.script, self.then_eof = list(script), then_eof
+        self.prompts = 0
+
+    def readline(self) -> str:
+        self.prompts += 1
+        assert self.prompts < 300, "the game keeps asking"
+        if self.script:
+            return self.script.pop(0) + "\n"
+        if self.then_eof:
+            return ""
+        cells = last_board(self.out.getvalue())
+        marked = sorted(sq for sq, v in cells.items() if v not in ("X", "O", "."))
+        expected = sorted(8 * r + c for r, c in ref.legal(ref_board(cells), self.colour))
+        assert marked == expected
+        return (square_name(self.rng.choice(marked)) if marked else "pass") + "\n"
+
+
+def run_game(argv, script=(), colour=1, seed=0, then_eof=False):
+    out = io.StringIO()
+    rc = play.main(argv, stdin=Person(out, colour, seed, script, then_eof), stdout=out)
+    return rc, out.getvalue()
+
+
+def replay_reference(transcript: str):
+    """The slow engine's board after the moves, passes inferred, and whether each move was legal."""
+    board, colour = ref.start_board(), 1
+    for sq in parse_transcript(transcript):
+        if not ref.legal(board, colour):
+            colour = -colour
+        r, c = divmod(sq, 8)
+        assert (r, c) in ref.legal(board, colour), f"{square_name(sq)} illegal in {transcript}"
+        board, colour = ref.apply(board, colour, r, c), -colour
+    return board
+
+
+def transcript_of(text: str) -> str:
+    return re.search(r"Transcript: (\S*)", text).group(1)
+
+
+# --------------------------------------------------------------------------
+# The terminal game
+
+
+@pytest.mark.parametrize("opponent,colour,seed", [("random", "black", 1), ("greedy", "white", 2)])
+def test_full_game_to_the_end(opponent, colour, seed):
+    rc, text = run_game(["--opponent", opponent, "--colour", colour, "--seed", str(seed)],
+                        colour=1 if colour == "black" else -1, seed=seed)
+    assert rc == 0 and "Traceback" not in text
+    board = replay_reference(transcript_of(text))
+    assert ref.game_over(board)
+    m = re.search(r"Final score: black (\d+), white (\d+): (.*) \(black ([+-]\d+)", text)
+    d = ref.final_score(board)
+    assert int(m.group(4)) == d
+    assert (int(m.group(1)), int(m.group(2))) == (sum(v == 1 for row in board for v in row),
+                                                  sum(v == -1 for row in board for v in row))
+    mine = d if colour == "black" else -d
+    assert m.group(3) == ("a draw" if mine == 0 else f"you win by {mine}" if mine > 0 else f"you lose by {-mine}")
+
+
+def test_invalid_input_gets_a_reason_and_the_prompt_again():
+    rc, text = run_game(["--opponent", "greedy"], script=["z9", "e4", "i1", "pass", "", "hello there", "F5", "quit"])
+    assert rc == 0 and "Traceback" not in text
+    assert "'z9' is not a move or a command" in text
+    assert "e4 is not legal here; legal moves: d3, c4, f5, e6" in text
+    assert "'i1' is not a move" in text
+    assert "you cannot pass: you have legal moves (d3, c4, f5, e6)" in text
+    assert "type a move (legal: d3, c4, f5, e6), or help" in text
+    assert "'hello there' is not a move" in text
+    assert text.count("your move: ") == 8  # 7 prompts on the first move, then one after F5 and the reply
+    assert transcript_of(text).startswith("f5") and len(transcript_of(text)) == 4
+    assert "game abandoned" in text
+
+
+def test_undo_takes_back_the_move_and_the_reply():
+    rc, text = run_game(["--opponent", "greedy"], script=["undo", "f5", "undo", "d3", "quit"])
+    assert rc == 0
+    assert "Nothing to undo." in text
+    assert re.search(r"Took back f5 [a-h][1-8]\.", text)
+    t = transcript_of(text)
+    assert t.startswith("d3") and len(t) == 4
+    replay_reference(t)
+
+
+def test_hints():
+    _, text = run_game(["--opponent", "greedy"], script=["hint", "quit"])
+    assert play.NO_HINT in text
+    _, text = run_game(["--opponent", f"policy:{RL}"], script=["hint", "quit"])
+    line = next(x for x in text.splitlines() if "hint:" in x)
+    assert "value" in line and "for you (black)" in line
+    net = make_player(f"policy:{RL}")
+    expected = square_name(int(net.select(np.array([Position().player], np.uint64), np.array([Position().opponent], np.uint64),
+                                          np.array([True]), np.random.default_rng(0))[0]))
+    assert line.split("hint: ")[1].startswith(expected + " ")
+    _, text = run_game(["--opponent", "greedy", "--hint-net", str(HC)], script=["hint", "quit"])
+    line = next(x for x in text.splitlines() if "hint:" in x)
+    assert "value" not in line
+    pct = [int(p) for p in re.findall(r"(\d+)%", line)]
+    assert len(pct) == 4 and abs(sum(pct) - 100) <= 2  # four legal moves at the start
+
+
+def test_show_policy_puts_percentages_on_the_legal_squares():
+    _, text = run_game(["--opponent", "greedy", "--hint-net", str(HC), "--show-policy"], script=["quit"])
+    cells = last_board(text)
+    marked = {sq: int(v) for sq, v in cells.items() if v.isdigit()}
+    assert sorted(marked) == Position().legal_moves()
+    assert abs(sum(marked.values()) - 100) <= 2
+    assert play.run_main(play.main, ["--opponent", "greedy", "--show-policy"]) == 2  # no network to show
+
+
+def test_eof_ends_cleanly():
+    rc, text = run_game(["--opponent", "greedy"], script=["f5"], then_eof=True)
+    assert rc == 0 and "Input ended: game abandoned." in text and "Traceback" not in text
+    assert transcript_of(text).startswith("f5")
+
+
+def test_bad_opponent_is_one_line_exit_2(capsys):
+    assert play.run_main(play.main, ["--opponent", "nosuch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown player spec 'nosuch'" in err[0]
+    assert play.run_main(play.main, ["--opponent", "policy:/nonexistent/x.pt"]) == 2
+    assert "/nonexistent/x.pt" in capsys.readouterr().err
+
+
+def _find(pred, seed=0):
+    """A position reached by random play where ``pred`` holds."""
+    rng = random.Random(seed)
+    for _ in range(200):
+        pos = Position()
+        while not pos.is_over():
+            if pred(pos):
+                return pos
+            moves = pos.legal_moves()
+            pos = pos.play(rng.choice(moves) if moves else PASS)
+    raise AssertionError("no such position found")
+
+
+def test_forced_passes_are_announced_and_only_then_accepted():
+    pos = _find(lambda p: p.must_pass())  # the human must pass
+    colour = pos.black_to_move
+    out = io.StringIO()
+    person = Person(out, 1 if colour else -1, script=["f5", "pass", "quit"])
+    game = play.TerminalGame(GreedyPlayer(), colour, person, out, start=pos)
+    game.play()
+    text = out.getvalue()
+    assert "You have no legal move and must pass: type pass or press Enter." in text
+    assert "you have no legal move: type pass (or press Enter)" in text
+    assert "You pass." in text and game.moves[0] == PASS
+    # Enter passes too
+    out = io.StringIO()
+    game = play.TerminalGame(GreedyPlayer(), colour, Person(out, 0, script=["", "quit"]), out, start=pos)
+    game.play()
+    assert game.moves[:1] == [PASS]
+    # the opponent's pass
+    out = io.StringIO()
+    game = play.TerminalGame(GreedyPlayer(), not colour, Person(out, 0, script=["quit"]), out, start=pos)
+    game.play()
+    assert "greedy has no legal move and passes." in out.getvalue()
+
+
+def test_save_ggf_round_trips(tmp_path):
+    formats = pytest.importorskip("othello.formats")
+    path = tmp_path / "game.ggf"
+    rc, text = run_game(["--opponent", "greedy", "--seed", "4", "--save", str(path)], seed=4)
+    assert rc == 0
+    [rec] = formats.parse_ggf(path.read_text())
+    assert [m for m in rec.moves if m != PASS] == parse_transcript(transcript_of(text))
+    assert rec.black == "human" and rec.white == "greedy"
+    assert rec.result == ref.final_score(replay_reference(transcript_of(text)))
+
+
+def test_terminal_redraws_in_place_under_a_pty():
+    master, slave = pty.openpty()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "play.py"), "--opponent", "greedy"],
+                            stdin=slave, stdout=slave, stderr=slave, cwd=REPO, env=env)
+    os.close(slave)
+    os.write(master, b"f5\nhint\nquit\n")
+    data, deadline = b"", time.time() + 60
+    while time.time() < deadline:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            data += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    assert proc.wait(timeout=30) == 0
+    text = data.decode(errors="replace")
+    assert text.count(play.CLEAR) == 2 and "Traceback" not in text
+    assert "Transcript: f5" in text
+
+
+# --------------------------------------------------------------------------
+# The arena's human player
+
+
+def test_arena_human_player_reads_moves_with_the_same_prompt():
+    out = io.StringIO()
+    # Both games wait on the human in turn; the person reads each board shown.
+    human = play.HumanPlayer(inp=None, out=out)
+    colours = []
+
+    class Seat:
+        def readline(self):
+            m = re.findall(r"you are (black|white)", out.getvalue())
+            colours.append(m[-1])
+            return Person(out, 1 if m[-1] == "black" else -1, seed=len(colours)).readline() if len(colours) != 1 else "z9\n"
+
+    human.inp = Seat()
+    result = play_match(human, RandomPlayer(), 2, seed=3, progress=True)
+    text = out.getvalue()
+    assert "'z9' is not a move or a command" in text
+    assert {"black", "white"} <= set(colours)
+    for i, t in enumerate(result.transcripts):
+        board = replay_reference(t)
+        assert ref.game_over(board)
+        d = ref.final_score(board)
+        assert result.disc_diffs[i] == (d if result.a_black[i] else -d)
+
+
+def test_arena_human_quit_abandons_the_match():
+    proc = subprocess.run([sys.executable, str(REPO / "selfplay" / "arena.py"), "--a", "human", "--b", "random",
+                           "--games", "2"], input="hint\nundo\nquit\n", capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=60)
+    assert proc.returncode == 1
+    assert "hints need a network: play as human:CKPT" in proc.stdout
+    assert "undo is not available here" in proc.stdout
+    assert "match abandoned: the human player quit" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------
+# Keeping the games
+
+
+def test_arena_games_out_csv_and_ggf(tmp_path):
+    result = play_match(GreedyPlayer(), RandomPlayer(), 6, seed=5, progress=False)
+    write_games(tmp_path / "games.csv", result)
+    with open(tmp_path / "games.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 6
+    for i, row in enumerate(rows):
+        assert row["transcript"].startswith(row["opening"]) and len(row["opening"]) == 8
+        a_black = i % 2 == 0
+        assert row["a_colour"] == ("black" if a_black else "white")
+        assert (row["black"], row["white"]) == (("greedy", "random") if a_black else ("random", "greedy"))
+        board = replay_reference(row["transcript"])
+        assert ref.game_over(board) and int(row["black_disc_diff"]) == ref.final_score(board)
+        d = ref.final_score(board)
+        assert row["winner"] == ("black" if d > 0 else "white" if d < 0 else "draw")
+        assert result.disc_diffs[i] == (d if a_black else -d)
+    formats = pytest.importorskip("othello.formats")
+    write_games(tmp_path / "games.ggf", result)
+    recs = formats.parse_ggf((tmp_path / "games.ggf").read_text())
+    assert [[m for m in r.moves if m != PASS] for r in recs] == [parse_transcript(r["transcript"]) for r in rows]
+    assert [r.result for r in recs] == [float(r["black_disc_diff"]) for r in rows]
+
+
+def test_arena_cli_rejects_other_games_out_suffix(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "selfplay" / "arena.py"), "--a", "random", "--b", "random",
+                           "--games", "2", "--games-out", str(tmp_path / "x.txt")], capture_output=True, text=True,
+                          cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=60)
+    assert proc.returncode == 2 and "expected a .csv or .ggf" in proc.stderr
+    assert not (tmp_path / "x.txt").exists()
+
+
+@pytest.fixture(scope="module")
+def selfplay_games():
+    from models.nets import build_network
+    from selfplay.mcts import Evaluator, MCTSConfig
+    from selfplay.selfplay import SelfPlayConfig, play_games
+
+    torch.manual_seed(0)
+    tiny = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
+    net = build_network(**tiny).eval()
+    return play_games(Evaluator(net, "cpu"), 8, MCTSConfig(simulations=4),
+                      SelfPlayConfig(resign_threshold=-0.3, no_resign_fraction=0.5), seed=2, progress=False)
+
+
+def test_selfplay_games_keep_their_moves(selfplay_games):
+    g = selfplay_games
+    assert g.moves is not None and g.moves.shape[0] == len(g.winner)
+    for i in range(len(g.winner)):
+        moves = g.game_moves(i)
+        assert len(moves) == g.length[i] and (g.moves[i, len(moves):] == -1).all()
+        positions = [Position()]
+        for mv in moves:
+            positions.append(positions[-1].play(mv))
+        # every sample of the game is the position before one of its moves, in play order
+        at_choice = [p for p in positions[:-1] if p.legal_moves()]
+        if g.resigned[i]:  # the side to move resigned at the last position: recorded, not played
+            at_choice.append(positions[-1])
+        samples = np.nonzero(g.game == i)[0]
+        assert [(int(g.player[s]), int(g.opponent[s])) for s in samples] == [(p.player, p.opponent) for p in at_choice]
+        if not g.resigned[i]:
+            assert positions[-1].is_over() and positions[-1].score() == g.disc_diff[i]
+        board = replay_reference(g.transcript(i))
+        assert ref.to_bitboards(board, 1 if positions[-1].black_to_move else -1) == (positions[-1].player, positions[-1].opponent)
+    assert g.resigned.any(), "the test should cover a resigned game"
+
+
+def test_selfplay_npz_backward_compatible(selfplay_games, tmp_path):
+    from selfplay.selfplay import SelfPlayGames
+
+    g = selfplay_games
+    g.save(tmp_path / "new.npz")
+    back = SelfPlayGames.load(tmp_path / "new.npz")
+    assert np.array_equal(back.moves, g.moves) and back.transcript(0) == g.transcript(0)
+    old = {k: v for k, v in g.__dict__.items() if k != "moves"}
+    np.savez(tmp_path / "old.npz", **old)  # a file written before moves were kept
+    legacy = SelfPlayGames.load(tmp_path / "old.npz")
+    assert legacy.moves is None and np.array_equal(legacy.policy, g.policy)
+    with pytest.raises(ValueError, match="without their moves"):
+        legacy.game_moves(0)
+    legacy.save(tmp_path / "old2.npz")  # saving it again works, still without moves
+    both = SelfPlayGames.concat([back, back])
+    assert both.moves.shape[0] == 2 * len(g.winner) and both.transcript(len(g.winner)) == g.transcript(0)
+    short = SelfPlayGames(**{**back.__dict__, "moves": back.moves[:, :70]})
+    assert SelfPlayGames.concat([short, back]).moves.shape[1] == back.moves.shape[1]
+    assert SelfPlayGames.concat([legacy, back]).moves is None
+
+
+# --------------------------------------------------------------------------
+# One position, no batch plumbing
+
+
+def test_legal_move_names():
+    pos = Position.from_transcript("f5d6c3")
+    assert pos.legal_moves(names=True) == [square_name(s) for s in pos.legal_moves()]
+    board = replay_reference("f5d6c3")
+    assert sorted(pos.legal_moves(names=True)) == sorted(square_name(8 * r + c) for r, c in ref.legal(board, -1))
+
+
+def test_best_move_matches_the_batched_players():
+    from models.nets import load_network
+    from selfplay.mcts import Evaluator
+    from selfplay.nn_players import PolicyPlayer, best_move, to_batch
+
+    rng = random.Random(0)
+    positions = []
+    pos = Position()
+    while not pos.is_over():
+        positions.append(pos)
+        moves = pos.legal_moves()
+        pos = pos.play(rng.choice(moves) if moves else PASS)
+    final = pos
+    for ckpt, has_value in ((HC, False), (RL, True)):
+        net = load_network(ckpt)
+        player, ev = PolicyPlayer(net, "cpu"), Evaluator(net, "cpu")
+        for pos in positions[::6]:
+            sq, probs, value = best_move(net, pos)
+            if not pos.legal_moves():
+                assert sq == PASS and not probs.any()
+                continue
+            chosen = player.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
+                                   np.array([pos.black_to_move]), np.random.default_rng(0))[0]
+            assert sq == chosen
+            b = to_batch([pos.player], [pos.opponent], [pos.black_to_move], None, "cpu")
+            prior, v = ev(b["player"], b["opponent"], b["history"], b["black_to_move"])
+            np.testing.assert_allclose(probs, prior[0, :64].double().numpy(), atol=1e-5)
+            assert (probs[[s for s in range(64) if s not in pos.legal_moves()]] == 0).all()
+            if has_value:
+                assert value == pytest.approx(float(v[0]), abs=1e-5) and -1 <= value <= 1
+            else:
+                assert value is None
+    with pytest.raises(ValueError, match="game is over"):
+        best_move(net, final)
