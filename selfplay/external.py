@@ -282,7 +282,8 @@ class NBoardPlayer(ExternalPlayer):
 class GTPPlayer(ExternalPlayer):
     """A GTP engine as GRhino's ``gtp-rhino`` speaks it: ``boardsize 8``,
     ``clear_board``, the game replayed with ``play <colour> <move>``, then
-    ``genmove <colour>``. Positions that did not come from the start cannot be
+    ``genmove <colour>`` (passes are implied by the colours, as gtp-rhino
+    wants). Positions that did not come from the start cannot be
     set up (GRhino's own ``grhino-setup_board`` is not used yet)."""
 
     protocol = "gtp"
@@ -314,7 +315,10 @@ class GTPPlayer(ExternalPlayer):
         self.command_ok("clear_board")
         colour = True  # black first
         for m in moves:
-            self.command_ok(f"play {'black' if colour else 'white'} {'pass' if m == PASS else square_name(m)}")
+            # Passes are not sent: gtp-rhino refuses "play <colour> pass"; the
+            # colour of the next move says who passed.
+            if m != PASS:
+                self.command_ok(f"play {'black' if colour else 'white'} {square_name(m)}")
             colour = not colour
         return self.command_ok(f"genmove {'black' if pos.black_to_move else 'white'}")
 

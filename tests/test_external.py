@@ -86,3 +86,20 @@ def test_nboard_player_drives_our_engine_in_a_match():
     finally:
         nb.close()
     assert result.games == 2 and nb.restarts == 0
+
+
+def test_gtp_game_with_a_pass_is_replayed_without_sending_it():
+    from test_formats import random_game
+
+    moves = next(m for s in range(2000) if PASS in (m := random_game(s)))
+    cut = moves.index(PASS) + 1
+    pos = Position()
+    for m in moves[:cut]:
+        pos = pos.play(m)
+    gtp = make_player(f"gtp:timeout=20:{FAKE}")
+    try:
+        sq = gtp.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
+                        np.array([pos.black_to_move]), None, moves=[moves[:cut]])[0]
+    finally:
+        gtp.close()
+    assert sq == pos.legal_moves()[0]  # the fake plays its lowest legal square: it followed the pass

@@ -46,6 +46,8 @@ for line in sys.stdin:
         answer()
     elif cmd == "play":
         black = words[1].lower().startswith("b")
+        if black != pos.black_to_move and pos.must_pass():
+            pos = pos.play(PASS)  # passes are implied by the colour, as in gtp-rhino
         if black != pos.black_to_move:
             answer("wrong colour", ok=False)
             continue
@@ -55,6 +57,8 @@ for line in sys.stdin:
         except ValueError as e:
             answer(str(e), ok=False)
     elif cmd == "genmove":
+        if words[1].lower().startswith("b") != pos.black_to_move and pos.must_pass():
+            pos = pos.play(PASS)
         if hang:
             time.sleep(3600)
         legal = pos.legal_moves()
