@@ -7,7 +7,14 @@ Layout of a dataset folder::
     games.csv       one row per game: year, file, tournament, players, scores,
                     moves, where its positions start, and why it was skipped
     summary.json    counts per year (games, positions, skipped games), the
-                    position range of each year, and the skipped games
+                    position range of each year, the skipped games, and the
+                    ``format`` marker that lets a rebuild replace the folder
+
+A build is written in ``.OUT.build.PID`` beside ``OUT`` and swapped in through
+``.OUT.old.PID``; a run killed part-way leaves those, and the next run puts the
+old dataset back and removes them (see ``recover``). Nothing else is ever
+replaced or deleted: a folder is only replaced when it is empty or a dataset
+this tool wrote.
 
 Planes are never materialised here: encoders compute them from the boards,
 and symmetries are applied when batches are made.
@@ -20,24 +27,30 @@ import os
 import re
 import shutil
 import sys
-import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from othello.notation import wthor_to_square
+from othello.files import UserError
+from othello.notation import square_name, wthor_to_square
 
 from .replay import POSITION_DTYPE, replay
 from .wtb import WthorFormatError, read_names, read_wtb
 
 FORMAT_VERSION = 1
+# In summary.json: the proof that a folder is ours to replace.
+FORMAT_MARKER = "othello-learn-dataset/1"
+DATASET_FILES = frozenset({"positions.npy", "games.csv", "summary.json"})
 # Hlynsson (2017): train 1977-2014, validate 2015, test 2016.
 REFERENCE_SPLIT = {"train": (1977, 2014), "val": (2015, 2015), "test": (2016, 2016)}
 CHUNK_GAMES = 16384  # games replayed together: big enough to amortise numpy, small enough for cache
 
-_YEAR_RE = re.compile(r"WTH_(\d{4})\.wtb$", re.IGNORECASE)
+_WTB_NAME = re.compile(r"WTH_(\d{4})\.wtb", re.IGNORECASE)  # the whole name: not "copy of WTH_1980.wtb"
+# Two characters per move, b"" for "no move": rows of these viewed as one string are transcripts.
+_SQUARE_NAMES = np.array([square_name(s).encode() for s in range(64)] + [b""], dtype="S2")
 
 
 def parse_years(text: str | int | None) -> set[int] | None:
@@ -58,20 +71,71 @@ def parse_years(text: str | int | None) -> set[int] | None:
     return years
 
 
-def find_wtb_files(wthor_dir, years: set[int] | None = None) -> list[tuple[int, Path]]:
-    """``(year, path)`` of the ``WTH_YYYY.wtb`` files in a folder, by year."""
+def find_wtb_files(wthor_dir, years: set[int] | None = None, warn=None) -> list[tuple[int, Path]]:
+    """``(year, path)`` of the ``WTH_YYYY.wtb`` files in a folder, by year.
+
+    Only the exact WTHOR name counts, so a backup such as ``copy of WTH_1980.wtb``
+    is not read as a second 1980 (it is mentioned through ``warn``); two files
+    for one year (``WTH_1980.wtb`` and ``wth_1980.WTB``) are an error, since
+    either choice could be the wrong one."""
     wthor_dir = Path(wthor_dir)
+    if not wthor_dir.exists():
+        raise UserError(f"WTHOR folder not found: {wthor_dir}")
     if not wthor_dir.is_dir():
-        raise FileNotFoundError(f"WTHOR folder not found: {wthor_dir}")
-    found = []
-    for p in wthor_dir.iterdir():
-        m = _YEAR_RE.search(p.name)
-        if m and (years is None or int(m.group(1)) in years):
-            found.append((int(m.group(1)), p))
-    if not found:
+        raise UserError(f"{wthor_dir}: is a file; --wthor-dir wants the folder holding the WTH_YYYY.wtb files")
+    by_year: dict[int, list[Path]] = {}
+    for p in sorted(wthor_dir.iterdir()):
+        m = _WTB_NAME.fullmatch(p.name)
+        if m is None:
+            if warn is not None and _WTB_NAME.search(p.name):
+                warn(f"warning: {p}: ignored, not named WTH_YYYY.wtb")
+            continue
+        if years is None or int(m.group(1)) in years:
+            by_year.setdefault(int(m.group(1)), []).append(p)
+    for year, paths in sorted(by_year.items()):
+        if len(paths) > 1:
+            raise UserError(f"{wthor_dir}: two files for {year}: {' and '.join(p.name for p in paths)}; keep one")
+        if not paths[0].is_file():
+            what = "a folder" if paths[0].is_dir() else "not a regular file"
+            raise UserError(f"{paths[0]}: is {what}, not a WTHOR game file")
+    if not by_year:
         wanted = "" if years is None else f" for years {min(years)}-{max(years)}"
-        raise FileNotFoundError(f"no WTH_YYYY.wtb files in {wthor_dir}{wanted}")
-    return sorted(found)
+        raise UserError(f"no WTH_YYYY.wtb files in {wthor_dir}{wanted}")
+    return [(year, paths[0]) for year, paths in sorted(by_year.items())]
+
+
+def _record_errors(games_rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Games whose record is damaged before any move is replayed: ``(bad, ply, reasons)``.
+
+    A 0 byte ends a WTHOR game, so moves after it mean a lost move, not an end;
+    a black score over 64 would wrap to a negative result in the int8 fields.
+    ``ply`` is the 1-based ply of the 0 byte, -1 where the problem is the score."""
+    moves = games_rec["moves"]
+    zero = moves == 0
+    first_zero = np.where(zero.any(1), zero.argmax(1), moves.shape[1])
+    gap = (np.maximum.accumulate(zero, axis=1) & ~zero).any(1)
+    score = games_rec["black_score"].astype(np.int64)
+    bad_score = score > 64
+    bad = gap | bad_score
+    ply = np.where(gap, first_zero + 1, -1)
+    reasons = []
+    for g in np.nonzero(bad)[0].tolist():
+        why = []
+        if gap[g]:
+            why.append(f"move byte 0 (end of game) at ply {ply[g]} is followed by more moves")
+        if bad_score[g]:
+            why.append(f"black score {score[g]} is not 0..64")
+        reasons.append("; ".join(why))
+    return bad, ply, reasons
+
+
+def transcripts(moves: np.ndarray) -> np.ndarray:
+    """WTHOR move bytes ``[n, 60]`` -> ``'f5d6c3...'`` per game, as recorded (passes
+    are not recorded), up to the first byte that is no move; one vectorized pass."""
+    sq = wthor_to_square(moves)
+    recorded = np.minimum.accumulate(sq >= 0, axis=1)
+    names = np.ascontiguousarray(_SQUARE_NAMES[np.where(recorded, sq, 64)])
+    return names.view(f"S{2 * moves.shape[1]}").ravel().astype(str)
 
 
 def _names(wthor_dir: Path, filename: str) -> list[str]:
@@ -113,7 +177,7 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     and ply, and counted in ``skipped_games``.
     """
     wthor_dir = Path(wthor_dir)
-    files = find_wtb_files(wthor_dir, years)
+    files = find_wtb_files(wthor_dir, years, warn=warn)
     players = _names(wthor_dir, "WTHOR.JOU")
     tournaments = _names(wthor_dir, "WTHOR.TRN")
 
@@ -127,20 +191,24 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
                     "year": np.full(len(w.games), year, dtype=np.int16),
                     "file": path.name,
                     "index": np.arange(len(w.games), dtype=np.int32),
-                    "depth": np.int8(w.depth),
+                    "depth": np.int16(w.depth),
                 }
             )
         )
     games_rec = np.concatenate(records)
     games = pd.concat(tables, ignore_index=True)
     n = len(games_rec)
+    damaged, damaged_ply, damaged_reasons = _record_errors(games_rec)
+    # Damaged games are replayed as empty records: no positions, no wrapped scores.
+    replay_moves = np.where(damaged[:, None], np.uint8(0), games_rec["moves"])
+    replay_scores = np.where(damaged, np.uint8(32), games_rec["black_score"])
 
     parts, n_moves, final_black, finished = [], [], [], []
     error_ply, error_move = [], []
     bar = _progress(n, progress)
     for start in range(0, n, CHUNK_GAMES):
-        chunk = games_rec[start : start + CHUNK_GAMES]
-        r = replay(chunk["moves"], chunk["black_score"])
+        stop = start + CHUNK_GAMES
+        r = replay(replay_moves[start:stop], replay_scores[start:stop])
         r.positions["game"] += start
         parts.append(r.positions)
         n_moves.append(r.n_moves)
@@ -148,7 +216,7 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
         finished.append(r.finished)
         error_ply.append(r.error_ply)
         error_move.append(r.error_move)
-        bar.update(len(chunk))
+        bar.update(len(r.n_moves))
     bar.close()
     positions = np.concatenate(parts) if parts else np.zeros(0, POSITION_DTYPE)
     error_ply = np.concatenate(error_ply)
@@ -167,18 +235,25 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     games["result"] = np.concatenate(final_black).astype(np.int8)  # black's final disc difference
     counts = np.bincount(positions["game"], minlength=n) if n else np.zeros(0, np.int64)
     games["first_position"] = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    games["transcript"] = transcripts(games_rec["moves"])
     games["error"] = ""
     games.index.name = "game"
 
-    skipped = []
+    problems = {}  # game -> (ply, byte, reason), in game order below
+    for g, reason in zip(np.nonzero(damaged)[0].tolist(), damaged_reasons):
+        ply = int(damaged_ply[g])
+        problems[g] = (ply, 0, reason) if ply > 0 else (None, None, reason)
     for g in np.nonzero(error_ply >= 0)[0].tolist():
         ply, byte = int(error_ply[g]), int(error_move[g])
         sq = int(wthor_to_square(byte))
-        what = f"{'abcdefgh'[sq % 8]}{sq // 8 + 1}" if sq >= 0 else f"byte {byte} (no such square)"
-        reason = f"illegal move {what} at ply {ply + 1}"
+        what = square_name(sq) if sq >= 0 else f"byte {byte} (no such square)"
+        problems[g] = (ply + 1, byte, f"illegal move {what} at ply {ply + 1}")
+    skipped = []
+    for g in sorted(problems):
+        ply, byte, reason = problems[g]
         row = games.loc[g]
         games.loc[g, "error"] = reason
-        skipped.append({"file": row["file"], "game": int(row["index"]), "ply": ply + 1, "move": byte, "reason": reason})
+        skipped.append({"file": row["file"], "game": int(row["index"]), "ply": ply, "move": byte, "reason": reason})
         warn(f"warning: {row['file']}: game {int(row['index'])} ({row['black']} vs {row['white']}): {reason}; game skipped")
 
     per_year = {}
@@ -192,6 +267,7 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
             "position_range": [first, first + npos],
         }
     summary = {
+        "format": FORMAT_MARKER,
         "format_version": FORMAT_VERSION,
         "source": str(wthor_dir),
         "position_dtype": POSITION_DTYPE.descr,
@@ -207,29 +283,134 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     return BuildResult(positions=positions, games=games, summary=summary)
 
 
-def write(result: BuildResult, out) -> Path:
-    """Write a dataset folder atomically: built beside ``out``, then renamed.
-
-    An existing ``out`` is replaced only once the new one is complete.
-    """
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0 or pid == os.getpid():  # our own leftovers come from an earlier, finished call
+        return False
     try:
-        np.save(tmp / "positions.npy", result.positions)
-        result.games.to_csv(tmp / "games.csv")
-        (tmp / "summary.json").write_text(json.dumps(result.summary, indent=1) + "\n")
-        if out.exists():
-            old = out.with_name(f".{out.name}.old.{os.getpid()}")
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    except (OverflowError, OSError):
+        return False
+    return True
+
+
+def _only_dataset_files(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but files a build writes (so deleting it loses nothing of the user's)."""
+    return all(p.name in DATASET_FILES and p.is_file() and not p.is_symlink() for p in folder.iterdir())
+
+
+def recover(out, log=None) -> None:
+    """Undo what a killed ``write`` left beside ``out``, and remove its temporary folders.
+
+    Only folders named ``.OUT.build.PID`` / ``.OUT.old.PID`` whose process is
+    gone are touched (a live writer's are left alone). If ``out`` is missing and
+    an ``.old`` folder is there, the kill fell between the two renames of the
+    swap: the old dataset is put back, as a failed build leaves it."""
+    out = Path(os.path.abspath(out))
+    if not out.parent.is_dir():
+        return
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.(build|old)\.(\d+)")
+    olds, builds = [], []
+    for p in out.parent.iterdir():
+        m = pattern.fullmatch(p.name)
+        if not (m and p.is_dir() and not p.is_symlink()) or _pid_alive(int(m.group(2))):
+            continue
+        if not _only_dataset_files(p):
+            if log:
+                log(f"warning: {p}: left alone: it holds files a build does not write")
+            continue
+        (olds if m.group(1) == "old" else builds).append(p)
+    if olds and not os.path.lexists(out):
+        newest = max(olds, key=lambda p: p.stat().st_mtime)
+        os.replace(newest, out)
+        olds.remove(newest)
+        if log:
+            log(f"{out}: restored the dataset a killed build had moved to {newest.name}")
+    for p in olds + builds:
+        shutil.rmtree(p)
+        if log:
+            log(f"{out.parent}: removed {p.name}, left by a killed build")
+
+
+def check_replaceable(out) -> None:
+    """Refuse (``UserError``) unless ``out`` is absent, an empty folder, or a dataset this tool wrote.
+
+    A dataset is a folder whose ``summary.json`` carries ``FORMAT_MARKER`` and
+    that holds only the dataset's files, or (written before the marker) exactly
+    ``positions.npy``, ``games.csv`` and ``summary.json``. Anything else may be
+    the user's (the WTHOR folder, the working folder) and is never replaced."""
+    out = Path(out)
+    if out.is_symlink():
+        raise UserError(f"--out {out}: is a symbolic link; give the folder it points to, or another path")
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise UserError(f"--out {out}: is a file, not a dataset folder; refusing to replace it (choose another --out)")
+    entries = sorted(p.name for p in out.iterdir())
+    if not entries:
+        return
+    if _only_dataset_files(out):
+        if set(entries) == DATASET_FILES:
+            return  # a legacy dataset, or ours
+        try:
+            if json.loads((out / "summary.json").read_text()).get("format") == FORMAT_MARKER:
+                return
+        except (OSError, ValueError, AttributeError):
+            pass
+    foreign = [e for e in entries if e not in DATASET_FILES] or entries
+    more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+    raise UserError(f"--out {out}: is a folder that is not a dataset written by this tool (it holds {foreign[0]!r}{more}); "
+                    "refusing to replace it: choose a new or empty folder")
+
+
+@contextmanager
+def _writing(out: Path, name: str):
+    """Name the dataset file in an OS error (a full disk raises one without a file name)."""
+    try:
+        yield
+    except OSError as e:
+        raise OSError(e.errno, e.strerror or str(e), str(out / name)) from e
+
+
+def write(result: BuildResult, out, log=None) -> Path:
+    """Write a dataset folder atomically: built beside ``out``, then swapped in.
+
+    An existing ``out`` is replaced only when ``check_replaceable`` allows it,
+    and only once the new one is complete; leftovers of a killed earlier run
+    are dealt with first (``recover``)."""
+    given = Path(out)
+    out = Path(os.path.abspath(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    recover(out, log)
+    check_replaceable(out)
+    tmp = out.with_name(f".{out.name}.build.{os.getpid()}")
+    old = out.with_name(f".{out.name}.old.{os.getpid()}")
+    tmp.mkdir()
+    moved_aside = False
+    try:
+        with _writing(out, "positions.npy"):
+            np.save(tmp / "positions.npy", result.positions)
+        with _writing(out, "games.csv"):
+            result.games.to_csv(tmp / "games.csv")
+        with _writing(out, "summary.json"):  # last: a build folder with it is complete
+            (tmp / "summary.json").write_text(json.dumps(result.summary, indent=1) + "\n")
+        if os.path.lexists(out):
             os.replace(out, old)
+            moved_aside = True
             os.replace(tmp, out)
+            moved_aside = False
             shutil.rmtree(old)
         else:
             os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if moved_aside and not os.path.lexists(out):
+            os.replace(old, out)
         raise
-    return out
+    return given
 
 
 class WthorDataset:
@@ -283,7 +464,10 @@ __all__ = [
     "WthorDataset",
     "WthorFormatError",
     "build",
+    "check_replaceable",
     "find_wtb_files",
     "parse_years",
+    "recover",
+    "transcripts",
     "write",
 ]

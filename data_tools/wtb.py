@@ -1,15 +1,16 @@
 """The FFO's WTHOR binary formats: ``.wtb`` game files, ``WTHOR.JOU`` players
 and ``WTHOR.TRN`` tournaments. Reading validates sizes and names the file in
-every error; writing is atomic (temporary file, then rename)."""
+every error; writing is atomic (``othello.files.atomic_write``)."""
 
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from othello.files import UserError, atomic_write
 
 HEADER_SIZE = 16
 HEADER_DTYPE = np.dtype(
@@ -41,8 +42,10 @@ NAME_SIZES = {".jou": 20, ".trn": 26}
 assert HEADER_DTYPE.itemsize == HEADER_SIZE and GAME_DTYPE.itemsize == 68
 
 
-class WthorFormatError(ValueError):
-    """A WTHOR file that cannot be read as its format says; names the file."""
+class WthorFormatError(UserError, ValueError):
+    """A WTHOR file that cannot be read as its format says; names the file.
+
+    A ``UserError`` so that commands report it in one line (exit status 2)."""
 
 
 @dataclass
@@ -73,17 +76,10 @@ def read_wtb(path) -> WtbFile:
         )
     if int(h["board_size"]) not in (0, 8):
         raise WthorFormatError(f"{path}: board size {int(h['board_size'])} is not 8x8; only 8x8 games are supported")
+    if int(h["depth"]) > 60:  # empties at which the theoretical score was solved; a game has 60
+        raise WthorFormatError(f"{path}: header depth {int(h['depth'])} is not 0..60 (damaged header?)")
     games = np.frombuffer(data, dtype=GAME_DTYPE, count=n, offset=HEADER_SIZE).copy()
     return WtbFile(path=path, year=int(h["game_year"]), depth=int(h["depth"]), games=games)
-
-
-def _atomic_write(path: Path, payload: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(payload)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _header(n_games: int, n_records: int, year: int, depth: int) -> bytes:
@@ -96,7 +92,7 @@ def _header(n_games: int, n_records: int, year: int, depth: int) -> bytes:
 def write_wtb(path, games: np.ndarray, year: int, depth: int = 22) -> None:
     """Write game records (``GAME_DTYPE``) as a ``.wtb`` file."""
     games = np.asarray(games, dtype=GAME_DTYPE)
-    _atomic_write(Path(path), _header(len(games), 0, year, depth) + games.tobytes())
+    atomic_write(path, _header(len(games), 0, year, depth) + games.tobytes())
 
 
 def make_games(move_lists, black_scores=None, tournament=0, black=0, white=0, theoretical=None) -> np.ndarray:
@@ -138,4 +134,4 @@ def write_names(path, names: list[str]) -> None:
     path = Path(path)
     size = NAME_SIZES[path.suffix.lower()]
     recs = np.array([n.encode("latin-1")[: size - 1] for n in names], dtype=f"S{size}")
-    _atomic_write(path, _header(0, len(names), 0, 0) + recs.tobytes())
+    atomic_write(path, _header(0, len(names), 0, 0) + recs.tobytes())

@@ -5,7 +5,9 @@
     python data_tools/wthor.py --download --wthor-dir DIR --out OUT
 
 Exit status 0 on success (skipped games are reported, not fatal), 2 on bad
-input (the message names the file); OUT is left untouched on failure.
+input (one line naming the file; ``--debug`` shows the traceback); OUT is left
+untouched on failure, and only an empty folder or a dataset this tool wrote is
+ever replaced.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_tools.dataset import REFERENCE_SPLIT, build, parse_years, write  # noqa: E402
-from data_tools.wtb import WthorFormatError  # noqa: E402
+from data_tools.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write  # noqa: E402
+from othello.files import UserError, atomic_path, run_main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_WTHOR = REPO.parent / "shared" / "data" / "wthor"
@@ -38,7 +40,10 @@ def default_wthor_dir() -> Path | None:
 
 
 def download(wthor_dir: Path, years: set[int], log=print) -> None:
-    """Fetch ``WTH_YYYY.wtb`` files from the FFO's site (zipped, one a year)."""
+    """Fetch ``WTH_YYYY.wtb`` files from the FFO's site (zipped, one a year).
+
+    Each file appears whole or not at all (``atomic_path``), so an interrupted
+    download is fetched again next time rather than read as a damaged file."""
     wthor_dir.mkdir(parents=True, exist_ok=True)
     for year in sorted(years):
         target = wthor_dir / f"WTH_{year}.wtb"
@@ -46,14 +51,20 @@ def download(wthor_dir: Path, years: set[int], log=print) -> None:
             continue
         url = DOWNLOAD_URL.format(year=year)
         log(f"downloading {url}")
-        with urllib.request.urlopen(url, timeout=60) as resp:
-            archive = zipfile.ZipFile(BytesIO(resp.read()))
+        try:
+            with urllib.request.urlopen(url, timeout=60) as resp:
+                data = resp.read()
+        except OSError as e:  # URLError, HTTPError, timeouts
+            raise UserError(f"{url}: download failed: {getattr(e, 'reason', None) or e}") from e
+        try:
+            archive = zipfile.ZipFile(BytesIO(data))
+        except zipfile.BadZipFile as e:
+            raise UserError(f"{url}: not a zip archive ({len(data)} bytes)") from e
         member = next((m for m in archive.namelist() if m.lower().endswith(".wtb")), None)
         if member is None:
-            raise WthorFormatError(f"{url}: the archive holds no .wtb file")
-        tmp = target.with_suffix(".wtb.part")
-        tmp.write_bytes(archive.read(member))
-        tmp.replace(target)
+            raise UserError(f"{url}: the archive holds no .wtb file")
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(archive.read(member))
 
 
 def format_table(summary: dict) -> str:
@@ -81,7 +92,8 @@ def main(argv=None) -> int:
                         help="folder of WTH_YYYY.wtb files (+ WTHOR.JOU, WTHOR.TRN for names); "
                              "default: ../shared/data/wthor when it exists")
     parser.add_argument("--out", type=Path, default=REPO / "data" / "wthor",
-                        help="dataset folder to write (replaced atomically); default: data/wthor in the repository")
+                        help="dataset folder to write (replaced atomically; only an empty folder or a dataset "
+                             "this tool wrote is replaced); default: data/wthor in the repository")
     parser.add_argument("--years", default=None,
                         help="years to include, e.g. 1977-2016 or 2015,2016; default: every file found")
     parser.add_argument("--download", action="store_true",
@@ -94,6 +106,13 @@ def main(argv=None) -> int:
         years = parse_years(args.years)
     except ValueError as e:
         parser.error(str(e))
+
+    def warn(message):
+        print(message, file=sys.stderr)
+
+    # Before any download or replay: a refused --out should not cost the whole build first.
+    recover(args.out, log=warn)
+    check_replaceable(args.out)
     wthor_dir = args.wthor_dir
     if args.download:
         if wthor_dir is None:
@@ -106,12 +125,8 @@ def main(argv=None) -> int:
                          "pass --wthor-dir DIR, or --download --wthor-dir DIR to fetch the files")
 
     start = time.perf_counter()
-    try:
-        result = build(wthor_dir, years, progress=not args.quiet, warn=lambda m: print(m, file=sys.stderr))
-        out = write(result, args.out)
-    except (WthorFormatError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    result = build(wthor_dir, years, progress=not args.quiet, warn=warn)
+    out = write(result, args.out, log=warn)
     elapsed = time.perf_counter() - start
     if not args.quiet:
         print(format_table(result.summary))
@@ -121,4 +136,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -12,10 +12,16 @@ import pytest
 import reference_engine as ref
 from data_tools import dataset, wtb
 from data_tools.replay import replay
-from data_tools.wthor import main as wthor_main
+from data_tools.wthor import main as _wthor_main
 from othello import PASS
+from othello.files import run_main
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def wthor_main(argv):
+    """The command as a user runs it: errors become one line and exit status 2."""
+    return run_main(_wthor_main, argv)
 
 
 def _random_games(n, seed):

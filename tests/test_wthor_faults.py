@@ -1,0 +1,391 @@
+"""The dataset builder under bad input and interruptions: nothing lost, nothing
+half-written, one clear line. Synthetic WTHOR files only."""
+
+import errno
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import reference_engine as ref
+from data_tools import dataset, wtb
+from data_tools import wthor as cli
+from othello import PASS
+from othello.files import run_main
+from othello.notation import format_transcript
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def build_cli(argv):
+    return run_main(cli.main, argv)
+
+
+def _games(n, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        record, board, _ = ref.random_game(rng, stop_after=rng.choice([None, 20]))
+        out.append(([m for _, _, m in record if m != PASS], board))
+    return out
+
+
+def _black_score(board):
+    return (64 + ref.final_score(board)) // 2 if ref.game_over(board) else sum(v == 1 for row in board for v in row)
+
+
+@pytest.fixture(scope="module")
+def games():
+    return _games(24, seed=11)
+
+
+@pytest.fixture
+def wthor_dir(tmp_path, games):
+    d = tmp_path / "wthor"
+    d.mkdir()
+    for year, part in ((2001, games[:12]), (2002, games[12:])):
+        recs = wtb.make_games([m for m, _ in part], [_black_score(b) for _, b in part])
+        wtb.write_wtb(d / f"WTH_{year}.wtb", recs, year)
+    return d
+
+
+def _listing(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def _dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _one_line_error(capsys, *needles):
+    err = capsys.readouterr().err.strip()
+    lines = [line for line in err.splitlines() if not line.startswith("warning:")]
+    assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in err, err
+    for needle in needles:
+        assert str(needle) in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+# --- 1. never replace what is not ours ---------------------------------------------------------
+
+
+def test_refuses_a_folder_that_is_not_a_dataset(wthor_dir, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    _one_line_error(capsys, out, "notes.txt")
+    assert _listing(out) == ["notes.txt"] and (out / "notes.txt").read_text() == "keep me"
+    assert _listing(tmp_path) == ["mine", "wthor"], "nothing renamed aside or left behind"
+
+
+def test_refuses_the_input_folder_and_the_working_folder(wthor_dir, tmp_path, monkeypatch, capsys):
+    before = {p.name: p.read_bytes() for p in wthor_dir.iterdir()}
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(wthor_dir), "--quiet"]) == 2
+    _one_line_error(capsys, "WTH_2001.wtb")
+    assert {p.name: p.read_bytes() for p in wthor_dir.iterdir()} == before
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "script.py").write_text("print()")
+    monkeypatch.chdir(work)
+    for out in (str(work), "."):
+        assert build_cli(["--wthor-dir", str(wthor_dir), "--out", out, "--quiet"]) == 2
+        _one_line_error(capsys, "script.py")
+        assert _listing(work) == ["script.py"] and _listing(tmp_path) == ["work", "wthor"]
+
+
+def test_refuses_a_regular_file_and_a_symlink(wthor_dir, tmp_path, capsys):
+    target = tmp_path / "ds"
+    target.write_text("precious")
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(target), "--quiet"]) == 2
+    _one_line_error(capsys, target, "is a file")
+    assert target.read_text() == "precious" and _listing(tmp_path) == ["ds", "wthor"]
+    built = tmp_path / "real"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(built), "--quiet"]) == 0
+    link = tmp_path / "link"
+    link.symlink_to(built)
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(link), "--quiet"]) == 2
+    _one_line_error(capsys, link, "symbolic link")
+    assert link.is_symlink() and _listing(built) == sorted(dataset.DATASET_FILES)
+
+
+def test_replaces_an_empty_folder_our_dataset_and_a_legacy_one(wthor_dir, tmp_path):
+    out = tmp_path / "ds"
+    out.mkdir()
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["format"] == dataset.FORMAT_MARKER
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet", "--years", "2002"]) == 0
+    assert list(json.loads((out / "summary.json").read_text())["years"]) == ["2002"]
+    # A dataset written before the marker existed: exactly the three files.
+    legacy = dict(summary)
+    del legacy["format"]
+    (out / "summary.json").write_text(json.dumps(legacy))
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "summary.json").read_text())["format"] == dataset.FORMAT_MARKER
+    assert _listing(tmp_path) == ["ds", "wthor"]
+
+
+@pytest.mark.parametrize("marker", [True, False])
+def test_a_dataset_holding_a_user_file_is_not_replaced(wthor_dir, tmp_path, marker, capsys):
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    if not marker:
+        s = json.loads((out / "summary.json").read_text())
+        del s["format"]
+        (out / "summary.json").write_text(json.dumps(s))
+    (out / "my_analysis.ipynb").write_text("{}")
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    _one_line_error(capsys, "my_analysis.ipynb")
+    assert _listing(out) == sorted(dataset.DATASET_FILES | {"my_analysis.ipynb"})
+
+
+# --- 2. a killed build is recovered on the next run --------------------------------------------
+
+
+def _dataset_bytes(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize("kill_at", ["saving", "between_renames", "before_cleanup"])
+def test_a_killed_write_is_recovered(wthor_dir, tmp_path, kill_at, capsys):
+    """A real kill (os._exit, no cleanup runs) at each step of the write, then the next run."""
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet", "--years", "2001"]) == 0
+    old = _dataset_bytes(out)
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(REPO)!r})
+        import numpy as np
+        from data_tools import dataset
+        result = dataset.build({str(wthor_dir)!r}, progress=False)
+        kill_at = {kill_at!r}
+        if kill_at == "saving":
+            def save(path, arr):
+                open(path, "wb").write(b"half a file")
+                os._exit(9)
+            dataset.np.save = save
+        else:
+            real, calls = os.replace, []
+            def replace(a, b):
+                calls.append(a)
+                if len(calls) == (1 if kill_at == "between_renames" else 2):
+                    real(a, b)
+                    os._exit(9)
+                real(a, b)
+            dataset.os.replace = replace
+        dataset.write(result, {str(out)!r})
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 9, proc.stderr
+    hidden = [n for n in _listing(tmp_path) if n.startswith(".ds.")]
+    assert hidden, "the kill left the swap's folders behind"
+    if kill_at == "between_renames":
+        assert not out.exists(), "the kill fell between the two renames"
+    # The next run puts things right first, even when its own build fails.
+    (wthor_dir / "WTH_2002.wtb").write_bytes(b"\0" * 20)
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "WTH_2002.wtb" in err
+    assert _listing(tmp_path) == ["ds", "wthor"], "stale temporary folders are removed"
+    expected = old
+    if kill_at == "before_cleanup":  # the swap was done: the new dataset (all years) stays
+        expected = None
+        assert list(json.loads((out / "summary.json").read_text())["years"]) == ["2001", "2002"]
+    if expected is not None:
+        assert _dataset_bytes(out) == expected
+
+
+def test_recovery_touches_only_our_dead_writers_folders(tmp_path, capsys):
+    out = tmp_path / "ds"
+    dead, live = _dead_pid(), os.getppid()
+    (tmp_path / f".ds.build.{dead}").mkdir()
+    (tmp_path / f".ds.build.{dead}" / "positions.npy").write_bytes(b"partial")
+    (tmp_path / f".ds.old.{live}").mkdir()  # a build in progress elsewhere
+    (tmp_path / f".ds.old.{live}" / "summary.json").write_text("{}")
+    for name in (f".ds.build.{dead}.keep", ".ds.backup", f".other.old.{dead}", f".ds.old.{dead}x"):
+        (tmp_path / name).mkdir()
+    theirs = tmp_path / f".ds.old.{_dead_pid()}"  # our naming, but a file we never write
+    theirs.mkdir()
+    (theirs / "thesis.tex").write_text("")
+    dataset.recover(out, log=lambda m: print(m, file=sys.stderr))
+    assert not (tmp_path / f".ds.build.{dead}").exists()
+    assert (tmp_path / f".ds.old.{live}" / "summary.json").exists(), "a live writer's folder is left alone"
+    for name in (f".ds.build.{dead}.keep", ".ds.backup", f".other.old.{dead}", f".ds.old.{dead}x"):
+        assert (tmp_path / name).is_dir()
+    assert (theirs / "thesis.tex").exists() and not out.exists(), "a folder holding other files is never moved"
+    err = capsys.readouterr().err
+    assert f"{theirs.name}: left alone" in err
+    (tmp_path / f".ds.old.{dead}").mkdir()  # now a real leftover of the swap: it is put back
+    (tmp_path / f".ds.old.{dead}" / "summary.json").write_text("{}")
+    dataset.recover(out)
+    assert _listing(out) == ["summary.json"] and not (tmp_path / f".ds.old.{dead}").exists()
+
+
+# --- 3. file names -----------------------------------------------------------------------------
+
+
+def test_only_exact_wthor_names_are_read(wthor_dir, tmp_path, capsys):
+    data = (wthor_dir / "WTH_2001.wtb").read_bytes()
+    (wthor_dir / "copy of WTH_2001.wtb").write_bytes(data)
+    (wthor_dir / "OLD_WTH_2001.wtb").write_bytes(data)
+    (wthor_dir / "WTH_2001.wtb.bak").write_bytes(data)
+    (wthor_dir / "WTH_2002.wtb").rename(wthor_dir / "wth_2002.WTB")  # case does not matter
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert {y: v["games"] for y, v in s["years"].items()} == {"2001": 12, "2002": 12}
+    err = capsys.readouterr().err
+    assert "copy of WTH_2001.wtb: ignored" in err and "OLD_WTH_2001.wtb: ignored" in err
+
+
+def test_two_files_for_one_year_is_an_error_naming_both(wthor_dir, tmp_path, capsys):
+    (wthor_dir / "wth_2001.WTB").write_bytes((wthor_dir / "WTH_2001.wtb").read_bytes())
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    _one_line_error(capsys, "WTH_2001.wtb", "wth_2001.WTB", "2001")
+    assert not out.exists()
+    # Not an error when that year is not asked for.
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet", "--years", "2002"]) == 0
+
+
+# --- 4. damaged records ------------------------------------------------------------------------
+
+
+def test_bad_score_and_move_gap_are_skipped_and_reported(wthor_dir, tmp_path, games, capsys):
+    path = wthor_dir / "WTH_2001.wtb"
+    w = wtb.read_wtb(path)
+    w.games["black_score"][2] = 100  # would wrap to -120 in int8
+    w.games["moves"][4, 6] = 0  # a lost move: the game goes on after it
+    assert w.games["moves"][4, 7] != 0
+    wtb.write_wtb(path, w.games, 2001)
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "WTH_2001.wtb: game 2" in err and "black score 100 is not 0..64" in err
+    assert "WTH_2001.wtb: game 4" in err and "ply 7" in err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["years"]["2001"]["skipped_games"] == 2 and s["total"]["skipped_games"] == 2
+    assert {(k["game"], k["ply"]) for k in s["skipped"]} == {(2, None), (4, 7)}
+    ds = dataset.WthorDataset(out)
+    assert not np.isin(ds.positions["game"], [2, 4]).any()
+    kept = sum(len(m) for i, (m, _) in enumerate(games) if i not in (2, 4))
+    assert len(ds) == kept
+    g = ds.games
+    assert g.loc[2, "black_score"] == 100 and g.loc[2, "moves"] == 0
+    assert (g["result"].abs() <= 64).all()
+
+
+def test_header_depth_over_60_is_a_clear_error(wthor_dir, tmp_path, capsys):
+    path = wthor_dir / "WTH_2002.wtb"
+    data = bytearray(path.read_bytes())
+    data[14] = 200  # depth byte
+    path.write_bytes(bytes(data))
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    _one_line_error(capsys, "WTH_2002.wtb", "depth 200")
+    assert not out.exists()
+
+
+# --- 5. file system faults ---------------------------------------------------------------------
+
+
+def test_a_wtb_that_is_a_folder(wthor_dir, tmp_path, capsys):
+    (wthor_dir / "WTH_2003.wtb").mkdir()
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(tmp_path / "ds"), "--quiet"]) == 2
+    _one_line_error(capsys, "WTH_2003.wtb", "folder")
+    assert _listing(tmp_path) == ["wthor"]
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads any file")
+def test_an_unreadable_wtb(wthor_dir, tmp_path, capsys):
+    path = wthor_dir / "WTH_2002.wtb"
+    path.chmod(0)
+    try:
+        assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(tmp_path / "ds"), "--quiet"]) == 2
+    finally:
+        path.chmod(0o644)
+    _one_line_error(capsys, "WTH_2002.wtb", "permission denied")
+    assert _listing(tmp_path) == ["wthor"]
+
+
+@pytest.mark.parametrize("stage", ["positions", "games"])
+def test_a_full_disk_loses_nothing(wthor_dir, tmp_path, monkeypatch, stage, capsys):
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet", "--years", "2001"]) == 0
+    before = _dataset_bytes(out)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if stage == "positions":
+        monkeypatch.setattr(dataset.np, "save", full)
+    else:
+        monkeypatch.setattr(pd.DataFrame, "to_csv", full)
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    _one_line_error(capsys, "no space left on device", out)
+    assert _dataset_bytes(out) == before and _listing(tmp_path) == ["ds", "wthor"]
+
+
+def test_download_is_atomic(tmp_path, monkeypatch, games, capsys):
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("WTH_2001.wtb", b"x" * 1000)
+    monkeypatch.setattr(cli.urllib.request, "urlopen", lambda url, timeout: io.BytesIO(buf.getvalue()))
+    real_write = type(tmp_path).write_bytes
+
+    def half_then_full(self, data):
+        real_write(self, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    monkeypatch.setattr(type(tmp_path), "write_bytes", half_then_full)
+    target = tmp_path / "dl"
+    argv = ["--download", "--wthor-dir", str(target), "--years", "2001", "--out", str(tmp_path / "ds"), "--quiet"]
+    assert build_cli(argv) == 2
+    _one_line_error(capsys, "no space left on device")
+    assert _listing(target) == [], "no partial WTH_2001.wtb to be read as a damaged file later"
+
+
+def test_debug_shows_the_traceback(wthor_dir, tmp_path):
+    (wthor_dir / "WTH_2002.wtb").write_bytes(b"\0" * 20)
+    with pytest.raises(wtb.WthorFormatError, match="WTH_2002.wtb"):
+        build_cli(["--wthor-dir", str(wthor_dir), "--out", str(tmp_path / "ds"), "--quiet", "--debug"])
+
+
+def test_the_script_exits_2_with_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "data_tools" / "wthor.py"), "--wthor-dir", str(tmp_path / "nope"),
+                           "--out", str(tmp_path / "ds"), "--quiet"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"wthor.py: error: WTHOR folder not found: {tmp_path / 'nope'}"
+
+
+# --- 6. transcripts ----------------------------------------------------------------------------
+
+
+def test_games_csv_has_the_recorded_transcripts(wthor_dir, tmp_path, games):
+    path = wthor_dir / "WTH_2001.wtb"
+    w = wtb.read_wtb(path)
+    w.games["moves"][1, 5] = 11  # an illegal a1: the game is skipped, its record still shown
+    wtb.write_wtb(path, w.games, 2001)
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    g = dataset.WthorDataset(out).games
+    expected = [format_transcript(m) for m, _ in games]
+    expected[1] = expected[1][:10] + "a1" + expected[1][12:]
+    assert g["transcript"].tolist() == expected
+    assert g.loc[1, "error"].startswith("illegal move a1")
+    assert (g["transcript"].str.len()[g["error"] == ""] == 2 * g["moves"][g["error"] == ""]).all()
+    # A byte that is no square ends the transcript there.
+    moves = np.zeros((2, 60), np.uint8)
+    moves[0, :3] = [56, 64, 99]
+    assert dataset.transcripts(moves).tolist() == ["f5d6", ""]
