@@ -10,6 +10,7 @@ import torch
 
 import reference_engine as ref
 from models.fastpath import FP32
+from othello.files import UserError
 from othello import bitboard as bb
 from selfplay.gumbel import GumbelConfig, GumbelMCTS, halving_schedule, make_search
 from selfplay.mcts import PASS, BatchedMCTS, Evaluator, MCTSConfig
@@ -176,3 +177,53 @@ def test_make_search_and_improvement_over_the_prior(ev):
     pi = tree.improved_policy(g).double()
     prior = torch.softmax(logits, 1)
     assert (pi.gather(1, best[:, None]) >= prior.gather(1, best[:, None]) - 1e-12).all()
+
+
+def test_gumbel_self_play_records_the_improved_policy(ev):
+    from selfplay.selfplay import SelfPlayConfig, play_games
+
+    games = play_games(ev, 2, GumbelConfig(simulations=4), SelfPlayConfig(resign_threshold=None), seed=2, progress=False)
+    assert len(games.winner) == 2 and (games.length >= 58).all()
+    assert not np.array_equal(games.player[games.game == 0][:20], games.player[games.game == 1][:20]), \
+        "the root's Gumbel noise varies the games"
+    pi = games.policy.astype(np.float64)
+    assert np.allclose(pi.sum(1), 1, atol=1e-2)
+    p, o = torch.from_numpy(games.player.view(np.int64)), torch.from_numpy(games.opponent.view(np.int64))
+    legal = ((bb.legal_moves(p, o)[:, None] >> torch.arange(64)) & 1).bool().numpy()
+    assert (pi[~legal] == 0).all()
+    # Visit counts of 4 simulations are multiples of 1/4; the improved policy is not.
+    assert not np.allclose(pi * 4, np.round(pi * 4), atol=1e-2)
+
+
+def test_gumbel_player_and_gating_search_in_the_loop(tmp_path, monkeypatch):
+    import json
+
+    from models.nets import build_network, export
+    from selfplay import loop as rl_loop
+    from selfplay.arena import main as arena_main
+    from selfplay.nn_players import GumbelPlayer, MCTSPlayer, search_player
+
+    tiny = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
+    torch.manual_seed(0)
+    net = build_network(**tiny).eval()
+    ckpt = tmp_path / "tiny.pt"
+    export(net, tiny, ckpt)
+    out = tmp_path / "m.json"
+    assert arena_main(["--a", f"gumbel:{ckpt}:4", "--b", f"mcts:{ckpt}:4", "--games", "2", "--json", str(out), "--quiet"]) == 0
+    assert json.loads(out.read_text())["games"] == 2
+    assert isinstance(search_player("gumbel", net, 2), GumbelPlayer)
+    assert isinstance(search_player("puct", net, 2), MCTSPlayer)
+
+    # A run folder saved before --search existed resumes as PUCT, and refuses gumbel.
+    run = tmp_path / "rl"
+    seen = []
+    monkeypatch.setattr(rl_loop, "_generations", lambda args, state, *a: (seen.append(args.search), state)[1])
+    base = ["--init", "random", "--generations", "1", "--games", "2", "--parallel", "2", "--simulations", "2",
+            "--arch-blocks", "1", "--arch-width", "8", "--quiet", "--logger", "none", "--out", str(run)]
+    assert rl_loop.main(base) == 0 and seen == ["puct"]
+    cfg = json.loads((run / "config.json").read_text())
+    del cfg["search"]
+    (run / "config.json").write_text(json.dumps(cfg))
+    assert rl_loop.main(base) == 0 and seen == ["puct", "puct"]
+    with pytest.raises(UserError, match="search"):
+        rl_loop.main(base + ["--search", "gumbel"])
