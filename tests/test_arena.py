@@ -19,7 +19,9 @@ from othello.game import IllegalMoveError, Position
 from othello.notation import parse_transcript
 from othello.symmetry import transform
 from selfplay import players as pl
+from othello.files import UserError, run_main
 from selfplay.arena import MatchResult, elo_from_score, play_match, random_openings
+from selfplay.arena import main as arena_main
 from selfplay.players import (
     AlphaBetaPlayer,
     GreedyPlayer,
@@ -195,8 +197,28 @@ def test_make_player_specs():
     ab = make_player("alphabeta:4")
     assert isinstance(ab, AlphaBetaPlayer) and ab.depth == 4 and ab.name == "alphabeta:4"
     for bad in ("nosuch", "alphabeta:x", "alphabeta:0", "random:1", "alphabeta:1:2"):
-        with pytest.raises(ValueError, match="alphabeta, greedy, mcts, policy, random" if bad == "nosuch" else "bad player spec"):
+        with pytest.raises(ValueError, match="known kinds are alphabeta, greedy" if bad == "nosuch" else "bad player spec"):
             make_player(bad)
+
+
+@pytest.mark.parametrize("spec,why", [
+    ("alphabeta:99", "1..8"), ("alphabeta:9", "1..8"), ("alphabeta:0", "1..8"), ("alphabeta:-1", "1..8"),
+    ("alphabeta:", "integer"), ("alphabeta:2.5", "integer"), ("nosuch:3", "known kinds"),
+    ("policy:{missing}", "no such file"), ("policy:{garbage}", "{garbage}"), ("mcts:{garbage}:4", "{garbage}"),
+    ("mcts:{missing}", "no such file"), ("policy", "expected policy:CHECKPOINT"),
+])
+def test_bad_specs_are_user_errors_naming_the_spec(tmp_path, spec, why):
+    """A spec that can build no player is a one-line error naming it (exit 2
+    under run_main), never a match that cannot finish nor a traceback."""
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"\x80\x02 this is not a checkpoint")
+    names = {"missing": tmp_path / "missing.pt", "garbage": garbage}
+    spec, why = spec.format(**names), why.format(**names)
+    with pytest.raises(pl.PlayerSpecError) as e:
+        make_player(spec)
+    assert isinstance(e.value, UserError) and isinstance(e.value, ValueError)
+    msg = str(e.value)
+    assert repr(spec) in msg and why in msg and "\n" not in msg
 
 
 def test_registered_kinds_get_their_arguments():
@@ -306,10 +328,10 @@ def test_too_few_openings_are_reused_with_a_warning():
 
 
 def test_alphabeta_beats_random_clearly():
-    r = play_match(make_player("alphabeta:2"), make_player("random"), 20, seed=0, progress=False)
+    r = play_match(make_player("alphabeta:2"), make_player("random"), 12, seed=0, progress=False)
     assert r.score >= 0.85, r.summary()
     # And from the other side: the result is A's, whichever A is.
-    r = play_match(make_player("random"), make_player("alphabeta:2"), 10, seed=1, progress=False)
+    r = play_match(make_player("random"), make_player("alphabeta:2"), 6, seed=1, progress=False)
     assert r.score <= 0.2, r.summary()
 
 
@@ -408,7 +430,47 @@ def test_cli_writes_json(tmp_path):
     assert d["score"] == pytest.approx((d["wins"] + d["draws"] / 2) / 6)
 
 
-def test_cli_rejects_unknown_specs():
-    proc = subprocess.run([sys.executable, "selfplay/arena.py", "--a", "nosuch", "--b", "random", "--games", "2"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "known kinds" in proc.stderr
+def _cli(argv, capsys):
+    """The arena as its command line runs it, in-process: (exit status, stderr)."""
+    capsys.readouterr()
+    code = run_main(arena_main, argv)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec,why", [("nosuch", "known kinds"), ("alphabeta:99", "1..8"),
+                                      ("policy:no/such/file.pt", "no such file")])
+def test_cli_rejects_bad_specs_in_one_line(tmp_path, capsys, spec, why):
+    out = tmp_path / "r.json"
+    code, err = _cli(["--a", spec, "--b", "random", "--games", "2", "--json", str(out), "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1 and why in err and repr(spec) in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag,value,why", [
+    ("--games", "0", "--games must be at least 1"), ("--games", "-4", "--games must be at least 1"),
+    ("--opening-plies", "70", "--opening-plies must be 0..59"), ("--opening-plies", "60", "0..59"),
+    ("--opening-plies", "-1", "0..59"), ("--seed", "-1", "--seed must be 0 or more"),
+    ("--import", "no_such_module_here", "--import no_such_module_here"),
+])
+def test_cli_refuses_bad_numbers_before_any_work(tmp_path, capsys, flag, value, why):
+    built = []
+    register_player("test-probe", lambda args: built.append(args) or RandomPlayer())
+    try:
+        out = tmp_path / "r.json"
+        argv = ["--a", "test-probe", "--b", "random", "--games", "2", "--json", str(out), "--quiet", flag, value]
+        code, err = _cli(argv, capsys)
+    finally:
+        del pl.PLAYER_FACTORIES["test-probe"]
+    assert code == 2 and err.count("\n") == 1 and why in err, err
+    assert not built, "no player was built: the settings are checked first"
+    assert not out.exists()
+
+
+def test_cli_refuses_a_folder_as_json(tmp_path, capsys):
+    code, err = _cli(["--a", "random", "--b", "random", "--games", "2", "--json", str(tmp_path), "--quiet"], capsys)
+    assert code == 2 and "is a folder" in err
+
+
+def test_play_match_refuses_an_opening_longer_than_a_game():
+    with pytest.raises(ValueError, match="0..59"):
+        play_match(RandomPlayer(), RandomPlayer(), 2, opening_plies=60, progress=False)

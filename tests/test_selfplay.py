@@ -1,6 +1,12 @@
 """Self-play, the learner, network players and the resumable RL loop (tiny, on CPU)."""
 
+import contextlib
+import io
 import json
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -8,6 +14,7 @@ import torch
 
 from models.nets import build_network, export, legal_mask
 from othello import bitboard as bb
+from othello.files import run_main
 from selfplay import loop as rl_loop
 from data_tools.datamodule import augment
 from selfplay.learner import to_device_batch, train_network
@@ -28,7 +35,7 @@ def tiny_net():
 @pytest.fixture(scope="module")
 def games(tiny_net):
     ev = Evaluator(tiny_net, "cpu")
-    return play_games(ev, 12, MCTSConfig(simulations=6), SelfPlayConfig(resign_threshold=-0.5, no_resign_fraction=0.5),
+    return play_games(ev, 12, MCTSConfig(simulations=3), SelfPlayConfig(resign_threshold=-0.5, no_resign_fraction=0.5),
                       seed=1, progress=False)
 
 
@@ -99,48 +106,236 @@ def test_network_players_in_the_arena(tmp_path, tiny_net):
     ckpt = tmp_path / "tiny.pt"
     export(tiny_net, TINY, ckpt)
     out = tmp_path / "m.json"
-    assert arena_main(["--a", f"mcts:{ckpt}:4", "--b", f"policy:{ckpt}", "--games", "4", "--json", str(out), "--quiet"]) == 0
+    assert arena_main(["--a", f"mcts:{ckpt}:2", "--b", f"policy:{ckpt}", "--games", "2", "--json", str(out), "--quiet"]) == 0
     r = json.loads(out.read_text())
-    assert r["games"] == 4 and r["wins"] + r["draws"] + r["losses"] == 4
+    assert r["games"] == 2 and r["wins"] + r["draws"] + r["losses"] == 2 and r["a"] == f"mcts:{ckpt}:2"
 
 
-LOOP = ["--init", "random", "--generations", "2", "--games", "6", "--parallel", "3", "--simulations", "4",
-        "--train-steps", "3", "--batch-size", "16", "--gate-games", "2", "--gate-simulations", "2",
-        "--arch-blocks", "1", "--arch-width", "8", "--quiet", "--logger", "wandb"]
+# Tiny on purpose: 2 generations of 2 parts (the least that shows a crash in a
+# later generation resumed part by part), 2 simulations, 1 in gating.
+LOOP = ["--init", "random", "--generations", "2", "--games", "6", "--parallel", "3", "--simulations", "2",
+        "--train-steps", "3", "--batch-size", "16", "--gate-games", "2", "--gate-simulations", "1",
+        "--arch-blocks", "1", "--arch-width", "8", "--quiet"]
 
 
-def test_loop_resumes_after_a_crash_without_losing_or_repeating_games(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    out = tmp_path / "rl"
+def cli(argv, capsys):
+    """The loop as its command line runs it: (exit status, stderr)."""
+    capsys.readouterr()
+    code = run_main(rl_loop.main, argv)
+    return code, capsys.readouterr().err
+
+
+def _files(folder: Path) -> dict:
+    return {str(f.relative_to(folder)): f.stat().st_mtime_ns for f in folder.rglob("*") if f.is_file()}
+
+
+class FakeWandb:
+    """Stands in for the wandb module: what the loop asks of W&B, without the
+    seconds that importing and starting the real one costs."""
+
+    def __init__(self):
+        self.inits, self.logged, self.finished = [], [], 0
+
+    def init(self, **kwargs):
+        self.inits.append(kwargs)
+        return SimpleNamespace(log=lambda metrics, step: self.logged.append((step, metrics)), finish=self._finish)
+
+    def _finish(self):
+        self.finished += 1
+
+
+@pytest.fixture(scope="module")
+def rl_run(tmp_path_factory):
+    """A two-generation run, interrupted by Ctrl-C in generation 2's first
+    part, then resumed by the same command."""
+    out = tmp_path_factory.mktemp("rl") / "rl"
     real = rl_loop.play_games
     calls = []
+    wandb = FakeWandb()
 
     def crashing(*a, **k):
         calls.append(k["seed"])
-        if len(calls) == 3:  # generation 1 done (2 parts), die in generation 2's first part
+        if len(calls) == 3:  # generation 1 done (2 parts), Ctrl-C in generation 2's first part
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(rl_loop, "play_games", crashing)
-    with pytest.raises(KeyboardInterrupt):
-        rl_loop.main(LOOP + ["--out", str(out)])
-    assert json.loads((out / "state.json").read_text())["generation"] == 1
+    err = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "wandb", wandb)
+        mp.setattr(rl_loop, "play_games", crashing)
+        with contextlib.redirect_stderr(err):
+            interrupted = rl_loop.main(LOOP + ["--out", str(out), "--logger", "wandb"])
+        state_at_interrupt = json.loads((out / "state.json").read_text())
+        files_at_interrupt = sorted(_files(out))
+        mp.setattr(rl_loop, "play_games", lambda *a, **k: (calls.append(k["seed"]), real(*a, **k))[1])
+        with contextlib.redirect_stderr(io.StringIO()):
+            resumed = rl_loop.main(LOOP + ["--out", str(out), "--logger", "wandb"])
+    return SimpleNamespace(out=out, calls=calls, interrupted=interrupted, message=err.getvalue(), wandb=wandb,
+                           state_at_interrupt=state_at_interrupt, files_at_interrupt=files_at_interrupt,
+                           resumed=resumed)
 
-    monkeypatch.setattr(rl_loop, "play_games", lambda *a, **k: (calls.append(k["seed"]), real(*a, **k))[1])
-    state = rl_loop.main(LOOP + ["--out", str(out)])
+
+def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, capsys):
+    out = rl_run.out
+    assert rl_run.interrupted == 130
+    assert "interrupted; rerun the same command to resume from generation 2" in rl_run.message
+    assert "Traceback" not in rl_run.message
+    assert rl_run.state_at_interrupt["generation"] == 1
+    assert not [f for f in rl_run.files_at_interrupt if f.endswith(".tmp")], "nothing half-written"
+    assert "games/gen_0001.npz" in rl_run.files_at_interrupt and "games/gen_0002.npz" not in rl_run.files_at_interrupt
+
+    assert rl_run.resumed == 0
+    state = json.loads((out / "state.json").read_text())
     assert state["generation"] == 2 and len(state["history"]) == 2
-    assert len(calls) == 5 and len(set(calls)) == 4, "only the interrupted part was played again"
+    assert len(rl_run.calls) == 5 and len(set(rl_run.calls)) == 4, "only the interrupted part was played again"
     for g in (1, 2):
         games = SelfPlayGames.load(out / "games" / f"gen_{g:04d}.npz")
         assert len(games.winner) == 6
+        assert not (out / "games" / f"gen_{g:04d}").exists(), "the parts are removed once merged"
     assert (out / "elo.png").stat().st_size > 1000 and (out / "best.pt").exists()
-    assert list((out / "wandb").glob("offline-run-*"))
+    # One W&B run across the interruption: same id, resumed, offline unless asked, one point per generation.
+    first, again = rl_run.wandb.inits
+    assert first["id"] == again["id"] == state["wandb_id"] and first["resume"] == "allow"
+    assert first["mode"] == "offline" and first["dir"] == str(out)
+    assert [step for step, _ in rl_run.wandb.logged] == [1, 2] and rl_run.wandb.finished == 2
+    assert "train_value_loss" in rl_run.wandb.logged[1][1]
     rec = json.loads((out / "stats" / "gen_0002.json").read_text())
     for key in ("black_wins", "resign_threshold", "false_resign_rate", "games_per_hour", "gate_score", "elo_best",
                 "train_value_loss", "train_policy_loss"):
         assert key in rec
-    # the same command again does nothing more; a different run setting is refused
-    assert rl_loop.main(LOOP + ["--out", str(out)])["generation"] == 2
-    with pytest.raises(SystemExit, match="games"):
-        rl_loop.main([x if x != "6" else "8" for x in LOOP] + ["--out", str(out)])
+    assert not [f for f in _files(out) if f.endswith(".tmp")]
+    # the same command again does nothing more
+    before = _files(out)
+    assert cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)[0] == 0
+    assert {k: v for k, v in _files(out).items() if k != "best.pt"} == {k: v for k, v in before.items() if k != "best.pt"}
+
+
+@pytest.mark.parametrize("flag,value", [("--games", "8"), ("--parallel", "2")])
+def test_loop_refuses_a_changed_run_setting(rl_run, capsys, flag, value):
+    argv = LOOP + ["--out", str(rl_run.out), "--logger", "none"]
+    argv[argv.index(flag) + 1] = value
+    before = _files(rl_run.out)
+    code, err = cli(argv, capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert flag.lstrip("-") in err and "another --out" in err
+    assert _files(rl_run.out) == before
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("--simulations", "0"), ("--games", "0"), ("--parallel", "0"), ("--window", "0"), ("--generations", "0"),
+    ("--train-steps", "0"), ("--batch-size", "-4"), ("--gate-games", "0"), ("--gate-simulations", "0"),
+    ("--eval-games", "0"), ("--arch-blocks", "0"), ("--arch-width", "0"), ("--temperature-plies", "-1"),
+    ("--seed", "-1"), ("--c-puct", "0"), ("--lr", "0"), ("--lr", "nan"), ("--l2", "-1"), ("--lr", "inf"),
+    ("--dirichlet-weight", "1.5"), ("--dirichlet-alpha-scale", "0"), ("--resign-threshold", "-2"),
+    ("--no-resign-fraction", "1.5"), ("--gate-threshold", "2"), ("--arch-encoder", "nosuch"),
+    ("--eval-vs", "alphabeta:99"), ("--eval-vs", "nosuch"), ("--init", "no/such/file.pt"),
+])
+def test_loop_refuses_bad_settings_before_any_work(tmp_path, capsys, flag, value):
+    out = tmp_path / "rl"
+    argv = LOOP + ["--out", str(out), "--logger", "none"]
+    if flag in argv:
+        argv[argv.index(flag) + 1] = value
+    else:
+        argv += [flag, value]
+    code, err = cli(argv, capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert flag in err and "Traceback" not in err
+    assert not out.exists(), "nothing written"
+
+
+def test_loop_refuses_a_network_without_a_value_head(tmp_path, capsys):
+    ckpt = tmp_path / "policy_only.pt"
+    net = build_network("reference", depth=1, width=4)
+    export(net, {"arch": "reference", "depth": 1, "width": 4}, ckpt)
+    argv = LOOP + ["--out", str(tmp_path / "rl"), "--logger", "none"]
+    argv[argv.index("--init") + 1] = str(ckpt)
+    code, err = cli(argv, capsys)
+    assert code == 2 and "value head" in err and str(ckpt) in err
+    assert not (tmp_path / "rl").exists()
+    # A file that is not a checkpoint at all: one line naming it.
+    ckpt.write_bytes(b"not a checkpoint")
+    code, err = cli(argv, capsys)
+    assert code == 2 and err.count("\n") == 1 and str(ckpt) in err
+    assert not (tmp_path / "rl").exists()
+
+
+def test_loop_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    code, err = cli(LOOP + ["--out", str(tmp_path), "--logger", "none"], capsys)
+    assert code == 2 and "not empty" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.fixture
+def run_copy(rl_run, tmp_path):
+    """A copy of the finished run, for a test to break."""
+    out = tmp_path / "rl"
+    shutil.copytree(rl_run.out, out, ignore=shutil.ignore_patterns("wandb"))
+    return out
+
+
+def _broken(out: Path, capsys, *extra):
+    before = _files(out)
+    code, err = cli(LOOP + ["--out", str(out), "--logger", "none", *extra], capsys)
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
+    assert _files(out) == before, "nothing written, nothing deleted"
+    return errors[0]
+
+
+@pytest.mark.parametrize("content", ['{"generation": 2, "best"', "[]", '{"generation": 3}'])
+def test_a_corrupt_state_json_is_named(run_copy, capsys, content):
+    (run_copy / "state.json").write_text(content)
+    err = _broken(run_copy, capsys)
+    assert str(run_copy / "state.json") in err and "new --out" in err
+
+
+def test_a_history_that_does_not_match_the_generation_is_corrupt(run_copy, rl_run, capsys):
+    state = json.loads((run_copy / "state.json").read_text())
+    (run_copy / "state.json").write_text(json.dumps({**state, "history": state["history"][:1]}))
+    assert "history records" in _broken(run_copy, capsys)
+
+
+def test_a_missing_state_json_is_named(run_copy, capsys):
+    (run_copy / "state.json").unlink()
+    err = _broken(run_copy, capsys)
+    assert "state.json is missing" in err and "new --out" in err
+
+
+def test_a_corrupt_config_json_is_named(run_copy, capsys):
+    (run_copy / "config.json").write_text("{")
+    assert str(run_copy / "config.json") in _broken(run_copy, capsys)
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def test_truncated_games_are_named_with_what_to_do(run_copy, rl_run, capsys):
+    # Back to generation 1 committed: generation 2's games are on disk but uncommitted.
+    (run_copy / "state.json").write_text(json.dumps(rl_run.state_at_interrupt))
+    _truncate(run_copy / "games" / "gen_0002.npz")
+    err = _broken(run_copy, capsys)
+    assert "gen_0002.npz" in err and "truncated or corrupt" in err and "delete it and rerun" in err
+
+    # A committed generation the replay window needs: it cannot be played again.
+    (run_copy / "games" / "gen_0002.npz").write_bytes((rl_run.out / "games" / "gen_0002.npz").read_bytes())
+    (run_copy / "nets" / "gen_0002.pt").unlink()  # so generation 2 trains again, on generations 1 and 2
+    _truncate(run_copy / "games" / "gen_0001.npz")
+    err = _broken(run_copy, capsys)
+    assert "gen_0001.npz" in err and "restore it" in err
+
+
+def test_a_truncated_part_is_named_with_what_to_do(run_copy, capsys):
+    part = run_copy / "games" / "gen_0003" / "part_000.npz"
+    part.parent.mkdir()
+    part.write_bytes((run_copy / "games" / "gen_0002.npz").read_bytes()[:100])
+    err = _broken(run_copy, capsys, "--generations", "3")
+    assert str(part) in err and "played again" in err
+
+
+def test_a_truncated_network_is_named(run_copy, capsys):
+    state = json.loads((run_copy / "state.json").read_text())
+    _truncate(run_copy / state["best"])
+    err = _broken(run_copy, capsys, "--generations", "3")
+    assert state["best"] in err and "new --out" in err
