@@ -28,9 +28,11 @@ class Position:
     def white(self) -> int:
         return self.opponent if self.black_to_move else self.player
 
-    def legal_moves(self) -> list[int]:
-        """Legal squares, ascending; empty when the side to move must pass."""
-        return bb.squares(bb.legal_moves(self.player, self.opponent))
+    def legal_moves(self, names: bool = False) -> list[int] | list[str]:
+        """Legal squares, ascending; empty when the side to move must pass.
+        ``names=True`` gives ``['c4', 'd3', ...]`` for people and prompts."""
+        squares = bb.squares(bb.legal_moves(self.player, self.opponent))
+        return [square_name(s) for s in squares] if names else squares
 
     def must_pass(self) -> bool:
         return bb.legal_moves(self.player, self.opponent) == 0 and not self.is_over()

@@ -27,12 +27,15 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from othello import bitboard as bb  # noqa: E402
+from othello.files import UserError, atomic_write, run_main  # noqa: E402
 from othello.game import IllegalMoveError, Position  # noqa: E402
 from othello.notation import format_transcript, square_name  # noqa: E402
 from othello.symmetry import transform  # noqa: E402
 from selfplay.players import Player, legal_squares, make_player, random_legal_squares  # noqa: E402
 
 Z95 = 1.959963984540054
+# After 60 moves the board is full: an opening must leave at least one move to play.
+MAX_OPENING_PLIES = 59
 _ONE = np.uint64(1)
 
 
@@ -133,6 +136,26 @@ class MatchResult:
     a_black: np.ndarray  # per game: A played black
     openings: list[str] = field(default_factory=list)  # per game: the opening's moves
     distinct_openings: int = 0
+    transcripts: list[str] = field(default_factory=list)  # per game: every move from the start, passes left out
+
+    def game_rows(self) -> list[dict]:
+        """One row per game, what ``--games-out`` writes: enough to replay and
+        inspect every game (``Position.from_transcript`` infers the passes)."""
+        rows = []
+        for i in range(self.games):
+            a_black = bool(self.a_black[i])
+            d_black = int(self.disc_diffs[i]) * (1 if a_black else -1)
+            rows.append({
+                "game": i,
+                "opening": self.openings[i] if i < len(self.openings) else "",
+                "black": self.a_name if a_black else self.b_name,
+                "white": self.b_name if a_black else self.a_name,
+                "a_colour": "black" if a_black else "white",
+                "transcript": self.transcripts[i] if i < len(self.transcripts) else "",
+                "black_disc_diff": d_black,
+                "winner": "black" if d_black > 0 else "white" if d_black < 0 else "draw",
+            })
+        return rows
 
     @property
     def games(self) -> int:
@@ -286,11 +309,13 @@ def play_match(
     """
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
-    if opening_plies < 0:
-        raise ValueError(f"opening_plies must be >= 0, got {opening_plies}")
+    if not 0 <= opening_plies <= MAX_OPENING_PLIES:
+        raise ValueError(f"opening_plies must be 0..{MAX_OPENING_PLIES}, got {opening_plies}")
     rng_open, rng_a, rng_b = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     pairs = (games + 1) // 2
     openings = random_openings(pairs, opening_plies, rng_open)
+    if not openings:  # random play ended every game within the opening
+        raise ValueError(f"no opening of {opening_plies} plies was found where the game goes on; use fewer plies")
     if len(openings) < pairs:
         warnings.warn(
             f"only {len(openings)} distinct openings of {opening_plies} plies exist; "
@@ -310,12 +335,17 @@ def play_match(
     for i, op in enumerate(per_game):
         recent = list(reversed(op.moves))[:4]
         hist[i, : len(recent)] = recent
+    # Every move of each game from the start (64 = a pass the arena played):
+    # players that drive an external engine (``uses_moves``) replay them.
+    game_moves = [list(op.moves) for op in per_game]
 
     a.reset()
     if b is not a:
         b.reset()
     done = np.zeros(games, dtype=bool)
     disc_a = np.zeros(games, dtype=np.int64)
+    if any(getattr(x, "interactive", False) for x in (a, b)):
+        progress = False  # a bar would garble the board a person is reading
 
     from tqdm import tqdm
 
@@ -336,6 +366,8 @@ def play_match(
                     bar.update(int(ended.size))
                 p[passing], o[passing], btm[passing] = o[passing], p[passing], ~btm[passing]
                 hist[passing] = np.concatenate([np.full((passing.size, 1), 64), hist[passing, :3]], 1)
+                for j in passing.tolist():
+                    game_moves[j].append(64)
             movers = idx[legal != 0]
             if not movers.size:
                 continue
@@ -345,11 +377,15 @@ def play_match(
                 g = movers[mask]
                 if g.size:
                     extra = {"history": hist[g].copy()} if getattr(player, "uses_history", False) else {}
+                    if getattr(player, "uses_moves", False):
+                        extra["moves"] = [list(game_moves[j]) for j in g.tolist()]
                     chosen = player.select(p[g].copy(), o[g].copy(), btm[g].copy(), rng, **extra)
                     sq[mask] = _validate(player, chosen, p[g], o[g], btm[g], g)
             p[movers], o[movers] = bb.play(p[movers], o[movers], _ONE << sq.astype(np.uint64))
             btm[movers] = ~btm[movers]
             hist[movers] = np.concatenate([sq[:, None], hist[movers, :3]], 1)
+            for j, s in zip(movers.tolist(), sq.tolist()):
+                game_moves[j].append(s)
 
     outcomes = np.where(disc_a > 0, 1.0, np.where(disc_a < 0, 0.0, 0.5))
     return MatchResult(
@@ -360,7 +396,34 @@ def play_match(
         a_black=a_black,
         openings=[op.transcript for op in per_game],
         distinct_openings=len(openings),
+        transcripts=[format_transcript([m for m in gm if m != 64]) for gm in game_moves],
     )
+
+
+def write_games(path: Path, result: MatchResult) -> None:
+    """Every game of a match: ``.csv`` (one row per game, ``MatchResult.game_rows``)
+    or ``.ggf`` (what other Othello programs read); written atomically."""
+    import csv
+    import io
+
+    from othello.files import UserError, atomic_write
+
+    rows = result.game_rows()
+    suffix = Path(path).suffix.lower()
+    if suffix == ".csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["game"], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write(path, buf.getvalue())
+    elif suffix == ".ggf":
+        from othello.formats import GameRecord, format_ggf
+
+        records = [GameRecord.from_transcript(r["transcript"], black=r["black"], white=r["white"], place="othello-learn arena",
+                                              result=float(r["black_disc_diff"])) for r in rows]
+        atomic_write(path, "".join(format_ggf(rec) + "\n" for rec in records))
+    else:
+        raise UserError(f"--games-out {path}: expected a .csv or .ggf file name")
 
 
 # --------------------------------------------------------------------------
@@ -376,25 +439,51 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the openings and the players' draws")
     parser.add_argument("--opening-plies", type=int, default=4, help="random plies before the players take over")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--games-out", type=Path, metavar="FILE",
+                        help="write every game played: FILE.csv (opening, colours, players, transcript, result) or FILE.ggf")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                         help="import MODULE first, for the player kinds it registers (repeatable)")
     args = parser.parse_args(argv)
+    check_settings(args)
     for module in args.imports:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise UserError(f"--import {module}: {e}") from e
+    a, b = make_player(args.a), make_player(args.b)  # a bad spec: PlayerSpecError, one line naming it
+    if args.games_out and args.games_out.suffix.lower() not in (".csv", ".ggf"):
+        parser.error(f"--games-out {args.games_out}: expected a .csv or .ggf file name")
+    from selfplay.play import HumanQuit
+
     try:
-        a, b = make_player(args.a), make_player(args.b)
-    except ValueError as e:
-        parser.error(str(e))
-    result = play_match(a, b, args.games, seed=args.seed, opening_plies=args.opening_plies,
-                        progress=not args.quiet)
+        result = play_match(a, b, args.games, seed=args.seed, opening_plies=args.opening_plies,
+                            progress=not args.quiet)
+    except HumanQuit as e:
+        print(f"match abandoned: {e}", file=sys.stderr)
+        return 1
     print(result.summary())
+    if args.games_out:
+        write_games(args.games_out, result)
     if args.json:
         out = result.to_dict()
         out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=args.opening_plies)
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        atomic_write(args.json, json.dumps(out, indent=2) + "\n")
     return 0
 
 
+def check_settings(args) -> None:
+    """Refuse numbers that would crash or mislead a match before any checkpoint
+    is loaded or game played: a bad setting should cost a second, not a match."""
+    if args.games < 1:
+        raise UserError(f"--games must be at least 1, got {args.games}")
+    if not 0 <= args.opening_plies <= MAX_OPENING_PLIES:
+        raise UserError(f"--opening-plies must be 0..{MAX_OPENING_PLIES} (a game has at most 60 moves), "
+                        f"got {args.opening_plies}")
+    if args.seed < 0:
+        raise UserError(f"--seed must be 0 or more, got {args.seed}")
+    if args.json is not None and args.json.is_dir():
+        raise UserError(f"--json {args.json}: is a folder; give a file name")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -13,13 +13,21 @@ Specs name players on the command line: ``random``, ``greedy``,
 from __future__ import annotations
 
 import importlib
+import pickle
 from typing import Callable
 
 import numpy as np
 
 from othello import bitboard as bb
+from othello.files import UserError, describe_os_error
 
 _SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
+
+
+class PlayerSpecError(UserError, ValueError):
+    """A spec that builds no player (unknown kind, bad number, unreadable
+    checkpoint): a UserError so commands print one line and exit 2, and a
+    ValueError for callers that already catch those."""
 
 
 class Player:
@@ -140,6 +148,9 @@ CORNER_WEIGHT = 25
 STABILITY_WEIGHT = 10
 WIN_SCALE = 10_000
 INF = 10**9
+# Each ply costs ~5x (depth 7: ~6 s a midgame move on one core, depth 8 ~30 s):
+# deeper would be a match that never finishes, not a stronger player.
+MAX_ALPHABETA_DEPTH = 8
 
 
 def edge_stable(player: int, opponent: int) -> int:
@@ -247,8 +258,8 @@ class AlphaBetaPlayer(Player):
     """
 
     def __init__(self, depth: int = 3, use_module_stability: bool = True):
-        if depth < 1:
-            raise ValueError(f"alpha-beta depth must be >= 1, got {depth}")
+        if not 1 <= depth <= MAX_ALPHABETA_DEPTH:
+            raise ValueError(f"alpha-beta depth must be 1..{MAX_ALPHABETA_DEPTH}, got {depth}")
         self.depth = depth
         self.use_module_stability = use_module_stability
         self.name = f"alphabeta:{depth}"
@@ -323,7 +334,7 @@ PLAYER_FACTORIES: dict[str, PlayerFactory] = {}
 # Modules that register more kinds when imported (e.g. the network players).
 # make_player imports them on first use, so this module need not import torch
 # and the modules need not import each other in a cycle.
-PLAYER_MODULES: list[str] = ["selfplay.nn_players"]  # network kinds, imported on first use (torch)
+PLAYER_MODULES: list[str] = ["selfplay.nn_players", "selfplay.external"]  # network kinds (torch), external engines
 _imported_modules: set[str] = set()
 
 
@@ -359,6 +370,20 @@ register_player("greedy", _no_args(GreedyPlayer))
 register_player("alphabeta", _alphabeta)
 
 
+def _human(args: list[str]) -> Player:
+    from selfplay.play import HumanPlayer  # the terminal game's prompt: one implementation
+
+    return HumanPlayer.from_args(args)
+
+
+register_player("human", _human)
+
+
+def _one_line(e: Exception) -> str:
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
 def make_player(spec: str) -> Player:
     """Build a player from ``kind[:arg...]``; the player's name becomes the spec
     so match reports say exactly what was played."""
@@ -369,10 +394,17 @@ def make_player(spec: str) -> Player:
     kind, *args = spec.strip().split(":")
     if kind not in PLAYER_FACTORIES:
         known = ", ".join(sorted(PLAYER_FACTORIES))
-        raise ValueError(f"unknown player spec {spec!r}: known kinds are {known} (as kind[:arg[:arg...]])")
+        raise PlayerSpecError(f"unknown player spec {spec!r}: known kinds are {known} (as kind[:arg[:arg...]])")
     try:
         player = PLAYER_FACTORIES[kind](args)
-    except ValueError as e:
-        raise ValueError(f"bad player spec {spec!r}: {e}") from None
+    except PlayerSpecError:
+        raise
+    except UserError as e:  # e.g. load_network on a file that is not a checkpoint: it names the file
+        raise PlayerSpecError(f"bad player spec {spec!r}: {e}") from e
+    except OSError as e:  # a checkpoint that is missing or unreadable
+        raise PlayerSpecError(f"bad player spec {spec!r}: {describe_os_error(e)}") from e
+    except (ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        # RuntimeError / EOFError / UnpicklingError: what torch.load says of a corrupt or truncated file
+        raise PlayerSpecError(f"bad player spec {spec!r}: {_one_line(e)}") from e
     player.name = spec.strip()
     return player

@@ -17,9 +17,10 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.notation import PASS
+from othello.notation import PASS, format_transcript
 
-from .mcts import BatchedMCTS, Evaluator, MCTSConfig
+from .gumbel import GumbelConfig, make_search
+from .mcts import Evaluator, MCTSConfig
 
 
 @dataclass
@@ -37,7 +38,7 @@ class SelfPlayGames:
     opponent: np.ndarray
     history: np.ndarray  # int8 [n, 4]
     black_to_move: np.ndarray
-    policy: np.ndarray  # float16 [n, 64], root visit distribution
+    policy: np.ndarray  # float16 [n, 64], root visit distribution (PUCT) or improved policy (Gumbel)
     outcome: np.ndarray  # int8, +1 / 0 / -1 for the side to move
     ply: np.ndarray  # uint8
     game: np.ndarray  # int32, game index within this batch
@@ -47,23 +48,43 @@ class SelfPlayGames:
     resigned: np.ndarray  # per game: ended by resignation
     no_resign: np.ndarray  # per game: resignation disabled (calibration game)
     length: np.ndarray  # per game: plies played (passes included)
+    # Per game: every move played, int8 [games, width], 64 = pass, -1 after the
+    # game's ``length`` plies; so a run's games can be replayed and inspected.
+    # None for files written before it was recorded (they still load).
+    moves: np.ndarray | None = None
 
     def save(self, path) -> None:
-        np.savez(path, **self.__dict__)
+        np.savez(path, **{k: v for k, v in self.__dict__.items() if v is not None})
 
     @classmethod
     def load(cls, path) -> "SelfPlayGames":
-        with np.load(path) as f:
-            return cls(**{k: f[k] for k in f.files})
+        with np.load(path) as f:  # never unpickles: object arrays raise
+            return cls(**{k: f[k] for k in f.files if k in cls.__dataclass_fields__})
 
     @classmethod
     def concat(cls, parts: list["SelfPlayGames"]) -> "SelfPlayGames":
         offsets = np.cumsum([0] + [len(p.winner) for p in parts[:-1]])
         fields = {}
         for k in cls.__dataclass_fields__:
+            if k == "moves":
+                continue
             arrays = [getattr(p, k) + off if k == "game" else getattr(p, k) for p, off in zip(parts, offsets)]
             fields[k] = np.concatenate(arrays)
+        if parts and all(p.moves is not None for p in parts):  # one part without moves: none for the whole
+            width = max(p.moves.shape[1] for p in parts)
+            fields["moves"] = np.concatenate(
+                [np.pad(p.moves, ((0, 0), (0, width - p.moves.shape[1])), constant_values=-1) for p in parts])
         return cls(**fields)
+
+    def game_moves(self, i: int) -> list[int]:
+        """Game ``i``'s moves from the start position, passes (64) included."""
+        if self.moves is None:
+            raise ValueError("these games were saved without their moves (written before moves were recorded)")
+        return [int(m) for m in self.moves[i, : int(self.length[i])]]
+
+    def transcript(self, i: int) -> str:
+        """Game ``i`` as ``f5d6c3...`` (passes left out: ``Position.from_transcript`` infers them)."""
+        return format_transcript([m for m in self.game_moves(i) if m != PASS])
 
 
 def _choose(visits: torch.Tensor, sample: torch.Tensor, generator) -> torch.Tensor:
@@ -80,7 +101,12 @@ def _choose(visits: torch.Tensor, sample: torch.Tensor, generator) -> torch.Tens
 @torch.inference_mode()
 def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig(), cfg: SelfPlayConfig = SelfPlayConfig(),
                seed: int = 0, progress: bool = True) -> SelfPlayGames:
-    """Play ``n_games`` self-play games together from the start position."""
+    """Play ``n_games`` self-play games together from the start position.
+
+    A ``GumbelConfig`` searches with Gumbel AlphaZero: the move played is the
+    sequential-halving winner (sampled by the root's Gumbel noise at every ply,
+    so ``temperature_plies`` does not apply) and the policy target is the
+    improved policy. Otherwise PUCT: visit counts, as in AlphaZero."""
     dev = evaluator.device
     gen = torch.Generator(device=dev).manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -91,6 +117,8 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
     black = torch.ones(B, dtype=torch.bool, device=dev)
     plies = torch.zeros(B, dtype=torch.long, device=dev)
     moves_played = torch.zeros(B, dtype=torch.long, device=dev)
+    # Two passes in a row end a game, so it lasts at most 60 moves + 61 passes.
+    move_log = torch.full((B, 128), -1, dtype=torch.int8, device=dev)
     done = torch.zeros(B, dtype=torch.bool, device=dev)
     winner = torch.zeros(B, dtype=torch.long, device=dev)
     disc = torch.zeros(B, dtype=torch.long, device=dev)
@@ -99,7 +127,8 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
     if cfg.resign_threshold is None:
         no_resign[:] = True
 
-    tree = BatchedMCTS(evaluator, B, mcts, generator=gen)
+    gumbel = isinstance(mcts, GumbelConfig)
+    tree = make_search(evaluator, B, mcts, generator=gen)
     all_games = torch.arange(B, device=dev)
     tree.set_roots(all_games, player, opponent, history, black)
     records: list[tuple] = []
@@ -129,9 +158,13 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
             visits = tree.root_visits(movers)[:, :64]
             value = tree.root_value(movers)
             quit_ = (~no_resign[movers]) & (value < (cfg.resign_threshold if cfg.resign_threshold is not None else -2))
-            sample = plies[movers] < cfg.temperature_plies
-            action[movers] = _choose(visits, sample, gen)
-            pi = visits / visits.sum(1, keepdim=True).clamp(min=1)
+            if gumbel:
+                action[movers] = tree.chosen_action(movers)
+                pi = tree.improved_policy(movers)[:, :64]
+            else:
+                sample = plies[movers] < cfg.temperature_plies
+                action[movers] = _choose(visits, sample, gen)
+                pi = visits / visits.sum(1, keepdim=True).clamp(min=1)
             records.append((movers.cpu(), player[movers].cpu(), opponent[movers].cpu(), history[movers].cpu(),
                             black[movers].cpu(), pi.half().cpu(), moves_played[movers].cpu(), value.half().cpu()))
             if quit_.any():
@@ -145,6 +178,7 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
         mv = torch.where(a < 64, torch.ones_like(a) << a.clamp(max=63), torch.zeros_like(a))
         player[go], opponent[go] = bb.play(player[go], opponent[go], mv)
         history[go] = torch.cat([a[:, None], history[go, :3]], 1)
+        move_log[go, plies[go]] = a.to(torch.int8)
         black[go] = ~black[go]
         plies[go] += 1
         moves_played[go] += (a < 64).long()
@@ -174,6 +208,7 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
         no_resign=no_resign.cpu().numpy(),
         value=v.numpy().astype(np.float16) if records else np.zeros(0, np.float16),
         length=plies.cpu().numpy().astype(np.int16),
+        moves=move_log[:, : int(plies.max()) if B else 0].cpu().numpy(),
     )
 
 
