@@ -1,18 +1,25 @@
 """Benchmark: self-play throughput (games per hour, network evaluations per
-second) of the batched MCTS with a given network size and simulation count.
+second) of the batched search, fp32 against the fast numeric path
+(``models.fastpath``: bf16 autocast + channels_last on a CPU with bf16
+instructions), PUCT and Gumbel at equal simulations, side by side.
 
-    python benchmarks/selfplay.py --games 512 --simulations 100 --blocks 10 --width 64   # the GPU target
-    python benchmarks/selfplay.py --games 32 --simulations 32 --blocks 4 --width 64      # CPU scale
+    python benchmarks/selfplay.py --games 32 --simulations 32 --blocks 4 --width 64 --rounds 3   # CPU scale
+    python benchmarks/selfplay.py --games 512 --simulations 100 --blocks 10 --width 64 --arch reference --rounds 1
 
-Games are complete self-play games from the start (resignation off, so the
-figure is not flattered by short games); the network has random weights
-(the speed does not depend on them). ``--arch reference`` times the issue's
-10x64 conv net (no value head: value 0), ``resnet`` a residual net with one.
+Each round plays every (precision, search) configuration once, in turn, so
+a load change on a shared machine hits all of them alike; the medians over
+rounds are reported. Games are complete self-play games from the start
+(resignation off, so the figure is not flattered by short games); the network
+has random weights (the speed does not depend on them). ``--arch reference``
+times the issue's 10x64 conv net (no value head: value 0), ``resnet`` a
+residual net with one.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -21,40 +28,89 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from models import fastpath  # noqa: E402
 from models.nets import build_network  # noqa: E402
+from selfplay.gumbel import GumbelConfig  # noqa: E402
 from selfplay.mcts import Evaluator, MCTSConfig  # noqa: E402
 from selfplay.selfplay import SelfPlayConfig, play_games  # noqa: E402
 
 
-def main() -> None:
+class Timed:
+    """An evaluator that also adds up the seconds spent in the network."""
+
+    def __init__(self, ev: Evaluator):
+        self.ev, self.seconds = ev, 0.0
+
+    def __getattr__(self, name):
+        return getattr(self.ev, name)
+
+    def __call__(self, *args, **kw):
+        _sync(self.ev.device)
+        t = time.perf_counter()
+        out = self.ev(*args, **kw)
+        _sync(self.ev.device)
+        self.seconds += time.perf_counter() - t
+        return out
+
+
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--games", type=int, default=64)
+    ap.add_argument("--games", type=int, default=32)
     ap.add_argument("--simulations", type=int, default=32)
-    ap.add_argument("--arch", default="reference", choices=["reference", "resnet"])
-    ap.add_argument("--blocks", type=int, default=10, help="depth (reference) or residual blocks (resnet)")
+    ap.add_argument("--arch", default="resnet", choices=["reference", "resnet"])
+    ap.add_argument("--blocks", type=int, default=4, help="depth (reference) or residual blocks (resnet)")
     ap.add_argument("--width", type=int, default=64)
     ap.add_argument("--encoder", default="raw")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--searches", default="puct,gumbel")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    torch.manual_seed(0)
     net = build_network(args.arch, encoder=args.encoder, depth=args.blocks, blocks=args.blocks, width=args.width,
                         value_head=True).to(args.device).eval()
-    ev = Evaluator(net, args.device)
-    play_games(ev, min(8, args.games), MCTSConfig(simulations=2), SelfPlayConfig(resign_threshold=None), progress=False)
-    ev.calls = ev.positions = 0
-    if args.device == "cuda":
-        torch.cuda.synchronize()
-    t = time.perf_counter()
-    games = play_games(ev, args.games, MCTSConfig(simulations=args.simulations), SelfPlayConfig(resign_threshold=None))
-    if args.device == "cuda":
-        torch.cuda.synchronize()
-    dt = time.perf_counter() - t
-    name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
-    print(f"device {name}; {args.arch} {args.blocks}x{args.width} {args.encoder}; {args.simulations} simulations/move; "
-          f"{args.games} games at once")
-    print(f"{len(games.winner)} games, {len(games.player):,} searched positions in {dt:.1f} s: "
-          f"{len(games.winner) / dt * 3600:,.0f} games/hour, {ev.positions / dt:,.0f} network evaluations/s "
-          f"in {ev.calls:,} batched calls (mean batch {ev.positions / max(ev.calls, 1):.0f})")
+    fast = fastpath.auto_precision(args.device)
+    evaluators = {fastpath.FP32: Evaluator(net, args.device, precision=fastpath.FP32)}
+    if fast != fastpath.FP32:
+        evaluators[fast] = Evaluator(copy.deepcopy(net), args.device, precision=fast)
+    configs = {"puct": MCTSConfig(simulations=args.simulations), "gumbel": GumbelConfig(simulations=args.simulations)}
+    searches = args.searches.split(",")
+    sp = SelfPlayConfig(resign_threshold=None)
+    for ev in evaluators.values():  # warm-up (oneDNN kernels, allocator)
+        play_games(ev, min(8, args.games), MCTSConfig(simulations=2), sp, progress=False)
+    results: dict[tuple, list] = {(p, s): [] for p in evaluators for s in searches}
+    for r in range(args.rounds):
+        for (prec, search), runs in results.items():
+            ev = Timed(evaluators[prec])
+            ev.ev.calls = ev.ev.positions = 0
+            _sync(args.device)
+            t = time.perf_counter()
+            games = play_games(ev, args.games, configs[search], sp, seed=r, progress=False)
+            _sync(args.device)
+            dt = time.perf_counter() - t
+            runs.append((len(games.winner) / dt * 3600, ev.positions / dt, ev.positions / max(ev.calls, 1), dt,
+                         ev.seconds / dt, ev.positions / ev.seconds))
+            print(f"round {r + 1}: {prec:>10} {search:>6}: {runs[-1][0]:8,.0f} games/h {runs[-1][1]:8,.0f} evals/s "
+                  f"({dt:.1f} s)", file=sys.stderr, flush=True)
+    name = torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "CPU"
+    print(f"device {name}, {torch.get_num_threads()} threads; {args.arch} {args.blocks}x{args.width} {args.encoder}; "
+          f"{args.simulations} simulations/move; {args.games} games at once; medians of {args.rounds} alternating rounds")
+    print("| precision | search | games/hour | network evaluations/s | mean batch | seconds | network share | "
+          "evaluations/s inside the network |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for (prec, search), runs in results.items():
+        gph, eps, batch, dt, share, net_eps = (statistics.median(x) for x in zip(*runs))
+        print(f"| {prec} | {search} | {gph:,.0f} | {eps:,.0f} | {batch:.0f} | {dt:.1f} | {share:.0%} | {net_eps:,.0f} |")
+    base = {s: statistics.median(x[0] for x in results[(fastpath.FP32, s)]) for s in searches}
+    for (prec, search), runs in results.items():
+        if prec != fastpath.FP32:
+            print(f"{search}: fast path {statistics.median(x[0] for x in runs) / base[search]:.2f}x fp32 games/hour")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -57,8 +57,8 @@ class Evaluator:
         self.net = net.eval()
         self.device = torch.device(device) if device is not None else next(net.parameters()).device
         if precision is None:
-            if autocast is None:
-                precision = fastpath.auto_precision(self.device)
+            if autocast is None:  # CUDA: bf16 autocast, as always; CPU: bf16 only with the instructions
+                precision = fastpath.BF16 if self.device.type == "cuda" else fastpath.auto_precision(self.device)
             else:
                 precision = fastpath.BF16 if autocast else fastpath.FP32
         self.precision = precision

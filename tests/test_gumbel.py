@@ -161,6 +161,9 @@ def test_halving_schedule_spends_the_budget_evenly():
     assert level == [0] * 16 + [1] * 8 + [2] * 4 + [3] * 4
     assert [(i, m) for i, m in enumerate(keep) if m] == [(16, 8), (24, 4)]
     assert halving_schedule(1, 3) == ([0, 1, 2], [0, 0, 0])
+    # k: simulations / 4 within 2..16 unless set
+    assert [GumbelConfig(simulations=n).considered for n in (2, 16, 32, 200)] == [2, 4, 8, 16]
+    assert GumbelConfig(simulations=16, max_considered=16).considered == 16
 
 
 def test_make_search_and_improvement_over_the_prior(ev):
