@@ -5,11 +5,16 @@ head. Training, evaluation and self-play all call the same ``forward``."""
 
 from __future__ import annotations
 
+import io
+import os
+import pickle
+
 import numpy as np
 import torch
 from torch import nn
 
 from othello import bitboard as bb
+from othello.files import UserError, atomic_path
 
 from .encoders import ENCODERS
 
@@ -123,19 +128,88 @@ def build_network(arch: str = "reference", encoder: str = "raw", width: int = 64
     raise ValueError(f"arch must be one of {sorted(ARCHITECTURES)}, got {arch!r}")
 
 
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    line = lines[0] if lines else type(e).__name__
+    return line.split(". ")[0] if len(line) > 120 else line  # torch appends paragraphs of advice
+
+
+def read_checkpoint(path, map_location="cpu") -> dict:
+    """A checkpoint file's contents, loaded with ``weights_only=True``: only tensors and
+    plain values are ever unpickled, so a crafted file cannot run code on load.
+
+    Anything else (a file that is not a checkpoint, a truncated one, one holding
+    Python objects) is a ``UserError`` naming the file."""
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        blocked = [ln.strip() for ln in str(e).splitlines() if "GLOBAL" in ln or "Unsupported" in ln]
+        raise UserError(f"{path}: refused to load: the file holds Python objects, not only tensors and plain "
+                        f"values, and loading it could run code ({blocked[0] if blocked else _first_line(e)})") from e
+    except OSError:
+        raise  # missing file, permissions: run_main names the file
+    except Exception as e:  # torch reports a truncated or foreign file as EOFError, RuntimeError, KeyError...
+        raise UserError(f"{path}: not a readable checkpoint, truncated or corrupt "
+                        f"({type(e).__name__}: {_first_line(e) if str(e) else 'unexpected end of file'})") from e
+    if not isinstance(ckpt, dict):
+        raise UserError(f"{path}: not a checkpoint (holds a {type(ckpt).__name__}, not a dict)")
+    return ckpt
+
+
 def load_network(path, map_location="cpu") -> MoveNet:
     """A network from a Lightning ``.ckpt`` or an exported ``.pt`` (see ``export``), in eval mode."""
-    ckpt = torch.load(path, map_location=map_location, weights_only=False)
+    ckpt = read_checkpoint(path, map_location)
     hparams = ckpt.get("hyper_parameters") or ckpt.get("hparams")
-    if hparams is None or "state_dict" not in ckpt:
-        raise ValueError(f"{path}: not a move-prediction checkpoint (no hyperparameters / state_dict)")
-    net = build_network(**hparams)
-    state = {k.removeprefix("net."): v for k, v in ckpt["state_dict"].items() if not k.startswith(("metrics.", "phases."))}
-    net.load_state_dict(state)
+    if not isinstance(hparams, dict) or not isinstance(ckpt.get("state_dict"), dict):
+        raise UserError(f"{path}: not a move-prediction checkpoint (no hyperparameters / state_dict)")
+    try:
+        net = build_network(**hparams)
+        state = {k.removeprefix("net."): v for k, v in ckpt["state_dict"].items()
+                 if not k.startswith(("metrics.", "phases."))}
+        net.load_state_dict(state)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise UserError(f"{path}: weights do not fit the network its hyperparameters describe ({_first_line(e)})") from e
     net.hparams = dict(hparams)
     return net.eval()
 
 
+def plain(obj, where: str = "checkpoint"):
+    """``obj`` as what ``torch.load(weights_only=True)`` accepts: tensors, dicts, lists,
+    tuples, str, numbers, bool and None. Dict subclasses (Lightning's ``AttributeDict``),
+    paths and numpy scalars are converted; anything else is a bug and raises TypeError,
+    so we never write a file our own loader would refuse."""
+    if obj is None or isinstance(obj, (bool, int, float, str, bytes, torch.Tensor, torch.dtype, torch.device)):
+        return obj
+    if isinstance(obj, dict):
+        return {k: plain(v, f"{where}[{k!r}]") for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        items = [plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        return items if isinstance(obj, list) else tuple(items)
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    raise TypeError(f"{where}: {type(obj).__name__} cannot be stored in a weights-only checkpoint")
+
+
+def save_checkpoint_file(obj: dict, path) -> None:
+    """``torch.save`` of plain contents, atomically: serialized in memory, then written to a
+    temporary file beside ``path`` and renamed, so a kill or a full disk leaves the old file.
+    (torch's own file writer reports a full disk as a RuntimeError; Python's write gives
+    ENOSPC, which ``run_main`` words as "no space left on device", here naming ``path``.)"""
+    buf = io.BytesIO()
+    torch.save(plain(obj, str(path)), buf)
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            f.write(buf.getbuffer())
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        if e.filename is None or str(e.filename) != str(path):
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
+        raise
+
+
 def export(net: MoveNet, hparams: dict, path, **extra) -> None:
     """A small checkpoint: weights and hyperparameters only (no optimizer), for shipping."""
-    torch.save({"hparams": dict(hparams), "state_dict": net.state_dict(), **extra}, path)
+    save_checkpoint_file({"hparams": dict(hparams), "state_dict": net.state_dict(), **extra}, path)

@@ -88,8 +88,8 @@ def test_networks_mask_illegal_moves(dataset_dir, arch, encoder):
 
 
 def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
-    from train.evaluate import main as evaluate_main
-    from train.train import main as train_main
+    from train.evaluate import evaluate_command as evaluate_main
+    from train.train import train as train_main
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -147,7 +147,8 @@ def test_learning_rate_schedule_ends_with_the_time_budget():
 
 
 def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, tmp_path, monkeypatch):
-    from train.train import main as train_main
+    from othello.files import UserError
+    from train.train import train as train_main
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     out = tmp_path / "timed"
@@ -155,12 +156,12 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
             "--set", "model.depth=2", "--set", "model.width=8", "--set", "data.train_years=2001",
             "--set", "data.val_years=2002", "--set", "data.test_years=2003", "--set", "data.batch_size=64",
             "--set", "trainer.enable_progress_bar=false", "--set", "trainer.enable_model_summary=false"]
-    with pytest.raises(ValueError, match="time budget"):  # open-ended and no budget: the schedule has no end
+    with pytest.raises(UserError, match="time budget"):  # open-ended and no budget: the schedule has no end
         train_main(args + ["--fresh"])
     # With a budget the same run starts, so the schedule found Lightning's Timer, and the budget ends it.
     summary = train_main(args + ["--fresh", "--max-minutes", "0.03"])
     assert summary["global_step"] > 0
-    state = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    state = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     timer = next(v for k, v in state["callbacks"].items() if k.startswith("Timer"))
     assert timer["time_elapsed"]["train"] >= 1.8 - 1e-6  # round(0.03 * 60) = 2 s, less clock slack
     # (how far the LR got depends on how much of the budget validation took: the schedule's

@@ -27,6 +27,7 @@ from data_tools.dataset import build, parse_years  # noqa: E402
 from data_tools.datamodule import records_to_batch  # noqa: E402
 from models.nets import load_network  # noqa: E402
 from othello import bitboard as bb  # noqa: E402
+from othello.files import UserError, atomic_path, atomic_write, run_main  # noqa: E402
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each  # noqa: E402
 from train.metrics import PhaseAccuracy  # noqa: E402
 
@@ -134,11 +135,25 @@ def plot(result: dict, path: Path, title: str) -> None:
               fontsize=8, frameon=False)
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:  # the temporary name hides the format: name it
+            fig.savefig(tmp, dpi=120, format=Path(path).suffix.lstrip(".").lower() or "png")
+    finally:
+        plt.close(fig)
 
 
-def main(argv=None) -> dict:
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def evaluate_command(argv=None) -> dict:
+    """The whole command; returns the result written to ``--json``."""
     from data_tools.wthor import default_wthor_dir
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -146,37 +161,52 @@ def main(argv=None) -> dict:
     ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
     ap.add_argument("--wthor-dir", type=Path, default=None, help="WTHOR files (default ../shared/data/wthor)")
     ap.add_argument("--years", default="2016", help="years to evaluate, e.g. 2016 or 2015-2016")
-    ap.add_argument("--json", type=Path, help="write the result here")
+    ap.add_argument("--json", type=Path, help="write the result here (its folder is created)")
     ap.add_argument("--plot", type=Path, help="PNG of accuracy by phase (default: beside --json)")
     ap.add_argument("--tta", type=int, default=1, choices=[1, 4, 8], help="symmetries averaged at test time")
-    ap.add_argument("--batch-size", type=int, default=2048)
+    ap.add_argument("--batch-size", type=_positive_int, default=2048)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--limit", type=int, help="evaluate only the first N positions (smoke tests)")
+    ap.add_argument("--limit", type=_positive_int, help="evaluate only the first N positions (smoke tests)")
     args = ap.parse_args(argv)
 
     wthor_dir = args.wthor_dir or default_wthor_dir()
     if wthor_dir is None:
-        ap.error("no --wthor-dir given and ../shared/data/wthor does not exist")
-    if not args.checkpoint.exists():
-        ap.error(f"checkpoint not found: {args.checkpoint}")
-    net = load_network(args.checkpoint)
-    positions = build(wthor_dir, parse_years(args.years), progress=False, warn=lambda m: print(m, file=sys.stderr)).positions
-    if args.limit:
+        raise UserError("no --wthor-dir given and ../shared/data/wthor does not exist")
+    plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
+    for flag, path in (("--json", args.json), ("--plot", plot_path)):
+        if path is not None and path.is_dir():  # found now, not after the whole evaluation
+            raise UserError(f"{flag} {path}: is a folder; give a file name")
+    try:
+        years = parse_years(args.years)
+    except ValueError as e:
+        raise UserError(f"--years {args.years}: {e}") from None
+    net = load_network(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
+    try:
+        positions = build(wthor_dir, years, progress=False, warn=lambda m: print(m, file=sys.stderr)).positions
+    except ValueError as e:
+        raise UserError(f"--wthor-dir {wthor_dir}: {e}") from None
+    if args.limit is not None:
         positions = positions[: args.limit]
+    if len(positions) == 0:
+        raise UserError(f"--wthor-dir {wthor_dir}: no positions for --years {args.years}")
     t = time.perf_counter()
     result = evaluate(net, positions, args.batch_size, args.tta, args.device)
     result.update(checkpoint=str(args.checkpoint), years=args.years, seconds=round(time.perf_counter() - t, 2),
                   model={k: v for k, v in net.hparams.items() if k in ("arch", "encoder", "depth", "blocks", "width", "value_head")})
     print(format_table(result))
-    plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
+    if args.json:  # the result first: the plot is the lesser loss if the disk fills
+        atomic_write(args.json, json.dumps(result, indent=2) + "\n")
+        print(f"json: {args.json}")
     if plot_path:
         plot(result, plot_path, f"{args.checkpoint.name} on {args.years} ({result['positions']:,} positions)")
         print(f"plot: {plot_path}")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"json: {args.json}")
     return result
 
 
+def main(argv=None) -> int:
+    evaluate_command(argv)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

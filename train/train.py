@@ -4,8 +4,8 @@
     python train/train.py --config train/configs/cpu_small.yaml --out runs/cpu_small --logger csv
 
 Rerunning the same command resumes from ``OUT/checkpoints/last.ckpt`` (saved
-every ``--checkpoint-every`` steps and at each epoch end); ``--fresh`` starts
-over. At the end the best checkpoint (by validation accuracy) is tested on the
+every ``--checkpoint-every`` steps, after each validation, at the end, and when
+interrupted by Ctrl-C or SIGTERM); ``--fresh`` starts over. At the end the best checkpoint (by validation accuracy) is tested on the
 test years and exported to ``OUT/model.pt`` (weights and hyperparameters only).
 W&B logging is offline by default (no account needed; ``wandb sync`` later),
 ``--wandb-online`` to stream to your account.
@@ -24,26 +24,151 @@ if __package__ in (None, ""):
 
 import yaml  # noqa: E402  (a Lightning dependency)
 
+from othello.files import UserError, atomic_write, run_main  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = ("model", "optim", "data", "trainer")
 
+# The settings of each section and their types (None: optional). model and optim are
+# MovePredictor's arguments (a test keeps them in step), data WthorDataModule's.
+YEARS = (str, int)
+SCHEMA = {
+    "model": {"arch": str, "encoder": str, "depth": int, "width": int, "blocks": int, "value_head": bool},
+    "optim": {"lr": float, "weight_decay": float, "scheduler": str, "value_weight": float, "label_smoothing": float},
+    "data": {"batch_size": int, "symmetries": str, "train_years": YEARS, "val_years": YEARS, "test_years": YEARS,
+             "train_positions": (int, None), "val_positions": (int, None), "num_workers": int},
+}
+# Trainer settings we check the type of; the others go to Lightning as they are.
+TRAINER_TYPES = {"max_epochs": int, "max_steps": int, "log_every_n_steps": int, "val_check_interval": (int, float),
+                 "enable_progress_bar": bool, "enable_model_summary": bool, "max_time": (dict, str, None),
+                 "precision": (str, int), "gradient_clip_val": (float, None), "accumulate_grad_batches": int,
+                 "limit_train_batches": (int, float), "limit_val_batches": (int, float),
+                 "check_val_every_n_epoch": (int, None), "num_sanity_val_steps": int, "deterministic": bool}
+TRAINER_OWN = ("default_root_dir", "accelerator", "devices", "logger", "callbacks", "use_distributed_sampler",
+               "plugins", "enable_checkpointing", "strategy", "num_nodes")  # set by this script
 
-def load_config(path: Path | None, overrides: list[str]) -> dict:
+
+def _trainer_keys() -> list[str]:
+    import inspect
+
+    import lightning as L
+
+    return sorted(set(inspect.signature(L.Trainer.__init__).parameters) - {"self", *TRAINER_OWN})
+
+
+def _type_ok(value, kind) -> bool:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for k in kinds:
+        if k is None and value is None:
+            return True
+        if k is bool and isinstance(value, bool):
+            return True
+        if k is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if k is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if k in (str, dict) and isinstance(value, k):
+            return True
+    return False
+
+
+def _type_name(kind) -> str:
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a mapping",
+             None: "null"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names[k] for k in kinds)
+
+
+def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
+    """(config, where each setting came from) from the YAML file and ``--set`` items."""
     cfg = {s: {} for s in SECTIONS}
+    origin = {}
     if path is not None:
-        loaded = yaml.safe_load(Path(path).read_text()) or {}
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as e:
+            raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+        if not isinstance(loaded, dict):
+            raise UserError(f"{path}: expected sections {list(SECTIONS)}, found a {type(loaded).__name__}")
         unknown = set(loaded) - set(SECTIONS)
         if unknown:
-            raise ValueError(f"{path}: unknown sections {sorted(unknown)}; expected {list(SECTIONS)}")
+            raise UserError(f"{path}: unknown sections {sorted(map(str, unknown))}; expected {list(SECTIONS)}")
         for s in SECTIONS:
-            cfg[s].update(loaded.get(s) or {})
+            section = loaded.get(s) or {}
+            if not isinstance(section, dict):
+                raise UserError(f"{path}: section {s} must be a mapping of settings, found {section!r}")
+            cfg[s].update(section)
+            origin.update({(s, k): f"in {path}" for k in section})
     for item in overrides:
         key, sep, value = item.partition("=")
         section, dot, name = key.partition(".")
-        if not sep or not dot or section not in SECTIONS:
-            raise ValueError(f"--set {item!r}: expected SECTION.KEY=VALUE with SECTION in {list(SECTIONS)}")
-        cfg[section][name] = yaml.safe_load(value)
+        if not sep or not dot or not name or section not in SECTIONS:
+            raise UserError(f"--set {item}: expected SECTION.KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
+        try:
+            cfg[section][name] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            cfg[section][name] = value
+        origin[(section, name)] = f"from --set {item}"
+    return cfg, origin
+
+
+def load_config(path: Path | None, overrides: list[str]) -> dict:
+    """The config of a YAML file with ``--set SECTION.KEY=VALUE`` overrides, checked
+    (``check_config``): a bad setting is a ``UserError`` naming it."""
+    cfg, origin = _read_config(path, overrides)
+    check_config(cfg, origin)
     return cfg
+
+
+def check_config(cfg: dict, origin: dict | None = None) -> None:
+    """Every setting known, of its type and in range, before any work starts."""
+    from data_tools.dataset import parse_years
+    from data_tools.datamodule import SYMMETRY_GROUPS
+    from models.encoders import ENCODERS
+    from models.nets import ARCHITECTURES
+
+    origin = origin or {}
+
+    def fail(section, key, problem):
+        where = origin.get((section, key))
+        raise UserError(f"{section}.{key}: {problem}" + (f" ({where})" if where else ""))
+
+    known = {**SCHEMA, "trainer": dict.fromkeys(_trainer_keys())}
+    for section in SECTIONS:
+        for key, value in cfg[section].items():
+            if key not in known[section]:
+                fail(section, key, f"unknown setting; the {section} settings are: {', '.join(sorted(known[section]))}")
+            kind = SCHEMA.get(section, TRAINER_TYPES).get(key)
+            if kind is not None and not _type_ok(value, kind):
+                fail(section, key, f"expected {_type_name(kind)}, got {value!r}")
+    choices = {("model", "arch"): sorted(ARCHITECTURES), ("model", "encoder"): sorted(ENCODERS),
+               ("optim", "scheduler"): ["onecycle", "cosine", "none"], ("data", "symmetries"): sorted(SYMMETRY_GROUPS)}
+    for (section, key), allowed in choices.items():
+        if key in cfg[section] and cfg[section][key] not in allowed:
+            fail(section, key, f"expected one of {', '.join(allowed)}, got {cfg[section][key]!r}")
+    minimum = {("model", "depth"): 1, ("model", "width"): 1, ("model", "blocks"): 1, ("data", "batch_size"): 1,
+               ("data", "train_positions"): 1, ("data", "val_positions"): 1, ("data", "num_workers"): 0,
+               ("optim", "weight_decay"): 0, ("optim", "value_weight"): 0, ("optim", "label_smoothing"): 0,
+               ("trainer", "max_epochs"): -1, ("trainer", "max_steps"): -1}
+    for (section, key), low in minimum.items():
+        value = cfg[section].get(key)
+        if value is not None and value < low:
+            fail(section, key, f"must be at least {low}, got {value!r}")
+    if cfg["optim"].get("lr", 1.0) <= 0:
+        fail("optim", "lr", f"must be positive, got {cfg['optim']['lr']!r}")
+    if cfg["optim"].get("label_smoothing", 0.0) >= 1:
+        fail("optim", "label_smoothing", f"must be below 1, got {cfg['optim']['label_smoothing']!r}")
+    for key in ("train_years", "val_years", "test_years"):
+        if key in cfg["data"]:
+            try:
+                parse_years(str(cfg["data"][key]))
+            except (ValueError, UserError) as e:
+                fail("data", key, str(e))
+    t = cfg["trainer"]
+    if (t.get("max_epochs") == -1 and t.get("max_steps", -1) == -1 and t.get("max_time") is None
+            and cfg["optim"].get("scheduler", "onecycle") != "none"):
+        fail("trainer", "max_epochs", "an open-ended run (max_epochs=-1) needs a time budget (--max-minutes) "
+             "or optim.scheduler=none: the learning-rate schedule has no end")
 
 
 def make_logger(kind: str, out: Path, name: str, online: bool, project: str):
@@ -57,7 +182,29 @@ def make_logger(kind: str, out: Path, name: str, online: bool, project: str):
         if not online:
             os.environ.setdefault("WANDB_MODE", "offline")
         return WandbLogger(project=project, name=name, save_dir=str(out), offline=not online)
-    raise ValueError(f"--logger must be wandb, csv or none, got {kind!r}")
+    raise UserError(f"--logger must be wandb, csv or none, got {kind!r}")
+
+
+def _at_least(low: int | float, kind=int):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {text}")
+        return value
+    return parse
+
+
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
 
 
 def parse_args(argv=None):
@@ -69,84 +216,161 @@ def parse_args(argv=None):
     p.add_argument("--logger", default="wandb", choices=["wandb", "csv", "none"])
     p.add_argument("--wandb-online", action="store_true", help="log to your W&B account instead of offline files")
     p.add_argument("--wandb-project", default="othello-learn")
-    p.add_argument("--max-epochs", type=int, help="overrides trainer.max_epochs")
-    p.add_argument("--max-steps", type=int, help="overrides trainer.max_steps")
-    p.add_argument("--max-minutes", type=float,
+    p.add_argument("--max-epochs", type=_at_least(-1), help="overrides trainer.max_epochs (-1: no limit)")
+    p.add_argument("--max-steps", type=_at_least(-1), help="overrides trainer.max_steps")
+    p.add_argument("--max-minutes", type=_positive_number,
                    help="time budget of the training (validation included); the LR schedule ends with it")
-    p.add_argument("--batch-size", type=int, help="overrides data.batch_size")
-    p.add_argument("--train-positions", type=int, help="train on a random subset of this many positions")
+    p.add_argument("--batch-size", type=_at_least(1), help="overrides data.batch_size")
+    p.add_argument("--train-positions", type=_at_least(1), help="train on a random subset of this many positions")
     p.add_argument("--accelerator", default="auto")
     p.add_argument("--devices", default="auto")
     p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--checkpoint-every", type=int, default=2000, help="steps between resumable checkpoints")
+    p.add_argument("--checkpoint-every", type=_at_least(1), default=2000,
+                   help="steps between saves of OUT/checkpoints/last.ckpt")
+    p.add_argument("--checkpoint-minutes", type=_positive_number, default=5.0,
+                   help="also save last.ckpt when this long has passed since the last save (default 5)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override any config value")
     p.add_argument("--fresh", action="store_true", help="ignore OUT/checkpoints/last.ckpt and start over")
     p.add_argument("--no-test", action="store_true", help="skip testing the best checkpoint at the end")
     return p.parse_args(argv)
 
 
-def main(argv=None) -> dict:
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+def check_dataset(dm, data_dir: Path) -> None:
+    """Open the dataset and its splits now, so a missing or damaged folder is one line, not a traceback mid-run."""
+    try:
+        dm.setup()
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"--data {data_dir}: not a usable dataset ({_first_line(e)}); "
+                        "build it with python data_tools/wthor.py --out DIR") from e
+
+
+NET_KEYS = {"reference": ("arch", "encoder", "depth", "width"),
+            "resnet": ("arch", "encoder", "blocks", "width", "value_head")}
+
+
+def check_resumable(path: Path, model_hparams: dict) -> int:
+    """Read ``last.ckpt`` before training: a truncated or foreign file, or one of another
+    network than the config's, is a one-line error suggesting ``--fresh``. Returns its step."""
+    from models.nets import read_checkpoint
+
+    try:
+        ckpt = read_checkpoint(path)
+    except UserError as e:
+        raise UserError(f"cannot resume: {e}; rerun with --fresh to start over "
+                        f"(the best checkpoints in {path.parent} are kept)") from None
+    hp = ckpt.get("hyper_parameters")
+    if not isinstance(hp, dict) or "loops" not in ckpt or "state_dict" not in ckpt:
+        raise UserError(f"cannot resume: {path} is not a training checkpoint of train.py; "
+                        "rerun with --fresh to start over")
+    keys = NET_KEYS.get(model_hparams["arch"], ())
+    differ = [f"model.{k}={hp.get(k)!r} there, {model_hparams[k]!r} now" for k in keys if hp.get(k) != model_hparams[k]]
+    if differ:
+        raise UserError(f"cannot resume from {path}: it is a different network ({'; '.join(differ)}); "
+                        "use the run's own config, another --out, or --fresh")
+    return int(ckpt.get("global_step", 0))
+
+
+def train(argv=None) -> dict:
+    """The whole command; returns the run's summary (``metrics.json``)."""
     args = parse_args(argv)
     import lightning as L
     import torch
     from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+    from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
     from data_tools.datamodule import WthorDataModule
     from models.fastpath import auto_precision
-    from models.nets import export
+    from models.nets import export, load_network
+    from train.checkpoints import AtomicCheckpointIO, LastCheckpoint
+    from train.lock import RunLock
     from train.module import MovePredictor
 
-    cfg = load_config(args.config, args.set)
+    cfg, origin = _read_config(args.config, args.set)
     for key, section, name in (("max_epochs", "trainer", "max_epochs"), ("max_steps", "trainer", "max_steps"),
                                ("batch_size", "data", "batch_size"), ("train_positions", "data", "train_positions"),
                                ("precision", "trainer", "precision")):
         if getattr(args, key) is not None:
             cfg[section][name] = getattr(args, key)
+            origin[(section, name)] = f"from --{key.replace('_', '-')}"
     if args.max_minutes is not None:
         cfg["trainer"]["max_time"] = {"seconds": round(args.max_minutes * 60)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        origin[("trainer", "max_time")] = "from --max-minutes"
+    cfg["trainer"].setdefault("max_epochs", 10)
+    check_config(cfg, origin)
 
-    L.seed_everything(args.seed, workers=True)
-    torch.set_float32_matmul_precision("high")
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
+    check_dataset(dm, args.data)
     model = MovePredictor(**cfg["model"], **cfg["optim"])
     ckpt_dir = args.out / "checkpoints"
-    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
-                           save_top_k=1, save_last=True)
-    periodic = ModelCheckpoint(dirpath=ckpt_dir, filename="last", every_n_train_steps=args.checkpoint_every,
-                               save_top_k=1, enable_version_counter=False)
-    logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project)
-    callbacks = [best, periodic] + ([LearningRateMonitor("step")] if logger else [])
-    trainer_cfg = {"max_epochs": 10, "log_every_n_steps": 50, **cfg["trainer"]}
-    if str(trainer_cfg.get("precision", "auto")) == "auto":
-        trainer_cfg["precision"] = auto_precision(args.accelerator)
-        print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
-    trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
-                        logger=logger, callbacks=callbacks, use_distributed_sampler=False, **trainer_cfg)
     last = ckpt_dir / "last.ckpt"
-    resume = last if last.exists() and not args.fresh else None
-    if resume:
-        print(f"resuming from {resume}", file=sys.stderr)
-    trainer.fit(model, datamodule=dm, ckpt_path=resume)
-    # The periodic checkpoint can lag the end (a time budget stops between its saves):
-    # leave the final state there, so rerunning with a larger budget continues from it.
-    trainer.save_checkpoint(last)
 
-    best_path = best.best_model_path or str(last)
-    summary = {"best_checkpoint": best_path, "best_val_acc": float(best.best_model_score or float("nan")),
-               "config": cfg, "global_step": trainer.global_step}
-    if not args.no_test:
-        result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
-        summary["test"] = {k: float(v) for k, v in result.items()}
-    best_model = MovePredictor.load_from_checkpoint(best_path, map_location="cpu")
-    export(best_model.net, best_model.hparams, args.out / "model.pt", metrics=summary)
-    (args.out / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with RunLock(args.out):
+        resume = last if last.exists() and not args.fresh else None
+        if resume:
+            step = check_resumable(resume, dict(model.hparams))
+            print(f"resuming from {resume} (step {step})", file=sys.stderr)
+        atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+
+        L.seed_everything(args.seed, workers=True)
+        torch.set_float32_matmul_precision("high")
+        # The best-by-validation checkpoint keeps the settings (hence the state key) of the
+        # runs before LastCheckpoint, so resuming them keeps their best score.
+        best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
+                               save_top_k=1)
+        saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
+        logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project)
+        callbacks = [best, saver] + ([LearningRateMonitor("step")] if logger else [])
+        trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
+        if str(trainer_cfg.get("precision", "auto")) == "auto":
+            trainer_cfg["precision"] = auto_precision(args.accelerator)
+            print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
+        try:
+            trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
+                                logger=logger, callbacks=callbacks, use_distributed_sampler=False,
+                                plugins=[AtomicCheckpointIO()], **trainer_cfg)
+        except (MisconfigurationException, ValueError, TypeError) as e:
+            raise UserError(f"trainer settings: {_first_line(e)}") from e
+        try:
+            trainer.fit(model, datamodule=dm, ckpt_path=resume)
+        except SystemExit:
+            # Lightning turns Ctrl-C into sys.exit(1) after the callbacks' on_exception
+            # (LastCheckpoint saved): give run_main the interrupt back (exit 130).
+            if isinstance(saver.interrupted_by, KeyboardInterrupt):
+                raise KeyboardInterrupt from None
+            raise
+
+        best_path = best.best_model_path or str(last)
+        summary = {"best_checkpoint": best_path, "best_val_acc": float(best.best_model_score or float("nan")),
+                   "config": cfg, "global_step": trainer.global_step}
+        if not args.no_test:
+            result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
+            summary["test"] = {k: float(v) for k, v in result.items()}
+        best_net = load_network(best_path)
+        export(best_net, best_net.hparams, args.out / "model.pt", metrics=summary)
+        atomic_write(args.out / "metrics.json", json.dumps(summary, indent=2) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
     return summary
 
 
+def main(argv=None) -> int:
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    try:
+        train(argv)
+    except SIGTERMException:
+        # Lightning raises this at the next step after SIGTERM, once LastCheckpoint has saved.
+        print(f"{Path(sys.argv[0]).name}: terminated; last.ckpt holds the progress: rerun the same command "
+              "to resume", file=sys.stderr)
+        return 143
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

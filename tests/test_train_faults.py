@@ -1,0 +1,379 @@
+"""Training and evaluation under faults: kills, full disks, corrupt or crafted files,
+two runs in one folder, bad settings. Nothing lost, nothing run, one clear line."""
+
+import errno
+import inspect
+import os
+import pickle
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.nets import build_network, export, load_network, read_checkpoint
+from othello.files import UserError, run_main
+from test_training import dataset_dir  # noqa: F401  (the module-scoped tiny dataset)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+
+
+def _args(dataset_dir, out, *extra):
+    return ["--data", str(dataset_dir), "--out", str(out), "--logger", "none", "--no-test",
+            "--set", "model.depth=1", "--set", "model.width=4", "--set", "data.train_years=2001",
+            "--set", "data.val_years=2002", "--set", "data.test_years=2003", "--set", "data.batch_size=64",
+            "--set", "trainer.enable_progress_bar=false", "--set", "trainer.enable_model_summary=false",
+            "--set", "trainer.num_sanity_val_steps=0", *extra]
+
+
+def _run(main, argv, capsys):
+    """run_main's exit status and the stderr it printed."""
+    capsys.readouterr()
+    code = run_main(main, argv)
+    return code, capsys.readouterr().err
+
+
+def _step(path) -> int:
+    return torch.load(path, map_location="cpu", weights_only=True)["global_step"]
+
+
+# ---- 1. atomic checkpoint writes, corrupt last.ckpt -------------------------------------------
+
+def test_checkpoint_io_on_a_full_disk_keeps_the_old_file_and_names_it(tmp_path, monkeypatch, capsys):
+    from train.checkpoints import AtomicCheckpointIO
+
+    io = AtomicCheckpointIO()
+    path = tmp_path / "last.ckpt"
+    io.save_checkpoint({"global_step": 1, "w": torch.ones(3)}, path)
+    before = path.read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("models.nets.os.fsync", full)  # the data went out, the disk refused it
+    code, err = _run(lambda argv: io.save_checkpoint({"global_step": 2, "w": torch.zeros(1000)}, path), [], capsys)
+    assert code == 2
+    assert "no space left on device" in err and str(path) in err and len(err.strip().splitlines()) == 1
+    assert path.read_bytes() == before  # the previous checkpoint is whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]  # no temporary file left
+    assert io.load_checkpoint(path)["global_step"] == 1
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "crafted"])
+def test_a_damaged_last_ckpt_stops_the_resume_with_one_line(dataset_dir, tmp_path, capsys, damage):
+    from train.train import main
+
+    out = tmp_path / "run"
+    last = out / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    marker = tmp_path / "pwned"
+    if damage == "empty":  # a kill during a copy
+        last.write_bytes(b"")
+    elif damage == "truncated":  # a full disk under a plain torch.save
+        export(build_network(depth=1, width=4), {"arch": "reference", "depth": 1, "width": 4}, tmp_path / "x.pt")
+        data = (tmp_path / "x.pt").read_bytes()
+        last.write_bytes(data[: len(data) // 2])
+    else:
+        last.write_bytes(pickle.dumps({"loops": _Touch(marker)}, protocol=2))
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "2"), capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(last) in err and "--fresh" in err
+    assert last.exists() and not (out / "config.yaml").exists()  # nothing deleted, nothing started
+    assert not marker.exists()
+
+
+def test_resuming_with_another_network_is_refused_before_any_work(dataset_dir, tmp_path, capsys):
+    from train.train import main
+
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    torch.save({"hyper_parameters": {"arch": "reference", "encoder": "raw", "depth": 1, "width": 4},
+                "loops": {}, "state_dict": {}, "global_step": 3}, out / "checkpoints" / "last.ckpt")
+    code, err = _run(main, _args(dataset_dir, out, "--set", "model.width=8"), capsys)
+    assert code == 2 and "model.width=4 there, 8 now" in err and "--fresh" in err
+
+
+# ---- 2. one "last" mechanism, saved through the atomic I/O, interrupts ------------------------
+
+def test_last_ckpt_is_saved_periodically_at_validation_and_at_the_end_through_the_atomic_io(
+        dataset_dir, tmp_path, monkeypatch):
+    import lightning.fabric.plugins.io.torch_io as torch_io
+
+    from train.checkpoints import AtomicCheckpointIO
+    from train.train import train
+
+    def bypass(*a, **k):
+        raise AssertionError("a checkpoint was written around AtomicCheckpointIO")
+
+    monkeypatch.setattr(torch_io, "_atomic_save", bypass)
+    saves = []
+    original = AtomicCheckpointIO.save_checkpoint
+
+    def spy(self, checkpoint, path, storage_options=None):
+        saves.append((Path(path).name.split("-")[0], checkpoint["global_step"]))
+        original(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", spy)
+    out = tmp_path / "run"
+    train(_args(dataset_dir, out, "--max-steps", "12", "--checkpoint-every", "5",
+                "--set", "trainer.val_check_interval=10"))
+    last_steps = sorted({s for name, s in saves if name == "last.ckpt"})
+    assert last_steps == [5, 10, 12]  # every 5 steps, after validation (10), at the end (12)
+    assert [s for name, s in saves if name == "best"] == [10]
+    names = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert names == ["best-epoch=0-step=10.ckpt", "last.ckpt"]  # no last-v1.ckpt beside it
+    for name in names:  # what we write loads without unpickling anything but tensors and plain values
+        ckpt = torch.load(out / "checkpoints" / name, map_location="cpu", weights_only=True)
+        assert type(ckpt["hyper_parameters"]) is dict
+    assert _step(out / "checkpoints" / "last.ckpt") == 12
+    assert load_network(out / "model.pt").hparams["depth"] == 1
+    assert not (out / ".lock").exists()
+
+
+def _interrupt_at(monkeypatch, step: int, action):
+    from train.module import MovePredictor
+
+    original = MovePredictor.training_step
+
+    def step_then_interrupt(self, batch, batch_idx):
+        if self.trainer.global_step == step:
+            action()
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(MovePredictor, "training_step", step_then_interrupt)
+
+
+def test_sigterm_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
+    from train.train import main
+
+    out = tmp_path / "run"
+    args = _args(dataset_dir, out, "--checkpoint-every", "5", "--max-steps", "30")
+    handler = signal.getsignal(signal.SIGTERM)
+    _interrupt_at(monkeypatch, 7, lambda: os.kill(os.getpid(), signal.SIGTERM))  # the end of a session
+    code, err = _run(main, args, capsys)
+    assert signal.getsignal(signal.SIGTERM) == handler  # Lightning gave the handler back
+    assert code == 143 and "rerun the same command" in err
+    assert _step(out / "checkpoints" / "last.ckpt") >= 7  # not the periodic save at 5: nothing lost
+    assert not (out / ".lock").exists()
+    monkeypatch.undo()
+    code, err = _run(main, args, capsys)
+    assert code == 0 and "resuming from" in err
+    assert _step(out / "checkpoints" / "last.ckpt") == 30
+
+
+def test_ctrl_c_saves_last_ckpt_and_exits_130(dataset_dir, tmp_path, monkeypatch, capsys):
+    from train.train import main
+
+    out = tmp_path / "run"
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    _interrupt_at(monkeypatch, 7, ctrl_c)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        code, err = _run(main, _args(dataset_dir, out, "--checkpoint-every", "5", "--max-steps", "30"), capsys)
+    finally:
+        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT during its shutdown
+    assert code == 130 and "interrupted" in err
+    assert _step(out / "checkpoints" / "last.ckpt") == 7
+
+
+# ---- 3. one run per folder --------------------------------------------------------------------
+
+def test_a_second_training_into_the_same_out_is_refused(dataset_dir, tmp_path, capsys):
+    import socket
+
+    from train.train import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / ".lock").write_text(f"{holder.pid} {socket.gethostname()}\n")
+        code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1"), capsys)
+        assert code == 2 and f"process {holder.pid}" in err and "in use" in err
+        assert (out / ".lock").read_text().split()[0] == str(holder.pid)  # not taken from a live run
+        assert not (out / "checkpoints").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_stale_lock_is_taken_over_and_released(tmp_path):
+    import socket
+
+    from train.lock import RunLock
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / ".lock").write_text(f"{gone.pid} {socket.gethostname()}\n")
+    with RunLock(tmp_path) as lock:
+        assert (tmp_path / ".lock").read_text().split()[0] == str(os.getpid())
+        with pytest.raises(UserError, match=f"process {os.getpid()}"):
+            RunLock(tmp_path).acquire()
+        assert lock.held
+    assert sorted(tmp_path.iterdir()) == []
+
+
+# ---- 5. settings --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("extra,expected", [
+    (["--set", "model.dept=9"], "model.dept: unknown setting; the model settings are: "
+                                "arch, blocks, depth, encoder, value_head, width (from --set model.dept=9)"),
+    (["--set", "model.width=1.5"], "model.width: expected an integer, got 1.5"),
+    (["--set", "optim.lr=fast"], "optim.lr: expected a number, got 'fast'"),
+    (["--set", "data.batch_size=0"], "data.batch_size: must be at least 1, got 0"),
+    (["--set", "model.arch=transformer"], "model.arch: expected one of reference, resnet, got 'transformer'"),
+    (["--set", "model.encoder=fancy"], "model.encoder: expected one of handcrafted, raw, got 'fancy'"),
+    (["--set", "trainer.max_epoch=3"], "trainer.max_epoch: unknown setting"),
+    (["--set", "data.train_years=20x1"], "data.train_years: bad year range"),
+    (["--set", "modle.depth=3"], "--set modle.depth=3: expected SECTION.KEY=VALUE"),
+])
+def test_bad_settings_are_one_line_before_any_work(dataset_dir, tmp_path, capsys, extra, expected):
+    from train.train import main
+
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, *extra), capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and expected in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag,value", [("--batch-size", "0"), ("--checkpoint-every", "0"), ("--max-minutes", "-1")])
+def test_bad_numbers_on_the_command_line_exit_2(dataset_dir, tmp_path, capsys, flag, value):
+    from train.train import main
+
+    with pytest.raises(SystemExit) as e:
+        run_main(main, _args(dataset_dir, tmp_path / "run", flag, value))
+    assert e.value.code == 2 and flag in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_missing_or_damaged_dataset_is_named(dataset_dir, tmp_path, capsys):
+    from train.train import main
+
+    missing = tmp_path / "nowhere"
+    args = _args(dataset_dir, tmp_path / "run")
+    args[1] = str(missing)
+    code, err = _run(main, args, capsys)
+    assert code == 2 and f"--data {missing}" in err and len(err.strip().splitlines()) == 1
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in dataset_dir.iterdir():
+        (broken / f.name).write_bytes(f.read_bytes())
+    data = (broken / "positions.npy").read_bytes()
+    (broken / "positions.npy").write_bytes(data[: len(data) // 3])
+    args[1] = str(broken)
+    code, err = _run(main, args, capsys)
+    assert code == 2 and f"--data {broken}" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_schema_matches_the_modules():
+    from data_tools.datamodule import WthorDataModule
+    from train.module import MovePredictor
+    from train.train import SCHEMA
+
+    module_args = set(inspect.signature(MovePredictor.__init__).parameters) - {"self"}
+    assert set(SCHEMA["model"]) | set(SCHEMA["optim"]) == module_args
+    assert not set(SCHEMA["model"]) & set(SCHEMA["optim"])
+    assert set(SCHEMA["data"]) == set(inspect.signature(WthorDataModule.__init__).parameters) - {"self", "data_dir", "seed"}
+    for section in ("model", "optim", "data"):  # the shipped configs are valid
+        from train.train import load_config
+        for config in sorted((REPO / "train" / "configs").glob("*.yaml")):
+            load_config(config, [])
+
+
+# ---- 4. evaluation --------------------------------------------------------------------------------
+
+@pytest.fixture
+def tiny_checkpoint(tmp_path):
+    path = tmp_path / "tiny.pt"
+    export(build_network(depth=1, width=4), {"arch": "reference", "encoder": "raw", "depth": 1, "width": 4}, path)
+    return path
+
+
+def test_evaluate_creates_the_json_folder(dataset_dir, tmp_path, tiny_checkpoint, capsys):
+    from train.evaluate import main
+
+    report = tmp_path / "new" / "deeper" / "eval.json"
+    code, err = _run(main, ["--checkpoint", str(tiny_checkpoint), "--wthor-dir", str(dataset_dir.parent),
+                            "--years", "2003", "--json", str(report), "--limit", "100"], capsys)
+    assert code == 0, err
+    assert '"positions": 100' in report.read_text()
+    assert report.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in report.parent.iterdir()) == ["eval.json", "eval.png"]
+
+
+@pytest.mark.parametrize("limit", ["0", "-5", "x"])
+def test_evaluate_limit_must_be_positive(dataset_dir, tiny_checkpoint, capsys, limit):
+    from train.evaluate import main
+
+    with pytest.raises(SystemExit) as e:
+        run_main(main, ["--checkpoint", str(tiny_checkpoint), "--wthor-dir", str(dataset_dir.parent),
+                        "--years", "2003", f"--limit={limit}"])
+    assert e.value.code == 2 and "--limit" in capsys.readouterr().err
+
+
+def test_evaluate_names_a_missing_checkpoint(dataset_dir, tmp_path, capsys):
+    from train.evaluate import main
+
+    code, err = _run(main, ["--checkpoint", str(tmp_path / "none.pt"), "--wthor-dir", str(dataset_dir.parent)], capsys)
+    assert code == 2 and str(tmp_path / "none.pt") in err and len(err.strip().splitlines()) == 1
+
+
+# ---- 6. security ----------------------------------------------------------------------------------
+
+class _Touch:
+    """Unpickling this creates a file: what a crafted checkpoint would do with a real command."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+def test_a_crafted_checkpoint_is_refused_without_running_it(dataset_dir, tmp_path, capsys, legacy):
+    from train.evaluate import main
+
+    marker = tmp_path / "pwned"
+    crafted = tmp_path / "model.pt"
+    payload = {"hparams": {"arch": "reference"}, "state_dict": {}, "extra": _Touch(marker)}
+    if legacy:  # a bare pickle, as torch's legacy format
+        crafted.write_bytes(pickle.dumps(payload, protocol=2))
+    else:  # torch.save's zip format
+        torch.save(payload, crafted)
+    with pytest.raises(UserError, match="refused to load"):
+        load_network(crafted)
+    with pytest.raises(UserError, match=str(crafted)):
+        read_checkpoint(crafted)
+    code, err = _run(main, ["--checkpoint", str(crafted), "--wthor-dir", str(dataset_dir.parent)], capsys)
+    assert code == 2 and str(crafted) in err and "refused to load" in err
+    assert not marker.exists()
+    pickle.loads(pickle.dumps(payload, protocol=2))  # the payload is live: unpickling it does create the file
+    assert marker.exists()
+
+
+def test_export_refuses_what_weights_only_loading_would(tmp_path):
+    net = build_network(depth=1, width=4)
+    with pytest.raises(TypeError, match="metrics"):
+        export(net, {"arch": "reference", "depth": 1, "width": 4}, tmp_path / "m.pt", metrics={"f": object()})
+    assert not (tmp_path / "m.pt").exists()
+
+
+def test_shipped_checkpoints_load_weights_only():
+    paths = sorted((REPO / "checkpoints").glob("*.pt"))
+    assert paths
+    for path in paths:
+        torch.load(path, map_location="cpu", weights_only=True)
+        assert load_network(path).hparams["arch"] in ("reference", "resnet")

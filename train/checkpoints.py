@@ -1,0 +1,87 @@
+"""How a training run saves itself: one ``last.ckpt``, always whole, always loadable safely.
+
+Every checkpoint Lightning writes goes through ``AtomicCheckpointIO`` (serialized in
+memory, written beside the target, renamed), so a kill or a full disk never leaves a
+truncated ``last.ckpt`` for the rerun to trip on, and every one it reads is loaded
+with ``weights_only=True``. ``LastCheckpoint`` is the one place that decides when the
+resumable state is saved: every N steps (and at least every few minutes), after each
+validation, at the end of training, and when training is interrupted (an exception,
+Ctrl-C, SIGTERM at the end of a session) with progress not yet saved.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from lightning.pytorch.callbacks import Checkpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.trainer.states import TrainerFn
+
+from models.nets import read_checkpoint, save_checkpoint_file
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint I/O with atomic, plain-typed writes and weights-only reads."""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        save_checkpoint_file(checkpoint, path)
+
+    def load_checkpoint(self, path, map_location=lambda storage, loc: storage, weights_only=None) -> dict:
+        return read_checkpoint(path, map_location=map_location)
+
+
+class LastCheckpoint(Checkpoint):
+    """Saves the resumable state to ``path``.
+
+    A ``Checkpoint`` subclass, so Lightning runs it after the best-by-validation
+    ``ModelCheckpoint`` (it moves checkpoint callbacks last, keeping their order): the
+    state saved after a validation already records the new best checkpoint."""
+
+    def __init__(self, path: str | Path, every_n_steps: int, every_seconds: float = 300.0):
+        self.path = Path(path)
+        self.every_n_steps = every_n_steps
+        self.every_seconds = every_seconds
+        self.interrupted_by: BaseException | None = None
+        self._saved_step: int | None = None  # None until training has started
+        self._saved_at = time.monotonic()
+
+    @property
+    def state_key(self) -> str:
+        return f"LastCheckpoint[{self.path.name}]"
+
+    def _save(self, trainer) -> None:
+        trainer.save_checkpoint(self.path, weights_only=False)  # the full resumable state
+        self._saved_step = trainer.global_step
+        self._saved_at = time.monotonic()
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._saved_step = trainer.global_step  # the restored state is already on disk
+        self._saved_at = time.monotonic()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step == self._saved_step:
+            return
+        if step % self.every_n_steps == 0 or time.monotonic() - self._saved_at >= self.every_seconds:
+            self._save(trainer)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
+            return
+        self._save(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._save(trainer)  # a time budget or max_steps stops between periodic saves
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self.interrupted_by = exception
+        if self._saved_step is None or trainer.global_step == self._saved_step:
+            return  # training never started, or nothing new since the last save
+        try:
+            self._save(trainer)
+        except Exception as e:  # e.g. the disk is full: keep the previous last.ckpt and the original error
+            print(f"warning: could not save {self.path} after the interruption: {e}", file=sys.stderr)

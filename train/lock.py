@@ -1,0 +1,103 @@
+"""One training per run folder: two runs into the same ``--out`` would overwrite each
+other's ``last.ckpt`` and best checkpoints without a word.
+
+The lock is a file created with ``O_EXCL`` holding ``PID HOST``. A lock whose process
+is gone (same host, no such PID) is stale, left by a kill -9 or a lost machine, and is
+taken over; a live one makes the second run stop with a message naming its holder.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+from othello.files import UserError
+
+FRESH_SECONDS = 10.0  # an empty lock younger than this is being written by its creator
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunLock:
+    def __init__(self, folder: str | Path, name: str = ".lock"):
+        self.path = Path(folder) / name
+        self.token = f"{os.getpid()} {socket.gethostname()}\n"
+        self.held = False
+
+    def _holder(self) -> tuple[str, bool]:
+        """(the lock's text, whether its holder may still be running)."""
+        try:
+            text = self.path.read_text()
+            age = time.time() - self.path.stat().st_mtime
+        except FileNotFoundError:
+            return "", False
+        parts = text.split()
+        if len(parts) != 2 or not parts[0].isdigit():
+            return text, age < FRESH_SECONDS  # being written, or garbage left long ago
+        pid, host = int(parts[0]), parts[1]
+        if host != socket.gethostname():
+            return text, True  # cannot tell from here
+        return text, _alive(pid)
+
+    def acquire(self) -> "RunLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                text, alive = self._holder()
+                if alive:
+                    parts = text.split()
+                    who = f"process {parts[0]} on {parts[1]}" if len(parts) == 2 else "another process"
+                    raise UserError(f"{self.path.parent} is in use by {who} (lock file {self.path}): "
+                                    "wait for it to finish, stop it, or train into another --out; "
+                                    "delete the lock file only if that process is gone") from None
+                self._take_over(text)
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(self.token)
+            self.held = True
+            return self
+        raise UserError(f"{self.path}: could not take the lock: other processes keep taking it")
+
+    def _take_over(self, stale: str) -> None:
+        """Move the stale lock aside, so that of two runs taking over at once only one
+        removes it; put it back if it turns out to be a fresh lock taken meanwhile."""
+        aside = self.path.with_name(f"{self.path.name}.stale.{os.getpid()}")
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
+            return
+        if aside.read_text() == stale:
+            aside.unlink()
+        else:
+            try:
+                os.link(aside, self.path)
+            except FileExistsError:
+                pass
+            aside.unlink()
+
+    def release(self) -> None:
+        if self.held:
+            try:
+                if self.path.read_text() == self.token:
+                    self.path.unlink()
+            except FileNotFoundError:
+                pass
+            self.held = False
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
