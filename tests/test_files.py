@@ -1,0 +1,52 @@
+"""Atomic writes and one-line command errors (othello.files)."""
+
+import errno
+import os
+import stat
+
+import pytest
+
+from othello.files import UserError, atomic_path, atomic_write, run_main
+
+
+def test_atomic_write_replaces_whole_files_with_a_plain_mode(tmp_path):
+    target = tmp_path / "sub" / "out.json"
+    atomic_write(target, "one")
+    atomic_write(target, b"two")
+    assert target.read_text() == "two"
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask
+    assert [p.name for p in target.parent.iterdir()] == ["out.json"]
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with pytest.raises(OSError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_run_main_turns_errors_into_one_line(capsys):
+    def bad_input(argv):
+        raise UserError("games.wtb: game 3, ply 7: illegal move")
+
+    def full_disk(argv):
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/out.npy")
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    assert run_main(bad_input, []) == 2
+    assert capsys.readouterr().err.strip().endswith("error: games.wtb: game 3, ply 7: illegal move")
+    assert run_main(full_disk, []) == 2
+    err = capsys.readouterr().err
+    assert "no space left on device (/data/out.npy)" in err and err.count("\n") == 1
+    assert run_main(interrupted, []) == 130
+    assert run_main(lambda argv: argv.count("x"), ["x", "--debug"]) == 1  # --debug is taken out of argv
+    with pytest.raises(UserError):
+        run_main(bad_input, ["--debug"])
