@@ -2,7 +2,7 @@
 
 Batches are gathered from the memory-mapped records by one fancy index per
 batch (a sampler yields index arrays, not per-sample Python ints), turned into
-a dict of tensors, and moved to the device; the random D4 transform of each
+a model batch (``models.batch``), and moved to the device; the random D4 transform of each
 training sample is applied there, on the device, by whole-batch bit tricks.
 """
 
@@ -14,54 +14,9 @@ import lightning as L
 import numpy as np
 import torch
 
-from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform_each, transform_square_each
+from models.batch import SYMMETRY_GROUPS, augment, from_records
 
 from .dataset import REFERENCE_SPLIT, WthorDataset, parse_years
-
-SYMMETRY_GROUPS = {"all": tuple(range(8)), "start": START_PRESERVING, "none": (0,)}
-
-
-def records_to_batch(rec: np.ndarray) -> dict[str, torch.Tensor]:
-    """POSITION_DTYPE records -> the compact batch every model consumes."""
-    return {
-        "player": torch.from_numpy(np.ascontiguousarray(rec["player"]).view(np.int64)),
-        "opponent": torch.from_numpy(np.ascontiguousarray(rec["opponent"]).view(np.int64)),
-        "history": torch.from_numpy(rec["history"].astype(np.int64)),
-        "black_to_move": torch.from_numpy(np.ascontiguousarray(rec["black_to_move"])),
-        "move": torch.from_numpy(rec["move"].astype(np.int64)),
-        "ply": torch.from_numpy(rec["ply"].astype(np.int64)),
-        "result": torch.from_numpy(rec["result"].astype(np.float32)),
-    }
-
-
-def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | None = None) -> dict:
-    """A random symmetry from ``group`` per sample, on whatever device the batch is.
-
-    Transforms the boards, the history, and the targets present: ``move`` (a
-    square; kept where the sample is unchanged, see below) and ``policy`` (a
-    distribution over the 64 squares)."""
-    if len(group) == 1 and group[0] == 0:
-        return batch
-    n = batch["player"].shape[0]
-    device = batch["player"].device
-    choice = torch.randint(len(group), (n,), device=device, generator=generator)
-    ks = torch.as_tensor(group, device=device)[choice]
-    out = dict(batch)
-    out["player"] = transform_each(batch["player"], ks)
-    out["opponent"] = transform_each(batch["opponent"], ks)
-    out["history"] = transform_square_each(batch["history"], ks)
-    if "move" in batch:
-        # A sample the symmetry leaves unchanged (above all the start position: every WTHOR
-        # game is recorded from f5) keeps its recorded move. Its images would be the same
-        # input with an equivalent move as the label, teaching the net to pick among them
-        # at random where the records follow one convention.
-        same = ((out["player"] == batch["player"]) & (out["opponent"] == batch["opponent"])
-                & (out["history"] == batch["history"]).all(-1))
-        out["move"] = torch.where(same, batch["move"], transform_square_each(batch["move"], ks))
-    if "policy" in batch:
-        image = torch.as_tensor(SQUARE_MAP, device=device)[ks]  # [n, 64]: square -> its image
-        out["policy"] = torch.zeros_like(batch["policy"]).scatter_(1, image, batch["policy"])
-    return out
 
 
 class PositionBatches(torch.utils.data.Dataset):
@@ -75,7 +30,7 @@ class PositionBatches(torch.utils.data.Dataset):
 
     def __getitems__(self, indices) -> dict[str, torch.Tensor]:
         idx = np.sort(np.asarray(indices))  # sorted reads are kinder to the page cache
-        return records_to_batch(self.positions[idx])
+        return from_records(self.positions[idx])
 
     def __getitem__(self, i):
         return self.__getitems__([i])

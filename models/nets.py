@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import torch
@@ -52,9 +53,11 @@ class MoveNet(nn.Module):
         raise NotImplementedError
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch``: a ``models.batch`` dict; its optional ``legal`` mask is used as given."""
         x = self.encode_fn(batch)
         logits, value = self.trunk(x)
-        out = {"policy": masked(logits, legal_mask(batch["player"], batch["opponent"]))}
+        legal = batch.get("legal")
+        out = {"policy": masked(logits, legal if legal is not None else legal_mask(batch["player"], batch["opponent"]))}
         if value is not None:
             out["value"] = value
         return out
@@ -117,15 +120,55 @@ class ResNet(MoveNet):
 ARCHITECTURES = {"reference": ReferenceNet, "resnet": ResNet}
 
 
-def build_network(arch: str = "reference", encoder: str = "raw", width: int = 64, depth: int = 10,
-                  blocks: int = 6, value_head: bool = False, **_ignored) -> MoveNet:
-    """A network from flat hyperparameters (what checkpoints store); keys that
-    belong to training (lr, ...) are ignored."""
-    if arch == "reference":
-        return ReferenceNet(encoder=encoder, depth=depth, width=width)
-    if arch == "resnet":
-        return ResNet(encoder=encoder, blocks=blocks, width=width, value_head=value_head)
-    raise ValueError(f"arch must be one of {sorted(ARCHITECTURES)}, got {arch!r}")
+@dataclass(frozen=True)
+class NetConfig:
+    """What a network is: stored with its weights (as a plain dict) so it can be rebuilt.
+    ``depth`` is the reference net's, ``blocks`` and ``value_head`` the ResNet's."""
+
+    arch: str = "reference"
+    encoder: str = "raw"
+    depth: int = 10
+    width: int = 64
+    blocks: int = 6
+    value_head: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NetConfig":
+        """Only the network's own keys: a misspelt or foreign one is an error naming it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown network setting(s) {', '.join(map(str, unknown))} "
+                             f"(known: {', '.join(sorted(known))})")
+        return cls(**d)
+
+    @classmethod
+    def from_hparams(cls, d: dict) -> "NetConfig":
+        """The network part of the flat hyperparameters older checkpoints store (exported
+        ``hparams``, Lightning ``hyper_parameters`` before the module took a net config):
+        exactly the known training keys are dropped, anything else is still refused."""
+        return cls.from_dict({k: v for k, v in d.items() if k not in TRAINING_KEYS})
+
+
+# MovePredictor's training settings, stored beside the network's in older flat hyperparameters.
+TRAINING_KEYS = ("lr", "weight_decay", "scheduler", "value_weight", "label_smoothing")
+
+
+def build_network(cfg: NetConfig) -> MoveNet:
+    """A fresh network for ``cfg``; it carries ``net.config`` (what ``save_network`` stores)."""
+    if not isinstance(cfg, NetConfig):
+        raise TypeError(f"build_network takes a NetConfig, got {type(cfg).__name__}")
+    if cfg.arch == "reference":
+        net = ReferenceNet(encoder=cfg.encoder, depth=cfg.depth, width=cfg.width)
+    elif cfg.arch == "resnet":
+        net = ResNet(encoder=cfg.encoder, blocks=cfg.blocks, width=cfg.width, value_head=cfg.value_head)
+    else:
+        raise ValueError(f"arch must be one of {sorted(ARCHITECTURES)}, got {cfg.arch!r}")
+    net.config = cfg
+    return net
 
 
 def _first_line(e: BaseException) -> str:
@@ -157,19 +200,32 @@ def read_checkpoint(path, map_location="cpu") -> dict:
 
 
 def load_network(path, map_location="cpu") -> MoveNet:
-    """A network from a Lightning ``.ckpt`` or an exported ``.pt`` (see ``export``), in eval mode."""
+    """A network from an exported ``.pt`` (``save_network``; also the older ones that
+    store flat ``hparams``), in eval mode. A Lightning training checkpoint (``.ckpt``)
+    is train/'s to read (``train.module.network_from_checkpoint``): here it is an error
+    saying so."""
     ckpt = read_checkpoint(path, map_location)
-    hparams = ckpt.get("hyper_parameters") or ckpt.get("hparams")
-    if not isinstance(hparams, dict) or not isinstance(ckpt.get("state_dict"), dict):
-        raise UserError(f"{path}: not a move-prediction checkpoint (no hyperparameters / state_dict)")
+    if "hyper_parameters" in ckpt:
+        raise UserError(f"{path}: a Lightning training checkpoint, not an exported network: export it first "
+                        "(python train/train.py writes OUT/model.pt; python train/evaluate.py reads .ckpt files)")
+    stored = ckpt.get("config", ckpt.get("hparams"))
+    if not isinstance(stored, dict) or not isinstance(ckpt.get("state_dict"), dict):
+        raise UserError(f"{path}: not a move-prediction checkpoint (no network config / state_dict)")
     try:
-        net = build_network(**hparams)
-        state = {k.removeprefix("net."): v for k, v in ckpt["state_dict"].items()
-                 if not k.startswith(("metrics.", "phases."))}
-        net.load_state_dict(state)
+        cfg = NetConfig.from_dict(stored) if "config" in ckpt else NetConfig.from_hparams(stored)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"{path}: {e}") from e
+    return network_from_state(cfg, ckpt["state_dict"], path)
+
+
+def network_from_state(cfg: NetConfig, state_dict: dict, path) -> MoveNet:
+    """``cfg``'s network with ``state_dict``'s weights, in eval mode; a UserError naming
+    ``path`` when they do not fit."""
+    try:
+        net = build_network(cfg)
+        net.load_state_dict(state_dict)
     except (TypeError, ValueError, RuntimeError) as e:
-        raise UserError(f"{path}: weights do not fit the network its hyperparameters describe ({_first_line(e)})") from e
-    net.hparams = dict(hparams)
+        raise UserError(f"{path}: weights do not fit the network its config describes ({_first_line(e)})") from e
     return net.eval()
 
 
@@ -210,6 +266,9 @@ def save_checkpoint_file(obj: dict, path) -> None:
         raise
 
 
-def export(net: MoveNet, hparams: dict, path, **extra) -> None:
-    """A small checkpoint: weights and hyperparameters only (no optimizer), for shipping."""
-    save_checkpoint_file({"hparams": dict(hparams), "state_dict": net.state_dict(), **extra}, path)
+def save_network(net: MoveNet, path, **metadata) -> None:
+    """A small checkpoint for shipping: the network's config as a plain dict, its weights,
+    and ``metadata`` (plain values: metrics, generation...), no optimizer."""
+    if {"config", "state_dict", "hparams"} & set(metadata):
+        raise TypeError("save_network: config, state_dict and hparams are the network's own keys")
+    save_checkpoint_file({"config": net.config.to_dict(), "state_dict": net.state_dict(), **metadata}, path)

@@ -6,32 +6,29 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from data_tools.datamodule import augment
+from models.batch import augment, from_arrays
+from models.losses import l2_penalty, move_losses
 
 from .selfplay import SelfPlayGames
 
 
 def to_device_batch(games: SelfPlayGames, idx: np.ndarray, device) -> dict:
-    t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
-    return {
-        "player": t(games.player[idx].view(np.int64)),
-        "opponent": t(games.opponent[idx].view(np.int64)),
-        "history": t(games.history[idx].astype(np.int64)),
-        "black_to_move": t(games.black_to_move[idx]),
-        "policy": t(games.policy[idx].astype(np.float32)),
-        "outcome": t(games.outcome[idx].astype(np.float32)),
-    }
+    """Samples ``idx`` of ``games`` as a model batch with the self-play targets
+    (``policy``: the search's visit distribution, ``outcome``: the game's result)."""
+    batch = from_arrays(games.player[idx], games.opponent[idx], games.black_to_move[idx], games.history[idx], device)
+    batch["policy"] = torch.from_numpy(games.policy[idx].astype(np.float32)).to(device)
+    batch["outcome"] = torch.from_numpy(games.outcome[idx].astype(np.float32)).to(device)
+    return batch
 
 
 def losses(net, batch: dict, l2: float) -> dict:
-    out = net(batch)
-    logp = torch.log_softmax(out["policy"].float(), -1)
-    policy = -(batch["policy"] * logp).sum(-1).mean()
-    value = F.mse_loss(out["value"].float(), batch["outcome"])
-    reg = sum((p ** 2).sum() for n, p in net.named_parameters() if p.ndim > 1)
-    return {"loss": policy + value + l2 * reg, "policy_loss": policy, "value_loss": value, "l2": reg}
+    """AlphaZero's loss: value and policy weighted alike, no label smoothing, and the
+    L2 term written out (plain Adam, no decoupled weight decay)."""
+    parts = move_losses(net(batch), batch["policy"], batch["outcome"], value_weight=1.0)
+    reg = l2_penalty(net)
+    return {"loss": parts["loss"] + l2 * reg, "policy_loss": parts["policy_loss"], "value_loss": parts["value_loss"],
+            "l2": reg}
 
 
 def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,

@@ -9,9 +9,10 @@ import torch
 
 import reference_engine as ref
 from data_tools import wtb
-from data_tools.datamodule import SYMMETRY_GROUPS, WthorDataModule, augment, records_to_batch
+from data_tools.datamodule import WthorDataModule
 from data_tools.wthor import main as build_main
-from models.nets import build_network, legal_mask, load_network
+from models.batch import SYMMETRY_GROUPS, augment, from_records
+from models.nets import NetConfig, build_network, legal_mask, load_network
 from othello import bitboard as bb
 from othello.symmetry import START_PRESERVING
 
@@ -49,7 +50,7 @@ def test_loader_covers_each_position_once_in_order(dataset_dir):
 @pytest.mark.parametrize("group", ["all", "start"])
 def test_augmentation_keeps_moves_legal_and_uses_the_group(dataset_dir, group):
     dm = _dm(dataset_dir, symmetries=group)
-    batch = records_to_batch(np.asarray(dm.splits["train"][:512]))
+    batch = from_records(np.asarray(dm.splits["train"][:512]))
     g = torch.Generator().manual_seed(0)
     aug = augment(batch, SYMMETRY_GROUPS[group], generator=g)
     legal = legal_mask(aug["player"], aug["opponent"])
@@ -75,8 +76,8 @@ def test_augmentation_keeps_moves_legal_and_uses_the_group(dataset_dir, group):
 @pytest.mark.parametrize("arch,encoder", [("reference", "raw"), ("reference", "handcrafted"), ("resnet", "raw")])
 def test_networks_mask_illegal_moves(dataset_dir, arch, encoder):
     dm = _dm(dataset_dir)
-    batch = records_to_batch(np.asarray(dm.splits["val"][:32]))
-    net = build_network(arch, encoder=encoder, depth=2, blocks=1, width=8, value_head=True).eval()
+    batch = from_records(np.asarray(dm.splits["val"][:32]))
+    net = build_network(NetConfig(arch, encoder=encoder, depth=2, blocks=1, width=8, value_head=True)).eval()
     out = net(batch)
     probs = torch.softmax(out["policy"], -1)
     legal = legal_mask(batch["player"], batch["opponent"])
@@ -109,7 +110,7 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     assert second["global_step"] == 2 * steps_per_epoch
 
     net = load_network(out / "model.pt")
-    assert net.hparams["arch"] == "resnet"
+    assert net.config == NetConfig("resnet", blocks=1, width=8, value_head=True)
     report = tmp_path / "eval.json"
     result = evaluate_main(["--checkpoint", str(out / "model.pt"), "--wthor-dir", str(dataset_dir.parent),
                             "--years", "2003", "--json", str(report), "--tta", "8"])
@@ -133,7 +134,7 @@ def test_learning_rate_schedule_ends_with_the_time_budget():
         def time_remaining(self):
             return self.remaining
 
-    model = MovePredictor(depth=1, width=4)
+    model = MovePredictor(NetConfig(depth=1, width=4))
     factor = model.configure_optimizers()["lr_scheduler"]["scheduler"].lr_lambdas[0]
     model._total_steps = 1000
     assert factor(1000) == pytest.approx(0.01) and factor(525) == pytest.approx(0.505)
@@ -187,3 +188,48 @@ def test_symmetric_accuracy_counts_equivalent_first_moves():
     pred = np.array([f5, d3, e6, a1])
     assert symmetric_hits(p, o, move, pred).tolist() == [True, True, True, False]
     assert c4 != f5
+
+
+def _flatten_to_old_hparams(path):
+    """Rewrite a checkpoint of train.py as the code before ``MovePredictor(net, ...)`` wrote
+    it: flat hyper_parameters (arch ... value_head, lr ... label_smoothing), same weights."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    hp = dict(ckpt["hyper_parameters"])
+    ckpt["hyper_parameters"] = {**hp.pop("net"), **hp}
+    torch.save(ckpt, path)
+    return ckpt
+
+
+def test_runs_started_by_the_old_module_resume_and_export(dataset_dir, tmp_path, monkeypatch):
+    from othello.files import UserError
+    from train.module import MovePredictor, network_from_checkpoint
+    from train.train import check_resumable, train as train_main
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    out = tmp_path / "old"
+    args = ["--data", str(dataset_dir), "--out", str(out), "--logger", "csv", "--no-test",
+            "--set", "model.depth=1", "--set", "model.width=4", "--set", "data.train_years=2001",
+            "--set", "data.val_years=2002", "--set", "data.test_years=2003", "--set", "data.batch_size=64",
+            "--set", "trainer.enable_progress_bar=false", "--set", "trainer.enable_model_summary=false"]
+    first = train_main(args + ["--max-epochs", "1"])
+    best = first["best_checkpoint"]
+    old = _flatten_to_old_hparams(out / "checkpoints" / "last.ckpt")
+    _flatten_to_old_hparams(best)
+    assert set(old["hyper_parameters"]) == {"arch", "encoder", "depth", "width", "blocks", "value_head", "lr",
+                                            "weight_decay", "scheduler", "value_weight", "label_smoothing"}
+    # the old best checkpoint's network, with the weights it holds
+    net = network_from_checkpoint(best)
+    assert net.config == NetConfig(depth=1, width=4)
+    ref = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
+    assert all(torch.equal(v, ref["net." + k]) for k, v in net.state_dict().items())
+    # a different network is still told apart from the old flat hyperparameters
+    with pytest.raises(UserError, match="different network.*model.depth=1 there, 2 now"):
+        check_resumable(out / "checkpoints" / "last.ckpt", NetConfig(depth=2, width=4))
+    # the same command resumes from it, and exports
+    second = train_main(args + ["--max-epochs", "2"])
+    assert second["global_step"] == 2 * first["global_step"]
+    assert load_network(out / "model.pt").config == NetConfig(depth=1, width=4)
+    # the new layout stores the net config as a plain dict (weights-only loadable)
+    new = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert new["hyper_parameters"]["net"] == NetConfig(depth=1, width=4).to_dict()
+    assert isinstance(MovePredictor.load_from_checkpoint(out / "checkpoints" / "last.ckpt").net.config, NetConfig)

@@ -24,8 +24,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from data_tools.dataset import build, parse_years  # noqa: E402
-from data_tools.datamodule import records_to_batch  # noqa: E402
-from models.nets import load_network  # noqa: E402
+from models.batch import from_records  # noqa: E402
+from models.nets import load_network, read_checkpoint  # noqa: E402
 from othello import bitboard as bb  # noqa: E402
 from othello.files import UserError, atomic_path, atomic_write, run_main  # noqa: E402
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each  # noqa: E402
@@ -59,6 +59,16 @@ def symmetric_hits(player, opponent, move, pred) -> np.ndarray:
     return hit
 
 
+def load_any_network(path):
+    """An exported network (``.pt``) or the network of a training checkpoint (``.ckpt``),
+    told apart by what the file holds."""
+    if "hyper_parameters" in read_checkpoint(path):
+        from train.module import network_from_checkpoint
+
+        return network_from_checkpoint(path)
+    return load_network(path)
+
+
 def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, device="cpu", progress=True) -> dict:
     net = net.to(device).eval()
     preds, top3 = [], []
@@ -66,7 +76,7 @@ def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, d
 
     for s in tqdm(range(0, len(positions), batch_size), disable=None if progress else True, desc="evaluating",
                   file=sys.stderr):
-        batch = {k: v.to(device) for k, v in records_to_batch(positions[s:s + batch_size]).items()}
+        batch = {k: v.to(device) for k, v in from_records(positions[s:s + batch_size]).items()}
         probs = predict(net, batch, tta)
         preds.append(probs.argmax(-1).cpu().numpy())
         top3.append((probs.topk(3, -1).indices == batch["move"][:, None]).any(-1).cpu().numpy())
@@ -180,7 +190,7 @@ def evaluate_command(argv=None) -> dict:
         years = parse_years(args.years)
     except ValueError as e:
         raise UserError(f"--years {args.years}: {e}") from None
-    net = load_network(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
+    net = load_any_network(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
     try:
         positions = build(wthor_dir, years, progress=False, warn=lambda m: print(m, file=sys.stderr)).positions
     except ValueError as e:
@@ -192,7 +202,7 @@ def evaluate_command(argv=None) -> dict:
     t = time.perf_counter()
     result = evaluate(net, positions, args.batch_size, args.tta, args.device)
     result.update(checkpoint=str(args.checkpoint), years=args.years, seconds=round(time.perf_counter() - t, 2),
-                  model={k: v for k, v in net.hparams.items() if k in ("arch", "encoder", "depth", "blocks", "width", "value_head")})
+                  model=net.config.to_dict())
     print(format_table(result))
     if args.json:  # the result first: the plot is the lesser loss if the disk fills
         atomic_write(args.json, json.dumps(result, indent=2) + "\n")

@@ -6,12 +6,13 @@ import math
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 from lightning.pytorch.callbacks import Timer
 from torchmetrics.classification import MulticlassAccuracy
 
 from models.fastpath import prepare
-from models.nets import build_network
+from models.losses import move_losses
+from models.nets import MoveNet, NetConfig, build_network, network_from_state, read_checkpoint
+from othello.files import UserError
 
 from .metrics import PHASE_NAMES, PhaseAccuracy
 
@@ -19,16 +20,14 @@ from .metrics import PHASE_NAMES, PhaseAccuracy
 class MovePredictor(L.LightningModule):
     """Cross-entropy on the expert's move over legal moves only, plus (with a
     value head) MSE between the value and the game's outcome for the side to
-    move (+1 win, 0 draw, -1 loss)."""
+    move (+1 win, 0 draw, -1 loss), weighted by ``value_weight``.
+
+    ``net``: the network, or its ``NetConfig`` (or that as a dict, as checkpoints
+    store it under ``hyper_parameters["net"]``, plain so they load weights-only)."""
 
     def __init__(
         self,
-        arch: str = "reference",
-        encoder: str = "raw",
-        depth: int = 10,
-        width: int = 64,
-        blocks: int = 6,
-        value_head: bool = False,
+        net: MoveNet | NetConfig | dict,
         lr: float = 1e-3,
         weight_decay: float = 1e-4,
         scheduler: str = "onecycle",
@@ -36,10 +35,16 @@ class MovePredictor(L.LightningModule):
         label_smoothing: float = 0.0,
     ):
         super().__init__()
-        self.save_hyperparameters()
+        if isinstance(net, dict):
+            net = NetConfig.from_dict(net)
+        if isinstance(net, NetConfig):
+            net = build_network(net)
+        self.save_hyperparameters({"net": net.config.to_dict(), "lr": lr, "weight_decay": weight_decay,
+                                   "scheduler": scheduler, "value_weight": value_weight,
+                                   "label_smoothing": label_smoothing})
         self._total_steps = 1
         self._timer = None
-        self.net = build_network(**self.hparams)
+        self.net = net
         self.metrics = torch.nn.ModuleDict({
             split: torch.nn.ModuleDict({
                 "acc": MulticlassAccuracy(num_classes=64, top_k=1, average="micro"),
@@ -59,13 +64,13 @@ class MovePredictor(L.LightningModule):
     def _step(self, batch: dict, split: str) -> torch.Tensor:
         out = self.net(batch)
         logits = out["policy"]
-        loss = policy_loss = F.cross_entropy(logits.float(), batch["move"], label_smoothing=self.hparams.label_smoothing)
-        n = logits.shape[0]
-        if "value" in out:
-            value_loss = F.mse_loss(out["value"].float(), torch.sign(batch["result"]))
-            loss = policy_loss + self.hparams.value_weight * value_loss
-            self.log(f"{split}/value_loss", value_loss, batch_size=n, on_step=split == "train", on_epoch=True)
-        self.log(f"{split}/policy_loss", policy_loss, batch_size=n, on_step=split == "train", on_epoch=True)
+        # The value target is the outcome for the side to move: the sign of the disc difference.
+        parts = move_losses(out, batch["move"], torch.sign(batch["result"]), value_weight=self.hparams.value_weight,
+                            label_smoothing=self.hparams.label_smoothing)
+        loss, n = parts["loss"], logits.shape[0]
+        if "value_loss" in parts:
+            self.log(f"{split}/value_loss", parts["value_loss"], batch_size=n, on_step=split == "train", on_epoch=True)
+        self.log(f"{split}/policy_loss", parts["policy_loss"], batch_size=n, on_step=split == "train", on_epoch=True)
         self.log(f"{split}/loss", loss, batch_size=n, prog_bar=split != "train", on_step=split == "train", on_epoch=True)
         m = self.metrics[split + "_"]
         for name, metric in m.items():
@@ -147,4 +152,27 @@ class MovePredictor(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
-__all__ = ["MovePredictor", "PHASE_NAMES"]
+def checkpoint_net_config(hparams: dict) -> NetConfig:
+    """The network of a training checkpoint's ``hyper_parameters``: ``{"net": {...}, lr...}``
+    now, the flat ``{arch, encoder, ..., lr, ...}`` of the runs started before."""
+    if "net" in hparams:
+        return NetConfig.from_dict(hparams["net"])
+    return NetConfig.from_hparams(hparams)
+
+
+def network_from_checkpoint(path, map_location="cpu") -> MoveNet:
+    """The network of a Lightning ``.ckpt`` written by train.py (either layout of its
+    hyperparameters), in eval mode: what ``train.py`` exports and ``evaluate.py`` reads."""
+    ckpt = read_checkpoint(path, map_location)
+    hparams, state = ckpt.get("hyper_parameters"), ckpt.get("state_dict")
+    if not isinstance(hparams, dict) or not isinstance(state, dict):
+        raise UserError(f"{path}: not a training checkpoint of train.py (no hyper_parameters / state_dict)")
+    try:
+        cfg = checkpoint_net_config(hparams)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"{path}: {e}") from e
+    net_state = {k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")}
+    return network_from_state(cfg, net_state, path)
+
+
+__all__ = ["MovePredictor", "PHASE_NAMES", "checkpoint_net_config", "network_from_checkpoint"]

@@ -1,0 +1,175 @@
+"""The one model batch (models.batch), the network config and exported format
+(models.nets), and the one loss home (models.losses), against slow references."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.batch import SYMMETRY_GROUPS, augment, from_arrays, from_records, from_states
+from models.losses import l2_penalty, move_losses, policy_loss, value_loss
+from models.nets import NetConfig, build_network, legal_mask, load_network, masked, save_network, save_checkpoint_file
+from othello.files import UserError
+from othello.states import States
+
+
+def _states(n=24, seed=3) -> States:
+    """numpy States of positions from random games, with their histories."""
+    rng, s = np.random.default_rng(seed), States.initial(n)
+    for _ in range(int(rng.integers(5, 30))):
+        legal = s.legal_actions() & ~s.is_over()[:, None]
+        if not legal.any():
+            break
+        a = np.array([rng.choice(np.flatnonzero(row)) if row.any() else 64 for row in legal])
+        keep = ~s.is_over()
+        if not keep.all():
+            break
+        s = s.step(a)
+    return s
+
+
+def test_batch_builders_agree():
+    s = _states()
+    a = from_states(s)
+    t = from_states(States(*(torch.from_numpy(np.ascontiguousarray(x).view(np.int64) if x.dtype == np.uint64 else x)
+                             for x in (s.player, s.opponent, s.black_to_move, s.history))))
+    py = from_arrays([int(p) for p in s.player], [int(o) for o in s.opponent], s.black_to_move.tolist(),
+                     s.history.tolist())
+    rec = np.zeros(len(s.player), dtype=[("player", "<u8"), ("opponent", "<u8"), ("history", "i1", 4),
+                                         ("black_to_move", "?"), ("move", "i1"), ("ply", "u1"), ("result", "i1")])
+    rec["player"], rec["opponent"], rec["history"], rec["black_to_move"] = s.player, s.opponent, s.history, s.black_to_move
+    r = from_records(rec)
+    for b in (t, py, r):
+        for k in ("player", "opponent", "history", "black_to_move"):
+            assert b[k].dtype == a[k].dtype and torch.equal(b[k], a[k]), k
+    assert a["player"].dtype == torch.int64 and a["history"].shape == (len(s.player), 4)
+    none = from_arrays(s.player, s.opponent, s.black_to_move)
+    assert (none["history"] == -1).all()
+
+
+def test_given_legal_mask_is_used_and_matches_the_computed_one():
+    s = _states()
+    torch.manual_seed(0)
+    net = build_network(NetConfig("reference", depth=1, width=4)).eval()
+    legal = torch.from_numpy(s.legal_actions())  # [N, 65] with the pass
+    b = from_states(s, legal=legal)
+    assert b["legal"].shape == (len(s.player), 64)
+    assert torch.equal(b["legal"], legal_mask(b["player"], b["opponent"]))
+    with torch.no_grad():
+        assert torch.equal(net(b)["policy"], net(from_states(s))["policy"])
+        only_a1 = dict(b, legal=torch.zeros_like(b["legal"]).index_fill_(1, torch.tensor([0]), True))
+        assert (net(only_a1)["policy"].argmax(-1) == 0).all()  # the mask given, not recomputed
+
+
+@pytest.mark.parametrize("group", sorted(SYMMETRY_GROUPS))
+def test_augment_moves_the_legal_mask_and_policy_with_the_board(group):
+    s = _states(64, seed=5)
+    b = from_states(s, legal=torch.from_numpy(s.legal_actions()))
+    b["policy"] = b["legal"].float() / b["legal"].sum(-1, keepdim=True).clamp(min=1)
+    aug = augment(b, SYMMETRY_GROUPS[group], torch.Generator().manual_seed(1))
+    assert torch.equal(aug["legal"], legal_mask(aug["player"], aug["opponent"]))
+    assert torch.equal(aug["policy"] > 0, aug["legal"])
+
+
+def _slow_policy_loss(logits, target, eps):
+    """Per sample, in Python floats: cross-entropy over the legal squares only."""
+    total = 0.0
+    for row, t in zip(logits.tolist(), target):
+        legal = [i for i, x in enumerate(row) if x > -1e30]
+        lse = math.log(sum(math.exp(row[i]) for i in legal))
+        dist = [0.0] * 64
+        if isinstance(t, int):
+            dist[t] = 1.0
+        else:
+            dist = list(t)
+        dist = [(1 - eps) * d + (eps / len(legal) if i in legal else 0.0) for i, d in enumerate(dist)]
+        total += -sum(dist[i] * (row[i] - lse) for i in legal)
+    return total / len(target)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_policy_loss_against_a_slow_reference(eps):
+    g = torch.Generator().manual_seed(0)
+    legal = torch.rand(16, 64, generator=g) < 0.2
+    legal[:, 7] = True
+    logits = masked(torch.randn(16, 64, generator=g), legal)
+    moves = torch.stack([torch.multinomial(row.float(), 1, generator=g)[0] for row in legal])
+    dist = torch.rand(16, 64, generator=g) * legal
+    dist = dist / dist.sum(-1, keepdim=True)
+    assert policy_loss(logits, moves, eps).item() == pytest.approx(_slow_policy_loss(logits, moves.tolist(), eps), rel=1e-5)
+    assert policy_loss(logits, dist, eps).item() == pytest.approx(_slow_policy_loss(logits, dist.tolist(), eps), rel=1e-5)
+    if eps == 0:  # the supervised loss is still torch's cross-entropy
+        assert policy_loss(logits, moves).item() == pytest.approx(F.cross_entropy(logits, moves).item(), rel=1e-6)
+    else:  # regression: smoothing over all 64 squares put weight on the masked logits (a loss of ~1e36)
+        assert F.cross_entropy(logits, moves, label_smoothing=eps).item() > 1e30
+        assert policy_loss(logits, moves, eps).item() < 10
+
+
+def test_move_losses_weigh_the_value_and_match_the_old_self_play_formula():
+    torch.manual_seed(0)
+    net = build_network(NetConfig("resnet", blocks=1, width=4, value_head=True))
+    s = _states(8)
+    b = from_states(s)
+    legal = legal_mask(b["player"], b["opponent"]).float()
+    target, outcome = legal / legal.sum(-1, keepdim=True).clamp(min=1), torch.tensor([1., -1, 0, 1, 1, -1, 0, 0])
+    out = net(b)
+    parts = move_losses(out, target, outcome, value_weight=0.5)
+    old_policy = -(target * torch.log_softmax(out["policy"].float(), -1)).sum(-1).mean()
+    assert parts["policy_loss"].item() == pytest.approx(old_policy.item(), rel=1e-6)
+    assert parts["value_loss"].item() == pytest.approx(((out["value"] - outcome) ** 2).mean().item(), rel=1e-6)
+    assert parts["loss"].item() == pytest.approx(parts["policy_loss"].item() + 0.5 * parts["value_loss"].item(), rel=1e-6)
+    assert value_loss(out["value"], outcome).item() == pytest.approx(parts["value_loss"].item())
+    assert l2_penalty(net).item() == pytest.approx(sum((p ** 2).sum().item() for n, p in net.named_parameters()
+                                                        if "weight" in n and p.ndim > 1), rel=1e-5)
+    assert "value_loss" not in move_losses({"policy": out["policy"]}, target, outcome, value_weight=1.0)
+
+
+def test_net_config_reads_only_its_own_keys():
+    assert NetConfig.from_dict({"arch": "resnet", "blocks": 2}) == NetConfig("resnet", blocks=2)
+    with pytest.raises(ValueError, match="unknown network setting.*dpeth"):
+        NetConfig.from_dict({"dpeth": 3})
+    with pytest.raises(ValueError, match="lr"):
+        NetConfig.from_dict({"depth": 3, "lr": 0.1})  # training keys only through from_hparams
+    old = {"arch": "reference", "depth": 3, "width": 8, "lr": 0.1, "weight_decay": 0.0, "scheduler": "none",
+           "value_weight": 0.5, "label_smoothing": 0.0}
+    assert NetConfig.from_hparams(old) == NetConfig(depth=3, width=8)
+    with pytest.raises(ValueError, match="unknown network setting.*batch_size"):
+        NetConfig.from_hparams({**old, "batch_size": 64})
+    with pytest.raises(TypeError):
+        build_network({"arch": "reference"})
+    assert build_network(NetConfig(depth=1, width=4)).config == NetConfig(depth=1, width=4)
+
+
+def test_exported_networks_round_trip_and_old_exports_load(tmp_path):
+    torch.manual_seed(0)
+    net = build_network(NetConfig("resnet", blocks=1, width=4, value_head=True))
+    save_network(net, tmp_path / "n.pt", metrics={"acc": 0.5})
+    stored = torch.load(tmp_path / "n.pt", weights_only=True)
+    assert stored["config"] == net.config.to_dict() and stored["metrics"] == {"acc": 0.5}
+    back = load_network(tmp_path / "n.pt")
+    assert back.config == net.config and not back.training
+    assert all(torch.equal(v, back.state_dict()[k]) for k, v in net.state_dict().items())
+    # the format before NetConfig: flat "hparams", maybe with training keys, missing defaults
+    save_checkpoint_file({"hparams": {"arch": "resnet", "blocks": 1, "width": 4, "value_head": True, "lr": 1e-3},
+                          "state_dict": net.state_dict()}, tmp_path / "old.pt")
+    assert load_network(tmp_path / "old.pt").config == net.config
+    save_checkpoint_file({"config": {**net.config.to_dict(), "colour": 1}, "state_dict": net.state_dict()},
+                         tmp_path / "bad.pt")
+    with pytest.raises(UserError, match="bad.pt: unknown network setting.*colour"):
+        load_network(tmp_path / "bad.pt")
+
+
+def test_load_network_sends_training_checkpoints_to_train(tmp_path):
+    from train.evaluate import load_any_network
+    from train.module import MovePredictor
+
+    model = MovePredictor(NetConfig(depth=1, width=4))
+    ckpt = {"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(), "loops": {}}
+    save_checkpoint_file(ckpt, tmp_path / "run.ckpt")
+    with pytest.raises(UserError, match="run.ckpt: a Lightning training checkpoint.*export it first"):
+        load_network(tmp_path / "run.ckpt")
+    net = load_any_network(tmp_path / "run.ckpt")  # evaluate.py still reads them, through train/
+    assert net.config == NetConfig(depth=1, width=4)
+    assert all(torch.equal(v, model.net.state_dict()[k]) for k, v in net.state_dict().items())
