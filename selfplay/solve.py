@@ -1,0 +1,147 @@
+"""Ask a player about every position of an OBF file, like Edax's ``-solve``.
+
+    python selfplay/solve.py problems.obf --player policy:checkpoints/cpu_rl_warm_long.pt
+    python -m selfplay.solve problems.obf --player alphabeta:4 --json answers.json
+
+One line per position: its number in the file, the side to move, the move the
+player chooses (``PA`` when the side to move must pass, ``game over`` when
+neither side can move). Network players add the policy's probability of that
+move, the value head's evaluation and the policy's top three moves; the
+evaluation is in discs from the side to move's view, the same figure the
+NBoard engine reports (``selfplay.nboard.Analyst`` computes both), as is
+alpha-beta's search value. All positions go to the player in one ``select``
+call, so a network sees them as one batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from othello import bitboard as bb  # noqa: E402
+from othello.files import UserError, atomic_write, run_main  # noqa: E402
+from othello.formats import FormatError, ObfPosition, parse_obf  # noqa: E402
+from othello.game import Position  # noqa: E402
+from othello.notation import PASS, square_name  # noqa: E402
+from selfplay.nboard import Analyst  # noqa: E402
+from selfplay.players import Player  # noqa: E402
+from selfplay.registry import make_player  # noqa: E402
+
+TOP = 3
+
+
+def read_obf(path: Path) -> list[ObfPosition]:
+    """The file's positions, or one UserError naming the file and the bad line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not a text (UTF-8) file: {e.reason} at byte {e.start}") from None
+    try:
+        return parse_obf(text, str(path))
+    except FormatError as e:
+        raise UserError(str(e)) from None
+
+
+def _move_name(sq: int) -> str:
+    return "PA" if sq == PASS else square_name(sq)
+
+
+def solve(player: Player, positions: list[Position], seed: int = 0) -> list[dict]:
+    """One record per position (``number`` counts from 1, in file order).
+
+    Positions where the side to move has a move are sent to the player in one
+    batch; forced passes and finished games are answered without asking it."""
+    analyst = Analyst(player, seed)
+    n = len(positions)
+    movable = [i for i, pos in enumerate(positions) if pos.legal_moves()]
+    chosen = np.full(n, PASS, dtype=np.int64)
+    if movable:
+        p = np.array([positions[i].player for i in movable], dtype=np.uint64)
+        o = np.array([positions[i].opponent for i in movable], dtype=np.uint64)
+        btm = np.array([positions[i].black_to_move for i in movable], dtype=bool)
+        extra = {"history": np.full((len(movable), 4), -1, dtype=np.int64)} \
+            if getattr(player, "uses_history", False) else {}
+        sq = player.select(p, o, btm, analyst.rng, **extra)
+        if hasattr(sq, "detach"):
+            sq = sq.detach().cpu().numpy()
+        chosen[movable] = np.asarray(sq, dtype=np.int64).reshape(-1)
+
+    probs = values = None
+    if analyst.net is not None and n:
+        # No game history in OBF: the history planes are empty, as at a set-up position.
+        probs, values = analyst._net_out(positions, np.full((n, 4), -1, dtype=np.int64))
+
+    records = []
+    for i, pos in enumerate(positions):
+        rec = {"number": i + 1, "to_move": "black" if pos.black_to_move else "white"}
+        records.append(rec)
+        legal = pos.legal_moves()
+        if not legal and pos.is_over():
+            d = int(bb.final_disc_difference(np.array([pos.player], np.uint64),
+                                             np.array([pos.opponent], np.uint64))[0])
+            rec.update(game_over=True, move=None, final_disc_difference=d)
+            continue
+        sq = int(chosen[i])
+        if sq != PASS and sq not in legal:
+            raise RuntimeError(f"player {player.name!r} chose {sq} at position {i + 1}, not a legal move")
+        rec.update(game_over=False, move=_move_name(sq))
+        if probs is not None:
+            rec["probability"] = None if sq == PASS else float(probs[i, sq])
+            rec["eval"] = None if values is None else 64.0 * float(values[i])
+            ranked = sorted(legal, key=lambda s: -probs[i, s])[:TOP]
+            rec["top"] = [{"move": square_name(s), "probability": float(probs[i, s])} for s in ranked]
+        elif sq != PASS:  # alpha-beta's search value; None for players without one
+            rec["eval"] = analyst.root_eval(pos, [])
+    return records
+
+
+def format_record(rec: dict) -> str:
+    head = f"{rec['number']:4d}  {rec['to_move']:<5}"
+    if rec["game_over"]:
+        return f"{head}  game over (final disc difference {rec['final_disc_difference']:+d} for {rec['to_move']})"
+    line = f"{head}  {rec['move']:<2}"
+    if rec.get("probability") is not None:
+        line += f"  p={rec['probability']:.3f}"
+    if rec.get("eval") is not None:
+        line += f"  eval={rec['eval']:+.2f}"
+    if rec.get("top"):
+        line += "  top: " + ", ".join(f"{t['move']} {t['probability']:.3f}" for t in rec["top"])
+    return line
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("positions", type=Path, help="OBF file: one position a line ('<64 of X/O/-> X;')")
+    parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the answers here as a list of records")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks")
+    args = parser.parse_args(argv)
+    if args.json is not None and args.json.is_dir():
+        raise UserError(f"--json {args.json}: is a folder; give a file name")
+    obf = read_obf(args.positions)  # a bad file costs nothing: read before loading any network
+    try:
+        player = make_player(args.player)
+    except (ValueError, OSError) as e:
+        raise UserError(f"--player {args.player}: {e}") from None
+    player.reset()
+    try:
+        records = solve(player, [x.position for x in obf], seed=args.seed)
+    finally:
+        if hasattr(player, "close"):  # an external engine's process ends with the command
+            player.close()
+    for rec in records:
+        print(format_record(rec))
+    if args.json is not None:
+        atomic_write(args.json, json.dumps(records, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

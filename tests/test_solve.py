@@ -1,0 +1,172 @@
+"""selfplay/solve.py (a player's answers for each OBF position) checked against
+the players asked one position at a time, and the arena closing external
+engines at the end of every match (selfplay.arena.play_match)."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from othello.files import run_main
+from othello.formats import format_obf
+from othello.game import Position
+from othello.notation import square_name
+from selfplay import external
+from selfplay.arena import close_players, play_match
+from selfplay.registry import make_player
+from selfplay.solve import main, solve
+
+REPO = Path(__file__).resolve().parents[1]
+CKPT = REPO / "checkpoints" / "cpu_rl_warm_long.pt"
+FAKE = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"
+
+# Black to move with no move (a1 white, b1 black), white can answer c1: a forced pass.
+PASS_POS = Position(player=1 << 1, opponent=1 << 0, black_to_move=True)
+# White (to move) has a1, b1 is empty, black has the rest: nobody can move.
+OVER_POS = Position(player=1, opponent=((1 << 64) - 1) ^ 0b11, black_to_move=False)
+
+
+def positions():
+    """Openings of a few plies (both colours to move), a forced pass, a finished game."""
+    out = [Position.from_transcript(t) for t in ("", "f5", "f5d6", "f5d6c3d3c4", "e6f4e3f6d3")]
+    return out + [PASS_POS, OVER_POS]
+
+
+@pytest.fixture(scope="module")
+def network_player():
+    return make_player(f"policy:{CKPT}")
+
+
+def write_obf(path: Path, poss) -> Path:
+    path.write_text("% test positions\n" + "".join(format_obf(p, "a comment") + "\n" for p in poss))
+    return path
+
+
+def one_by_one(player, pos):
+    extra = {"history": np.full((1, 4), -1, np.int64)} if getattr(player, "uses_history", False) else {}
+    sq = player.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
+                       np.array([pos.black_to_move]), np.random.default_rng(0), **extra)
+    return int(np.asarray(sq).reshape(-1)[0])
+
+
+def test_alphabeta_answers_match_the_player_asked_one_at_a_time():
+    player = make_player("alphabeta:1")
+    poss = positions()
+    recs = solve(player, poss)
+    assert [r["number"] for r in recs] == list(range(1, len(poss) + 1))
+    for pos, rec in zip(poss[:5], recs):
+        assert rec["to_move"] == ("black" if pos.black_to_move else "white")
+        assert rec["move"] == square_name(one_by_one(player, pos))
+        v, _ = player.search(pos.player, pos.opponent)
+        assert rec["eval"] == pytest.approx(v / 100.0)  # heuristic scale: far from the end
+    assert recs[5]["move"] == "PA" and not recs[5]["game_over"]
+    assert recs[6]["game_over"] and recs[6]["move"] is None
+    assert OVER_POS.is_over()
+    assert recs[6]["final_disc_difference"] == -62  # white's view: 1 disc to black's 62 and the empty
+
+
+def test_network_answers_match_a_forward_pass_per_position(network_player):
+    poss = positions()
+    recs = solve(network_player, poss)
+    net = network_player.net
+    from models.batch import from_arrays
+
+    for pos, rec in zip(poss[:5], recs):
+        with torch.inference_mode():
+            out = net(from_arrays(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
+                                  np.array([pos.black_to_move]), np.full((1, 4), -1, np.int64), "cpu"))
+        probs = torch.softmax(out["policy"].float(), -1)[0].numpy()
+        legal = pos.legal_moves()
+        best = max(legal, key=lambda s: probs[s])
+        assert rec["move"] == square_name(one_by_one(network_player, pos)) == square_name(best)
+        assert rec["probability"] == pytest.approx(float(probs[best]), abs=1e-5)
+        assert rec["eval"] == pytest.approx(64.0 * float(out["value"][0]), abs=1e-3)
+        top = sorted(legal, key=lambda s: -probs[s])[:3]
+        assert [t["move"] for t in rec["top"]] == [square_name(s) for s in top]
+        assert rec["top"][0]["move"] == rec["move"]
+    assert recs[5]["move"] == "PA" and recs[5]["probability"] is None and recs[5]["eval"] is not None
+    assert recs[6]["game_over"]
+
+
+def test_all_positions_go_to_the_player_in_one_call():
+    player = make_player("alphabeta:1")
+    calls = []
+    select = player.select
+    player.select = lambda p, *a, **k: calls.append(len(p)) or select(p, *a, **k)
+    solve(player, positions())
+    assert calls == [5]  # the forced pass and the finished game are not the player's to answer
+
+
+def test_command_prints_one_line_per_position_and_writes_json(tmp_path, capsys):
+    obf = write_obf(tmp_path / "p.obf", positions())
+    out = tmp_path / "answers.json"
+    assert run_main(main, [str(obf), "--player", "alphabeta:1", "--json", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(positions())
+    assert lines[0].split()[:3] == ["1", "black", json.loads(out.read_text())[0]["move"]]
+    assert "PA" in lines[5].split() and "game over" in lines[6]
+    assert [r["number"] for r in json.loads(out.read_text())] == list(range(1, 8))
+
+
+def test_malformed_line_is_one_error_naming_file_and_line(tmp_path, capsys):
+    obf = write_obf(tmp_path / "p.obf", positions()[:2])
+    with obf.open("a") as f:
+        f.write("XO-- X;\n")
+    out = tmp_path / "answers.json"
+    assert run_main(main, [str(obf), "--player", "alphabeta:1", "--json", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{obf} line 4" in err
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------
+# The arena closes every player with a close() when a match ends
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """Every engine process started during the test."""
+    procs = []
+    start = external.EngineProcess.start
+
+    def spy(self):
+        start(self)
+        procs.append(self.proc)
+
+    monkeypatch.setattr(external.EngineProcess, "start", spy)
+    return procs
+
+
+def test_match_closes_engine_processes(started):
+    gtp = make_player(f"gtp:timeout=20:{FAKE}")
+    play_match(gtp, make_player("random"), games=2, seed=1, progress=False)
+    assert started and all(p.poll() is not None for p in started)
+    assert not gtp.engine.running
+
+
+def test_match_that_fails_still_closes_engine_processes(started):
+    bad = make_player(f"gtp:timeout=20:{FAKE} --illegal")
+    with pytest.raises(external.EngineError, match="illegal"):
+        play_match(bad, make_player("random"), games=2, seed=1, progress=False)
+    assert started and all(p.poll() is not None for p in started)
+
+
+def test_close_players_closes_each_once_and_all_despite_a_failure():
+    closed = []
+
+    class Closable:
+        def __init__(self, name, fail=False):
+            self.name, self.fail = name, fail
+
+        def close(self):
+            closed.append(self.name)
+            if self.fail:
+                raise RuntimeError(f"{self.name} failed")
+
+    a, b = Closable("a", fail=True), Closable("b")
+    with pytest.raises(RuntimeError, match="a failed"):
+        close_players(a, b, a, object())
+    assert closed == ["a", "b"]
