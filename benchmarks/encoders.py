@@ -27,7 +27,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from models.encoders import ENCODERS  # noqa: E402
-from othello import bitboard as bb  # noqa: E402
+from othello.notation import PASS  # noqa: E402
+from othello.states import States  # noqa: E402
 
 BATCH_SIZES = (1, 256, 4096)
 
@@ -46,28 +47,16 @@ def wthor_positions(wthor_dir: Path | None, year: int):
 
 def random_game_positions(n_games: int, seed: int = 0):
     """Every position with a move to play of ``n_games`` random games, played
-    side by side with the batched engine."""
+    side by side with ``othello.States`` (finished games drop out)."""
     rng = np.random.default_rng(seed)
-    p = np.full(n_games, bb.BLACK_START, dtype=np.uint64)
-    o = np.full(n_games, bb.WHITE_START, dtype=np.uint64)
-    black = np.ones(n_games, dtype=bool)
-    hist = np.full((n_games, 4), -1, dtype=np.int64)
+    s = States.initial(n_games)
     out = []
-    for _ in range(130):
-        legal = bb.legal_moves(p, o)
-        bits = np.unpackbits(legal.view(np.uint8).reshape(-1, 8), axis=-1, bitorder="little")
-        live = ~bb.is_terminal(p, o)
-        if not live.any():
-            break
-        has = bits.any(1)
-        keep = live & has
-        out.append((p[keep], o[keep], hist[keep], black[keep]))
-        sq = np.argmax(bits * rng.random(bits.shape), axis=1)
-        move = np.where(has, np.uint64(1) << sq.astype(np.uint64), np.uint64(0))
-        np_, no = bb.play(p, o, move)
-        p, o = np.where(live, np_, p), np.where(live, no, o)
-        hist = np.where(live[:, None], np.concatenate([np.where(has, sq, 64)[:, None], hist[:, :3]], 1), hist)
-        black = np.where(live, ~black, black)
+    while len(s):
+        s = s[~s.is_over()]
+        legal = s.legal_actions()
+        has = legal[:, :PASS].any(1)
+        out.append((s.player[has], s.opponent[has], s.history[has], s.black_to_move[has]))
+        s = s.step(np.argmax(legal * rng.random(legal.shape), axis=1), check=False)  # PASS where it is all there is
     return tuple(np.concatenate(x) for x in zip(*out))
 
 

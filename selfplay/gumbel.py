@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import tree as T
 from .mcts import ACTIONS, BatchedMCTS, Evaluator, MCTSConfig
 
 LOW_LOGIT = -1e9  # floor of g + logits + sigma, so a zero prior still ranks among the considered
@@ -106,22 +107,23 @@ class GumbelMCTS(BatchedMCTS):
         else:
             self.gumbel[games] = 0.0
         # Gumbel-top-k: the k root actions of highest g + logits, sampled without replacement.
-        legal, logits, _, _ = self._stats(games, torch.zeros_like(games))
+        legal, logits, _, _ = self._stats(games, torch.full_like(games, T.ROOT))
         k = legal.sum(1).clamp(max=self.k)
         self.remaining[games] = _top(self.gumbel[games] + logits, legal, k)
         for _ in range(self.cfg.simulations):
-            self._simulate(games)
+            T.simulate(self.tree, self.ev, games, self._select)
 
     def _stats(self, g: torch.Tensor, node: torch.Tensor, ch: torch.Tensor | None = None):
         """Per child of (g, node): legal mask, prior logits, visit counts and
         sigma(completed Q), from the node's side to move's view."""
+        tree = self.tree
         if ch is None:
-            ch = self.children[g, node]
-        legal = self.legal[g, node]
+            ch = tree.children[g, node]
+        legal = tree.legal[g, node]
         ch0 = ch.clamp(min=0)
-        n = torch.where(ch >= 0, self.visits[g[:, None], ch0], 0.0).double()
-        q = torch.where(n > 0, self.value_sum[g[:, None], ch0].double() / n.clamp(min=1), 0.0)
-        logits = torch.where(legal, self.prior[g, node].double().clamp_min(1e-30).log(), -math.inf)
+        n = torch.where(ch != T.UNEXPANDED, tree.visits[g[:, None], ch0], 0.0).double()
+        q = torch.where(n > 0, tree.value_sum[g[:, None], ch0].double() / n.clamp(min=1), 0.0)
+        logits = torch.where(legal, tree.prior[g, node].double().clamp_min(1e-30).log(), -math.inf)
         probs = torch.softmax(logits, 1)
         visited = n > 0
         total = n.sum(1)
@@ -129,7 +131,7 @@ class GumbelMCTS(BatchedMCTS):
         p = probs.clamp_min(torch.finfo(torch.float64).tiny)
         mass = torch.where(visited, p, 0.0).sum(1)
         weighted_q = torch.where(visited, p * q, 0.0).sum(1) / torch.where(total > 0, mass, 1.0)
-        mixed = (self.raw_value[g, node].double() + total * weighted_q) / (total + 1)
+        mixed = (tree.raw_value[g, node].double() + total * weighted_q) / (total + 1)
         completed = torch.where(visited, q, mixed[:, None])
         lo = completed.masked_fill(~legal, math.inf).min(1, keepdim=True).values
         hi = completed.masked_fill(~legal, -math.inf).max(1, keepdim=True).values
@@ -158,16 +160,23 @@ class GumbelMCTS(BatchedMCTS):
     # --------------------------------------------------------------- results
     def improved_policy(self, games: torch.Tensor) -> torch.Tensor:
         """[n, 65] the root's improved policy softmax(logits + sigma(completed Q)): the policy target."""
-        legal, logits, n, sigma = self._stats(games, torch.zeros_like(games))
+        legal, logits, n, sigma = self._stats(games, torch.full_like(games, T.ROOT))
         return torch.softmax(logits + sigma, 1).float()
 
     def chosen_action(self, games: torch.Tensor) -> torch.Tensor:
         """The sequential-halving winner: among the most visited root actions,
         the highest g + logits + sigma (with zero noise: the search's argmax)."""
-        legal, logits, n, sigma = self._stats(games, torch.zeros_like(games))
+        legal, logits, n, sigma = self._stats(games, torch.full_like(games, T.ROOT))
         score = (self.gumbel[games] + logits + sigma).clamp_min(LOW_LOGIT)
         most = n == n.max(1, keepdim=True).values
         return score.masked_fill(~most | ~legal, -math.inf).argmax(1)
+
+    def choose_action(self, games: torch.Tensor, sample: torch.Tensor | None = None, generator=None,
+                      tiebreak: torch.Tensor | None = None) -> torch.Tensor:
+        """The move to play: the sequential-halving winner. ``sample``,
+        ``generator`` and ``tiebreak`` do not apply: the root's Gumbel noise
+        (``search(noise=True)`` or its ``gumbel``) already samples the move."""
+        return self.chosen_action(games)
 
 
 def _top(score: torch.Tensor, allowed: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

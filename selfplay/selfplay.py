@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from othello import bitboard as bb
 from othello.notation import PASS, format_transcript
+from othello.states import States
 
-from .gumbel import GumbelConfig, make_search
+from .gumbel import GumbelMCTS, make_search
 from .mcts import Evaluator, MCTSConfig
+from .tree import put
 
 
 @dataclass
@@ -87,17 +88,6 @@ class SelfPlayGames:
         return format_transcript([m for m in self.game_moves(i) if m != PASS])
 
 
-def _choose(visits: torch.Tensor, sample: torch.Tensor, generator) -> torch.Tensor:
-    """Per game: a move drawn in proportion to visits (temperature 1) where
-    ``sample``, else the most visited (ties to the lowest square)."""
-    greedy = visits.argmax(1)
-    if not sample.any():
-        return greedy
-    drawn = torch.multinomial(visits.clamp(min=0) + 1e-12 * (visits.sum(1, keepdim=True) == 0), 1,
-                              generator=generator).squeeze(1)
-    return torch.where(sample, drawn, greedy)
-
-
 @torch.inference_mode()
 def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig(), cfg: SelfPlayConfig = SelfPlayConfig(),
                seed: int = 0, progress: bool = True) -> SelfPlayGames:
@@ -111,10 +101,7 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
     gen = torch.Generator(device=dev).manual_seed(seed)
     rng = np.random.default_rng(seed)
     B = n_games
-    player = torch.full((B,), bb._signed(bb.BLACK_START), dtype=torch.long, device=dev)
-    opponent = torch.full((B,), bb._signed(bb.WHITE_START), dtype=torch.long, device=dev)
-    history = torch.full((B, 4), -1, dtype=torch.long, device=dev)
-    black = torch.ones(B, dtype=torch.bool, device=dev)
+    state = States.initial(B, like=torch.zeros(0, dtype=torch.long, device=dev))
     plies = torch.zeros(B, dtype=torch.long, device=dev)
     moves_played = torch.zeros(B, dtype=torch.long, device=dev)
     # Two passes in a row end a game, so it lasts at most 60 moves + 61 passes.
@@ -127,10 +114,8 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
     if cfg.resign_threshold is None:
         no_resign[:] = True
 
-    gumbel = isinstance(mcts, GumbelConfig)
-    tree = make_search(evaluator, B, mcts, generator=gen)
-    all_games = torch.arange(B, device=dev)
-    tree.set_roots(all_games, player, opponent, history, black)
+    search = make_search(evaluator, B, mcts, generator=gen)
+    search.set_roots(torch.arange(B, device=dev), state)
     records: list[tuple] = []
 
     from tqdm.auto import tqdm
@@ -138,53 +123,48 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
     bar = tqdm(total=B, disable=not progress, desc="self-play", unit="game", file=sys.stderr, leave=False)
     while not done.all():
         live = (~done).nonzero().squeeze(1)
-        legal = bb.legal_moves(player[live], opponent[live])
-        # Games over: neither side can move.
-        over = (legal == 0) & (bb.legal_moves(opponent[live], player[live]) == 0)
+        now = state[live]
+        over = now.is_over()
         if over.any():
             g = live[over]
-            d = bb.final_disc_difference(player[g], opponent[g])
-            d_black = torch.where(black[g], d, -d)
+            d_black = now.outcome()[over]
             disc[g], winner[g], done[g] = d_black, torch.sign(d_black), True
             bar.update(int(g.numel()))
-            live, legal = live[~over], legal[~over]
+            live, now = live[~over], now[~over]
         if live.numel() == 0:
             break
-        passing = live[legal == 0]
-        movers = live[legal != 0]
+        has_move = now.legal_squares() != 0
+        movers = live[has_move]  # the others must pass: nothing to search or record
         action = torch.full((B,), PASS, dtype=torch.long, device=dev)
         if movers.numel():
-            tree.search(movers, noise=True)
-            visits = tree.root_visits(movers)[:, :64]
-            value = tree.root_value(movers)
+            search.search(movers, noise=True)
+            value = search.root_value(movers)
             quit_ = (~no_resign[movers]) & (value < (cfg.resign_threshold if cfg.resign_threshold is not None else -2))
-            if gumbel:
-                action[movers] = tree.chosen_action(movers)
-                pi = tree.improved_policy(movers)[:, :64]
+            # PUCT samples by visits for the first plies; Gumbel plays its winner (its noise samples).
+            action[movers] = search.choose_action(movers, sample=plies[movers] < cfg.temperature_plies)
+            if isinstance(search, GumbelMCTS):
+                pi = search.improved_policy(movers)[:, :64]
             else:
-                sample = plies[movers] < cfg.temperature_plies
-                action[movers] = _choose(visits, sample, gen)
+                visits = search.root_visits(movers)[:, :64]
                 pi = visits / visits.sum(1, keepdim=True).clamp(min=1)
-            records.append((movers.cpu(), player[movers].cpu(), opponent[movers].cpu(), history[movers].cpu(),
-                            black[movers].cpu(), pi.half().cpu(), moves_played[movers].cpu(), value.half().cpu()))
+            s = now[has_move]
+            records.append((movers.cpu(), s.player.cpu(), s.opponent.cpu(), s.history.cpu(),
+                            s.black_to_move.cpu(), pi.half().cpu(), moves_played[movers].cpu(), value.half().cpu()))
             if quit_.any():
                 g = movers[quit_]
-                winner[g] = torch.where(black[g], -1, 1)  # the side to move gives up
+                winner[g] = torch.where(state.black_to_move[g], -1, 1)  # the side to move gives up
                 resigned[g], done[g] = True, True
                 bar.update(int(g.numel()))
-        # Apply the moves (and forced passes) of the games still going.
+        # Play the moves (and forced passes) of the games still going.
         go = live[~done[live]]
         a = action[go]
-        mv = torch.where(a < 64, torch.ones_like(a) << a.clamp(max=63), torch.zeros_like(a))
-        player[go], opponent[go] = bb.play(player[go], opponent[go], mv)
-        history[go] = torch.cat([a[:, None], history[go, :3]], 1)
+        put(state, go, state[go].step(a, check=False))  # searched moves and forced passes are legal
         move_log[go, plies[go]] = a.to(torch.int8)
-        black[go] = ~black[go]
         plies[go] += 1
-        moves_played[go] += (a < 64).long()
-        fresh = tree.advance(go, a)
+        moves_played[go] += (a < PASS).long()
+        fresh = search.advance(go, a)
         need = go[fresh]
-        tree.set_roots(need, player[need], opponent[need], history[need], black[need])
+        search.set_roots(need, state[need])
     bar.close()
 
     g, p, o, h, b, pi, ply, v = (torch.cat(x) for x in zip(*records)) if records else (torch.zeros(0),) * 8

@@ -14,7 +14,7 @@ from othello.files import UserError
 from othello import bitboard as bb
 from selfplay.gumbel import GumbelConfig, GumbelMCTS, halving_schedule, make_search
 from selfplay.mcts import PASS, BatchedMCTS, Evaluator, MCTSConfig
-from test_mcts import FakeNet, Node, _positions
+from test_mcts import FakeNet, Node, _positions, _states
 
 C_VISIT, C_SCALE = 50.0, 0.1
 
@@ -111,9 +111,7 @@ def ev():
 
 def _roots(tree, positions):
     g = torch.arange(len(positions))
-    tree.set_roots(g, torch.tensor([bb._signed(p) for p, *_ in positions]),
-                   torch.tensor([bb._signed(o) for _, o, *_ in positions]),
-                   torch.tensor([h for *_, h, _ in positions]), torch.tensor([b for *_, b in positions]))
+    tree.set_roots(g, _states(positions))
     return g
 
 

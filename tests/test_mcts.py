@@ -9,6 +9,7 @@ import torch
 
 import reference_engine as ref
 from othello import bitboard as bb
+from othello.states import States
 from selfplay.mcts import PASS, BatchedMCTS, Evaluator, MCTSConfig
 from models.fastpath import BF16, FP32
 from models.nets import masked
@@ -101,12 +102,17 @@ def _positions(n, seed, min_ply=0, max_ply=50):
     return out
 
 
+def _states(positions):
+    """torch ``States`` of (player, opponent, history, black_to_move) tuples."""
+    return States(torch.tensor([bb._signed(p) for p, *_ in positions]), torch.tensor([bb._signed(o) for _, o, *_ in positions]),
+                  torch.tensor([b for *_, b in positions]), torch.tensor([h for *_, h, _ in positions]))
+
+
 def _tree(ev, positions, sims, reuse=False):
     cfg = MCTSConfig(simulations=sims, dirichlet_weight=0.0, reuse_tree=reuse)
     t = BatchedMCTS(ev, len(positions), cfg)
     g = torch.arange(len(positions))
-    t.set_roots(g, torch.tensor([bb._signed(p) for p, *_ in positions]), torch.tensor([bb._signed(o) for _, o, *_ in positions]),
-                torch.tensor([h for *_, h, _ in positions]), torch.tensor([b for *_, b in positions]))
+    t.set_roots(g, _states(positions))
     return t, g
 
 
@@ -197,10 +203,83 @@ def test_forced_pass_and_noise(ev):
     cfg = MCTSConfig(simulations=1, dirichlet_weight=0.25)
     t = BatchedMCTS(ev, 8, cfg, generator=torch.Generator().manual_seed(0))
     g = torch.arange(8)
-    t.set_roots(g, torch.tensor([bb._signed(x[0]) for x in positions]), torch.tensor([bb._signed(x[1]) for x in positions]),
-                torch.full((8, 4), -1), torch.tensor([x[3] for x in positions]))
-    before = t.prior[g, 0].clone()
+    t.set_roots(g, _states([(p, o, [-1] * 4, b) for p, o, _, b in positions]))
+    before = t.tree.prior[g, 0].clone()
     t._add_noise(g)
-    after = t.prior[g, 0]
+    after = t.tree.prior[g, 0]
     assert torch.allclose(after.sum(1), torch.ones(8), atol=1e-5)
-    assert (after[~t.legal[g, 0]] == 0).all() and not torch.allclose(before, after)
+    assert (after[~t.tree.legal[g, 0]] == 0).all() and not torch.allclose(before, after)
+
+
+def _check_tree(tree, games):
+    """Every node of the trees of ``games`` is its parent's state stepped by the
+    action that links them, with that state's legal actions; nodes past
+    ``size`` are free; a node's visits are its children's plus the visits
+    that ended at it (at most one when it is not terminal: its expansion)."""
+    from selfplay import tree as T
+
+    for b in games.tolist():
+        size = int(tree.size[b])
+        assert int(tree.parent[b, T.ROOT]) == T.NO_PARENT
+        assert (tree.children[b, size:] == T.UNEXPANDED).all() and (tree.visits[b, size:] == 0).all()
+        for x in range(size):
+            s = tree.state[b:b + 1, x]
+            assert torch.equal(tree.legal[b, x], s.legal_actions()[0])
+            assert bool(tree.terminal[b, x]) == bool(s.is_over()[0])
+            kids = tree.children[b, x]
+            for a in (kids != T.UNEXPANDED).nonzero().flatten().tolist():
+                c = int(kids[a])
+                assert int(tree.parent[b, c]) == x and bool(tree.legal[b, x, a])
+                want = s.step(torch.tensor([a]))
+                got = tree.state[b:b + 1, c]
+                for f in ("player", "opponent", "black_to_move", "history"):
+                    assert torch.equal(getattr(got, f), getattr(want, f)), (b, x, a, f)
+            through = float(tree.visits[b, x]) - float(tree.visits[b, kids[kids >= 0]].sum())
+            assert through >= 0 and (tree.terminal[b, x] or through <= 1 or x == T.ROOT and through == 0)
+
+
+def test_tree_nodes_are_their_parents_stepped(ev):
+    """The tree's structure, against ``States.step`` node by node, before and after reuse."""
+    positions = _positions(3, seed=12, min_ply=40, max_ply=58)
+    t, g = _tree(ev, positions, sims=24, reuse=True)
+    t.search(g, noise=False)
+    _check_tree(t.tree, g)
+    t.advance(g, t.choose_action(g))
+    _check_tree(t.tree, g)
+
+
+def test_evaluator_gets_the_trees_legal_mask(ev):
+    """The mask is computed once per leaf (``States.legal_actions``) and handed over."""
+    seen = []
+
+    def spy(p, o, h, b, legal=None):
+        seen.append(legal is not None and torch.equal(legal, States(p, o, b, h).legal_actions()))
+        return ev(p, o, h, b, legal)
+
+    spy.device = ev.device
+    t = BatchedMCTS(spy, 2, MCTSConfig(simulations=5, dirichlet_weight=0.0))
+    g = torch.arange(2)
+    t.set_roots(g, _states(_positions(2, seed=6)))
+    t.search(g, noise=False)
+    assert len(seen) == 6 and all(seen)
+
+
+def test_choose_action():
+    from selfplay.tree import choose
+
+    visits = torch.zeros(4, 65)
+    visits[0, [3, 9]] = 40.0  # a tie: the tiebreak decides, however small
+    visits[1, [3, 9]] = torch.tensor([40.0, 39.0])
+    visits[2, PASS] = 7.0  # only the pass was searched
+    visits[3, 20] = 1.0
+    tiebreak = torch.zeros(4, 64)
+    tiebreak[:, 9] = 1e-9
+    assert choose(visits, tiebreak=tiebreak).tolist() == [9, 3, PASS, 20]
+    assert choose(visits).tolist() == [3, 3, PASS, 20]
+    # temperature 1: in proportion to the visits, only where sampled
+    many = torch.zeros(4000, 65)
+    many[:, 5], many[:, 7] = 3.0, 1.0
+    sample = torch.arange(4000) < 3000
+    got = choose(many, sample, torch.Generator().manual_seed(0))
+    assert (got[3000:] == 5).all() and set(got.tolist()) == {5, 7}
+    assert abs(float((got[:3000] == 5).float().mean()) - 0.75) < 0.03
