@@ -15,10 +15,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import sys
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,265 +24,39 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from othello import bitboard as bb  # noqa: E402
 from othello.files import UserError, atomic_write, run_main  # noqa: E402
-from othello.game import IllegalMoveError, Position  # noqa: E402
-from othello.notation import format_transcript, square_name  # noqa: E402
-from othello.symmetry import transform  # noqa: E402
-from selfplay.players import Player, legal_squares, make_player, random_legal_squares  # noqa: E402
-
-Z95 = 1.959963984540054
-# After 60 moves the board is full: an opening must leave at least one move to play.
-MAX_OPENING_PLIES = 59
-_ONE = np.uint64(1)
-
-
-# --------------------------------------------------------------------------
-# Openings
-
-
-def canonical_keys(black: np.ndarray, white: np.ndarray, black_to_move: np.ndarray) -> list[tuple[int, int, bool]]:
-    """One key per position, equal for positions that a symmetry of the board
-    maps onto each other: the least (black, white) image over all eight."""
-    black = np.asarray(black, dtype=np.uint64)
-    white = np.asarray(white, dtype=np.uint64)
-    tb = np.stack([transform(black, k) for k in range(8)], axis=1)  # [N, 8]
-    tw = np.stack([transform(white, k) for k in range(8)], axis=1)
-    first = np.lexsort((tw, tb), axis=1)[:, 0]
-    rows = np.arange(len(black))
-    return list(zip(tb[rows, first].tolist(), tw[rows, first].tolist(), np.asarray(black_to_move).tolist()))
-
-
-@dataclass
-class Opening:
-    black: int
-    white: int
-    black_to_move: bool
-    moves: list[int]
-
-    @property
-    def transcript(self) -> str:
-        return format_transcript(self.moves)
-
-
-def random_openings(count: int, plies: int, rng: np.random.Generator, batch: int = 1024) -> list[Opening]:
-    """Up to ``count`` openings reached by uniform random play, distinct up to
-    symmetry, in the order they were first drawn.
-
-    Fewer come back when fewer exist (``plies = 0`` has one); drawing stops
-    once a whole batch of random games finds nothing new. A forced pass is
-    played but not counted as a ply; an opening where the game ended is dropped.
-    """
-    seen: set = set()
-    out: list[Opening] = []
-    while len(out) < count:
-        n = batch
-        p = np.full(n, bb.BLACK_START, dtype=np.uint64)
-        o = np.full(n, bb.WHITE_START, dtype=np.uint64)
-        btm = np.ones(n, dtype=bool)
-        alive = np.ones(n, dtype=bool)
-        moves = np.full((n, plies), -1, dtype=np.int64)
-        for ply in range(plies):
-            for _ in range(2):  # at most one pass before a move
-                stuck = bb.legal_moves(p, o) == 0
-                if not stuck.any():
-                    break
-                p[stuck], o[stuck], btm[stuck] = o[stuck], p[stuck], ~btm[stuck]
-            legal = legal_squares(p, o)
-            alive &= legal.any(axis=1)  # neither side could move: the game ended
-            sq = random_legal_squares(legal | ~alive[:, None], rng)
-            moves[:, ply] = sq
-            np_, no = bb.play(p, o, _ONE << sq.astype(np.uint64))
-            p = np.where(alive, np_, p)
-            o = np.where(alive, no, o)
-            btm = np.where(alive, ~btm, btm)
-        black, white = np.where(btm, p, o), np.where(btm, o, p)
-        new = 0
-        for i, key in enumerate(canonical_keys(black, white, btm)):
-            if alive[i] and key not in seen:
-                seen.add(key)
-                new += 1
-                out.append(Opening(int(black[i]), int(white[i]), bool(btm[i]), moves[i].tolist()))
-                if len(out) == count:
-                    break
-        if new == 0:
-            break
-    return out
-
-
-# --------------------------------------------------------------------------
-# Results
-
-
-def elo_from_score(score: float) -> float:
-    """Elo difference whose logistic expectation is ``score``; +-inf at 1 / 0."""
-    if score <= 0.0:
-        return -math.inf
-    if score >= 1.0:
-        return math.inf
-    return -400.0 * math.log10(1.0 / score - 1.0)
-
-
-@dataclass
-class MatchResult:
-    """Outcome of a match from A's side, with one entry per game in the arrays."""
-
-    a_name: str
-    b_name: str
-    outcomes: np.ndarray  # per game: 1 A won, 0.5 draw, 0 A lost
-    disc_diffs: np.ndarray  # per game: final disc difference for A, empties to the winner
-    a_black: np.ndarray  # per game: A played black
-    openings: list[str] = field(default_factory=list)  # per game: the opening's moves
-    distinct_openings: int = 0
-    transcripts: list[str] = field(default_factory=list)  # per game: every move from the start, passes left out
-
-    def game_rows(self) -> list[dict]:
-        """One row per game, what ``--games-out`` writes: enough to replay and
-        inspect every game (``Position.from_transcript`` infers the passes)."""
-        rows = []
-        for i in range(self.games):
-            a_black = bool(self.a_black[i])
-            d_black = int(self.disc_diffs[i]) * (1 if a_black else -1)
-            rows.append({
-                "game": i,
-                "opening": self.openings[i] if i < len(self.openings) else "",
-                "black": self.a_name if a_black else self.b_name,
-                "white": self.b_name if a_black else self.a_name,
-                "a_colour": "black" if a_black else "white",
-                "transcript": self.transcripts[i] if i < len(self.transcripts) else "",
-                "black_disc_diff": d_black,
-                "winner": "black" if d_black > 0 else "white" if d_black < 0 else "draw",
-            })
-        return rows
-
-    @property
-    def games(self) -> int:
-        return int(self.outcomes.size)
-
-    @property
-    def wins(self) -> int:
-        return int((self.outcomes == 1.0).sum())
-
-    @property
-    def draws(self) -> int:
-        return int((self.outcomes == 0.5).sum())
-
-    @property
-    def losses(self) -> int:
-        return int((self.outcomes == 0.0).sum())
-
-    @property
-    def score(self) -> float:
-        return float(self.outcomes.mean()) if self.games else float("nan")
-
-    @property
-    def disc_diff_mean(self) -> float:
-        return float(self.disc_diffs.mean()) if self.games else float("nan")
-
-    def by_colour(self) -> dict[str, dict]:
-        """A's record as black and as white: a large gap means the openings or
-        the players favour one colour."""
-        out = {}
-        for colour, mask in (("black", self.a_black), ("white", ~self.a_black)):
-            x = self.outcomes[mask]
-            out[colour] = {
-                "games": int(x.size),
-                "wins": int((x == 1.0).sum()),
-                "draws": int((x == 0.5).sum()),
-                "losses": int((x == 0.0).sum()),
-                "score": float(x.mean()) if x.size else None,
-                "disc_diff_mean": float(self.disc_diffs[mask].mean()) if x.size else None,
-            }
-        return out
-
-    def elo(self, z: float = Z95) -> tuple[float, float, float]:
-        """(Elo difference, low, high): A's Elo minus B's, 95% by default.
-
-        The interval is the normal approximation score +- z * sd / sqrt(n),
-        with sd the per-game score's sample deviation (draws count 1/2, so
-        they narrow it), mapped through the logistic Elo curve; a bound past
-        score 0 or 1 is reported as -inf / +inf. At a perfect score (all
-        wins or all losses) sd is 0 and the approximation says nothing, so
-        the estimate and the outer bound are +-inf and the inner bound is
-        the exact binomial (Clopper-Pearson) one, score (2.5%)^(1/n).
-        """
-        n, s = self.games, self.score
-        if n == 0:
-            return float("nan"), float("nan"), float("nan")
-        tail = 0.5 * math.erfc(z / math.sqrt(2.0))  # one-sided tail, 0.025 for z95
-        if s >= 1.0:
-            return math.inf, elo_from_score(tail ** (1.0 / n)), math.inf
-        if s <= 0.0:
-            return -math.inf, -math.inf, elo_from_score(1.0 - tail ** (1.0 / n))
-        sd = float(np.sqrt(np.mean((self.outcomes - s) ** 2)))
-        half = z * sd / math.sqrt(n)
-        return elo_from_score(s), elo_from_score(s - half), elo_from_score(s + half)
-
-    def to_dict(self) -> dict:
-        """JSON-ready summary; infinite Elo figures become null."""
-        def fin(x):
-            return x if math.isfinite(x) else None
-
-        elo, low, high = self.elo()
-        return {
-            "a": self.a_name,
-            "b": self.b_name,
-            "games": self.games,
-            "wins": self.wins,
-            "draws": self.draws,
-            "losses": self.losses,
-            "score": self.score,
-            "disc_diff_mean": self.disc_diff_mean,
-            "elo": fin(elo),
-            "elo_low": fin(low),
-            "elo_high": fin(high),
-            "elo_confidence": 0.95,
-            "by_colour": self.by_colour(),
-            "distinct_openings": self.distinct_openings,
-        }
-
-    def summary(self) -> str:
-        def fmt(x):
-            return "+inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:+.0f}"
-
-        elo, low, high = self.elo()
-        col = self.by_colour()
-        colour_scores = ", ".join(
-            f"{c} {col[c]['score']:.3f}" for c in ("black", "white") if col[c]["games"]
-        )
-        return (
-            f"{self.a_name} (A) vs {self.b_name} (B): {self.games} games, "
-            f"{self.distinct_openings} openings\n"
-            f"A: {self.wins} wins, {self.draws} draws, {self.losses} losses; "
-            f"score {self.score:.3f} ({colour_scores}); mean disc difference {self.disc_diff_mean:+.1f}\n"
-            f"Elo difference {fmt(elo)} (95% interval {fmt(low)} .. {fmt(high)})"
-        )
+from othello.game import IllegalMoveError  # noqa: E402
+from othello.notation import PASS, format_transcript, square_name  # noqa: E402
+from othello.states import States  # noqa: E402
+from selfplay.elo import MatchResult  # noqa: E402
+from selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings, step_where  # noqa: E402
+from selfplay.players import Player  # noqa: E402
+from selfplay.registry import make_player  # noqa: E402
 
 
 # --------------------------------------------------------------------------
 # The match
 
 
-def _validate(player: Player, moves, p, o, btm, games_idx) -> np.ndarray:
-    """The moves as int64, or an IllegalMoveError naming the player and the position."""
+def _validate(player: Player, moves, state: States, legal: np.ndarray, games_idx) -> np.ndarray:
+    """The moves as int64, or an IllegalMoveError naming the player and the
+    position; ``legal`` is the games' [N, 64] legal squares."""
     if hasattr(moves, "detach"):  # a torch tensor, possibly on the GPU
         moves = moves.detach().cpu().numpy()
     mv = np.asarray(moves)
-    if mv.shape != (len(p),) or not np.issubdtype(mv.dtype, np.integer):
+    if mv.shape != (len(state),) or not np.issubdtype(mv.dtype, np.integer):
         raise IllegalMoveError(
             f"player {player.name!r} returned {mv.dtype} moves of shape {mv.shape}, "
-            f"expected {len(p)} square indices (integers 0..63)"
+            f"expected {len(state)} square indices (integers 0..63)"
         )
     mv = mv.astype(np.int64)
-    inside = (mv >= 0) & (mv < 64)
-    ok = inside.copy()
-    legal = bb.legal_moves(p, o)
-    ok[inside] = ((legal[inside] >> mv[inside].astype(np.uint64)) & _ONE) != 0
+    ok = (mv >= 0) & (mv < 64)
+    ok[ok] = legal[np.nonzero(ok)[0], mv[ok]]
     if not ok.all():
         i = int(np.nonzero(~ok)[0][0])
         sq = int(mv[i])
         name = square_name(sq) if 0 <= sq < 64 else str(sq)
-        pos = Position(int(p[i]), int(o[i]), bool(btm[i]))
+        pos = state.position(i)
         raise IllegalMoveError(
             f"player {player.name!r} played {name}, which is illegal, in game {int(games_idx[i])} "
             f"(legal: {', '.join(square_name(s) for s in pos.legal_moves())}):\n{pos}"
@@ -306,7 +78,42 @@ def play_match(
     ``i``. When fewer distinct openings exist than pairs of games, they are
     reused in turn (with a warning). The openings and each player's choices
     draw from separate streams of ``seed``, so a match replays exactly.
+
+    Players with a ``close()`` (external engines) are closed when the match
+    ends, however it ends: an engine process must not outlive its match, and
+    one used again later simply starts afresh.
     """
+    try:
+        result = _play_match(a, b, games, seed, opening_plies, progress)
+    except BaseException:
+        try:
+            close_players(a, b)
+        except Exception:  # noqa: BLE001 - the match's own error is the one to report
+            pass
+        raise
+    close_players(a, b)
+    return result
+
+
+def close_players(*players: Player) -> None:
+    """Close each distinct player that can be closed; every one is tried even
+    when an earlier close fails, and the first failure is raised afterwards."""
+    error = None
+    seen: set[int] = set()
+    for player in players:
+        close = getattr(player, "close", None)
+        if close is None or id(player) in seen:
+            continue
+        seen.add(id(player))
+        try:
+            close()
+        except Exception as e:  # noqa: BLE001 - keep closing the others
+            error = error or e
+    if error is not None:
+        raise error
+
+
+def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int, progress: bool) -> MatchResult:
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
     if not 0 <= opening_plies <= MAX_OPENING_PLIES:
@@ -324,20 +131,10 @@ def play_match(
         )
     per_game = [openings[(g // 2) % len(openings)] for g in range(games)]
     a_black = np.arange(games) % 2 == 0
-    btm = np.array([op.black_to_move for op in per_game], dtype=bool)
-    black = np.array([op.black for op in per_game], dtype=np.uint64)
-    white = np.array([op.white for op in per_game], dtype=np.uint64)
-    p, o = np.where(btm, black, white), np.where(btm, white, black)
-
-    # Last four moves of each game, most recent first (64 = pass, -1 = none):
-    # network players with history planes need them.
-    hist = np.full((games, 4), -1, dtype=np.int64)
-    for i, op in enumerate(per_game):
-        recent = list(reversed(op.moves))[:4]
-        hist[i, : len(recent)] = recent
-    # Every move of each game from the start (64 = a pass the arena played):
-    # players that drive an external engine (``uses_moves``) replay them.
-    game_moves = [list(op.moves) for op in per_game]
+    state = opening_states(openings)[np.arange(games) // 2 % len(openings)]
+    # Every action of each game from the start (64 = a pass): players that
+    # drive an external engine (``uses_moves``) replay them.
+    game_moves = [list(op.actions) for op in per_game]
 
     a.reset()
     if b is not a:
@@ -353,39 +150,32 @@ def play_match(
               unit="game", leave=False) as bar:
         while not done.all():
             idx = np.nonzero(~done)[0]
-            legal = bb.legal_moves(p[idx], o[idx])
-            stuck = idx[legal == 0]
-            if stuck.size:
-                over = bb.legal_moves(o[stuck], p[stuck]) == 0
-                ended, passing = stuck[over], stuck[~over]
-                if ended.size:
-                    d = bb.final_disc_difference(p[ended], o[ended]).astype(np.int64)
-                    d_black = np.where(btm[ended], d, -d)
-                    disc_a[ended] = np.where(a_black[ended], d_black, -d_black)
-                    done[ended] = True
-                    bar.update(int(ended.size))
-                p[passing], o[passing], btm[passing] = o[passing], p[passing], ~btm[passing]
-                hist[passing] = np.concatenate([np.full((passing.size, 1), 64), hist[passing, :3]], 1)
-                for j in passing.tolist():
-                    game_moves[j].append(64)
-            movers = idx[legal != 0]
-            if not movers.size:
-                continue
-            a_turn = btm[movers] == a_black[movers]
-            sq = np.empty(movers.size, dtype=np.int64)
+            legal = state[idx].legal_actions()  # [n, 65]: a game that must pass has only the pass
+            ended = idx[~legal.any(axis=1)]
+            if ended.size:
+                d_black = state[ended].outcome().astype(np.int64)
+                disc_a[ended] = np.where(a_black[ended], d_black, -d_black)
+                done[ended] = True
+                bar.update(int(ended.size))
+            actions = np.full(games, PASS, dtype=np.int64)
+            can_move = legal[:, :PASS].any(axis=1)
+            movers, movers_legal = idx[can_move], legal[can_move, :PASS]
+            a_turn = state.black_to_move[movers] == a_black[movers]
             for player, mask, rng in ((a, a_turn, rng_a), (b, ~a_turn, rng_b)):
                 g = movers[mask]
                 if g.size:
-                    extra = {"history": hist[g].copy()} if getattr(player, "uses_history", False) else {}
+                    asked = state[g]  # a copy: a player that writes to its inputs cannot disturb the games
+                    extra = {"history": asked.history} if getattr(player, "uses_history", False) else {}
                     if getattr(player, "uses_moves", False):
                         extra["moves"] = [list(game_moves[j]) for j in g.tolist()]
-                    chosen = player.select(p[g].copy(), o[g].copy(), btm[g].copy(), rng, **extra)
-                    sq[mask] = _validate(player, chosen, p[g], o[g], btm[g], g)
-            p[movers], o[movers] = bb.play(p[movers], o[movers], _ONE << sq.astype(np.uint64))
-            btm[movers] = ~btm[movers]
-            hist[movers] = np.concatenate([sq[:, None], hist[movers, :3]], 1)
-            for j, s in zip(movers.tolist(), sq.tolist()):
-                game_moves[j].append(s)
+                    chosen = player.select(asked.player, asked.opponent, asked.black_to_move, rng, **extra)
+                    actions[g] = _validate(player, chosen, state[g], movers_legal[mask], g)
+            going = np.zeros(games, dtype=bool)
+            going[idx] = True
+            going[ended] = False
+            state = step_where(state, going, actions)
+            for j in np.nonzero(going)[0].tolist():
+                game_moves[j].append(int(actions[j]))
 
     outcomes = np.where(disc_a > 0, 1.0, np.where(disc_a < 0, 0.0, 0.5))
     return MatchResult(
@@ -396,7 +186,7 @@ def play_match(
         a_black=a_black,
         openings=[op.transcript for op in per_game],
         distinct_openings=len(openings),
-        transcripts=[format_transcript([m for m in gm if m != 64]) for gm in game_moves],
+        transcripts=[format_transcript([m for m in gm if m != PASS]) for gm in game_moves],
     )
 
 

@@ -3,6 +3,7 @@ bookkeeping, openings, the Elo interval and the command line."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import random
@@ -18,18 +19,18 @@ from othello import bitboard as bb
 from othello.game import IllegalMoveError, Position
 from othello.notation import parse_transcript
 from othello.symmetry import transform
-from selfplay import players as pl
 from othello.files import UserError, run_main
-from selfplay.arena import MatchResult, elo_from_score, play_match, random_openings
+from othello.notation import PASS
+from selfplay import alphabeta as ab
+from selfplay import registry
+from selfplay.alphabeta import AlphaBetaPlayer
+from selfplay import arena
 from selfplay.arena import main as arena_main
-from selfplay.players import (
-    AlphaBetaPlayer,
-    GreedyPlayer,
-    Player,
-    RandomPlayer,
-    make_player,
-    register_player,
-)
+from selfplay.arena import play_match
+from selfplay.elo import MatchResult, elo_from_score
+from selfplay.openings import opening_states, random_openings
+from selfplay.players import GreedyPlayer, Player, RandomPlayer
+from selfplay.registry import make_player, register_player
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,41 +93,66 @@ def test_greedy_breaks_ties_at_random():
     assert set(moves.tolist()) == set(Position().legal_moves())
 
 
-def _slow_edge_stable(player: int, opponent: int) -> int:
-    """Corner runs along each edge, and every disc of a full edge."""
-    lines = [[8 * 0 + c for c in range(8)], [8 * 7 + c for c in range(8)],
-             [8 * r for r in range(8)], [8 * r + 7 for r in range(8)]]
-    out = 0
-    for line in lines:
-        if all((player | opponent) >> s & 1 for s in line):
-            out |= sum(1 << s for s in line if player >> s & 1)
-        for walk in (line, line[::-1]):
-            for s in walk:
-                if not player >> s & 1:
-                    break
-                out |= 1 << s
-    return out
+def _slow_stable(player: int, opponent: int) -> int:
+    """The conservative stability rule by fixpoint over single squares: a disc
+    is stable when, on each axis, its line is full, it is on the edge, or a
+    neighbour on the axis is a stable disc of its colour."""
+    axes = ((0, 1), (1, 0), (1, 1), (1, -1))
+    occupied = player | opponent
+
+    def on(r, c):
+        return 0 <= r < 8 and 0 <= c < 8
+
+    def full_line(r, c, dr, dc):
+        for sign in (1, -1):
+            rr, cc = r + sign * dr, c + sign * dc
+            while on(rr, cc):
+                if not occupied >> (8 * rr + cc) & 1:
+                    return False
+                rr, cc = rr + sign * dr, cc + sign * dc
+        return True
+
+    stable, changed = 0, True
+    while changed:
+        changed = False
+        for sq in range(64):
+            if not player >> sq & 1 or stable >> sq & 1:
+                continue
+            r, c = divmod(sq, 8)
+            if all(full_line(r, c, dr, dc) or any(not on(r + s * dr, c + s * dc)
+                                                   or stable >> (8 * (r + s * dr) + c + s * dc) & 1 for s in (1, -1))
+                   for dr, dc in axes):
+                stable |= 1 << sq
+                changed = True
+    return stable
 
 
-def test_edge_stability_fallback_matches_a_slow_version(positions):
+def test_alphabeta_counts_stable_discs_like_a_slow_version(positions):
+    """The evaluation's stability term is othello.stability's, from both sides
+    (it replaced an edge-only fallback that was dead code)."""
     late = positions[len(positions) // 2:]
-    assert any(pl.edge_stable(p, o) for p, o in late)
+    seen = 0
     for p, o in late:
-        assert pl.edge_stable(p, o) == _slow_edge_stable(p, o)
-        assert pl.edge_stable(o, p) == _slow_edge_stable(o, p)
+        mine, theirs = ab.stable_counts(p, o)
+        if (p | o) & ab.CORNERS:
+            assert (mine, theirs) == (_slow_stable(p, o).bit_count(), _slow_stable(o, p).bit_count())
+            seen += mine + theirs
+        else:
+            assert (mine, theirs) == (0, 0)
+    assert seen
 
 
 def test_evaluation_is_invariant_under_the_board_symmetries(positions):
     for p, o in positions[::3]:
-        v = pl.evaluate(p, o)
-        assert all(pl.evaluate(transform(p, k), transform(o, k)) == v for k in range(8))
+        v = ab.evaluate(p, o)
+        assert all(ab.evaluate(transform(p, k), transform(o, k)) == v for k in range(8))
 
 
 def _value(p: int, o: int) -> int:
     """Static value of a leaf with the conventions of the search: exact at game end."""
     if bb.is_terminal(p, o):
-        return pl.terminal_value(p, o)
-    return pl.evaluate(p, o)
+        return ab.terminal_value(p, o)
+    return ab.evaluate(p, o)
 
 
 def test_alphabeta_1_equals_a_one_ply_search(positions):
@@ -148,12 +174,12 @@ def _minimax(p: int, o: int, depth: int) -> int:
     moves = bb.legal_moves(p, o)
     if not moves:
         if not bb.legal_moves(o, p):
-            return pl.terminal_value(p, o)
+            return ab.terminal_value(p, o)
         if depth == 0:
-            return pl.evaluate(p, o)
+            return ab.evaluate(p, o)
         return -_minimax(o, p, depth)
     if depth == 0:
-        return pl.evaluate(p, o)
+        return ab.evaluate(p, o)
     return max(-_minimax(*bb.play(p, o, 1 << sq), depth - 1) for sq in bb.squares(moves))
 
 
@@ -177,7 +203,7 @@ def test_alphabeta_scores_finished_games_exactly():
     assert ends
     for p, o in ends[:6]:
         value, _ = AlphaBetaPlayer(6).search(p, o)
-        assert value % pl.WIN_SCALE == 0
+        assert value % ab.WIN_SCALE == 0
         assert value == _minimax(p, o, 6)
 
 
@@ -214,7 +240,7 @@ def test_bad_specs_are_user_errors_naming_the_spec(tmp_path, spec, why):
     garbage.write_bytes(b"\x80\x02 this is not a checkpoint")
     names = {"missing": tmp_path / "missing.pt", "garbage": garbage}
     spec, why = spec.format(**names), why.format(**names)
-    with pytest.raises(pl.PlayerSpecError) as e:
+    with pytest.raises(registry.PlayerSpecError) as e:
         make_player(spec)
     assert isinstance(e.value, UserError) and isinstance(e.value, ValueError)
     msg = str(e.value)
@@ -232,22 +258,49 @@ def test_registered_kinds_get_their_arguments():
     try:
         player = make_player("test-kind:ckpt.pt:200")
     finally:
-        del pl.PLAYER_FACTORIES["test-kind"]
+        del registry.PLAYER_FACTORIES["test-kind"]
     assert seen == [["ckpt.pt", "200"]] and player.name == "test-kind:ckpt.pt:200"
 
 
-def test_player_modules_are_imported_on_demand(tmp_path, monkeypatch):
+def test_kinds_named_by_module_are_imported_on_first_use(tmp_path, monkeypatch):
     (tmp_path / "extra_players_for_test.py").write_text(
-        "from selfplay.players import RandomPlayer, register_player\n"
-        "register_player('extra', lambda args: RandomPlayer())\n"
+        "from selfplay.players import RandomPlayer\n"
+        "def build(args):\n"
+        "    return RandomPlayer()\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(pl, "PLAYER_MODULES", ["extra_players_for_test"])
-    monkeypatch.setattr(pl, "_imported_modules", set())
+    register_player("extra", "extra_players_for_test:build")
     try:
+        assert "extra_players_for_test" not in sys.modules
         assert make_player("extra").name == "extra"
+        assert "extra_players_for_test" in sys.modules
     finally:
-        pl.PLAYER_FACTORIES.pop("extra", None)
+        registry.PLAYER_FACTORIES.pop("extra", None)
+        sys.modules.pop("extra_players_for_test", None)
+    with pytest.raises(ValueError, match="module:attribute"):
+        register_player("extra", "no_colon_here")
+
+
+def test_registry_and_player_modules_import_one_way():
+    """The registry imports a player module only when its kind is built, and
+    no player module imports the registry: no cycle, and ``random`` needs no torch."""
+    code = (
+        "import sys\n"
+        "import selfplay.registry as r\n"
+        "assert not any(m in sys.modules for m in ('torch', 'selfplay.nn_players', 'selfplay.external', 'selfplay.play'))\n"
+        "r.make_player('random'); r.make_player('alphabeta:1')\n"
+        "assert 'torch' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+    for module in ("players", "alphabeta", "nn_players", "external", "openings", "elo"):
+        tree = ast.parse((REPO / "selfplay" / f"{module}.py").read_text())
+        imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not {m for m in imported if m.endswith("registry")}, module
+    for kind in list(registry.PLAYER_FACTORIES):  # every built-in kind names a factory that exists
+        assert callable(registry._resolve(kind)), kind
 
 
 # --------------------------------------------------------------------------
@@ -319,6 +372,41 @@ def test_random_openings_find_every_class():
     found = random_openings(10_000, 4, np.random.default_rng(0))
     assert len(found) == len(classes)
     assert {_canonical(op.black, op.white, op.black_to_move) for op in found} == classes
+
+
+class HistoryRecorder(RandomPlayer):
+    """Random, and keeps the history and move lists the arena hands it."""
+
+    uses_history = uses_moves = True
+
+    def __init__(self):
+        self.seen = []
+
+    def select(self, player, opponent, black_to_move, rng, history=None, moves=None):
+        self.seen.append((history.tolist(), moves))
+        return super().select(player, opponent, black_to_move, rng)
+
+
+def test_a_pass_in_the_opening_reaches_the_history_and_move_lists(monkeypatch):
+    """A forced pass in a random opening is an action like any other: the
+    history planes and external engines (which infer colours from the move
+    list) must see it, as they see passes played later."""
+    ops = [op for op in random_openings(1000, 11, np.random.default_rng(0)) if PASS in op.actions[-4:]]
+    assert ops, "no 11-ply opening with a recent pass: pick another seed"
+    op = ops[0]
+    assert len(op.moves) == 11 and op.actions.count(PASS) == 1
+    pos = Position.from_transcript(op.transcript)  # the transcript leaves the pass out; replay infers it
+    assert (pos.black, pos.white, pos.black_to_move) == (op.black, op.white, op.black_to_move)
+    s = opening_states([op])
+    assert s.history[0].tolist() == op.actions[::-1][:4]
+    assert s.position(0).black == op.black and s.position(0).white == op.white
+
+    monkeypatch.setattr(arena, "random_openings", lambda count, plies, rng: [op])
+    player = HistoryRecorder()
+    r = play_match(player, player, 2, opening_plies=11, progress=False)
+    # The first step asks it once as A and once as B, one game each.
+    assert [seen for seen in player.seen[:2]] == [([op.actions[::-1][:4]], [op.actions])] * 2
+    assert r.openings == [op.transcript] * 2
 
 
 def test_too_few_openings_are_reused_with_a_warning():
@@ -460,7 +548,7 @@ def test_cli_refuses_bad_numbers_before_any_work(tmp_path, capsys, flag, value, 
         argv = ["--a", "test-probe", "--b", "random", "--games", "2", "--json", str(out), "--quiet", flag, value]
         code, err = _cli(argv, capsys)
     finally:
-        del pl.PLAYER_FACTORIES["test-probe"]
+        del registry.PLAYER_FACTORIES["test-probe"]
     assert code == 2 and err.count("\n") == 1 and why in err, err
     assert not built, "no player was built: the settings are checked first"
     assert not out.exists()

@@ -1,0 +1,156 @@
+"""A match's result from player A's side, and the Elo difference it implies
+with its confidence interval."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Z95 = 1.959963984540054
+
+
+def elo_from_score(score: float) -> float:
+    """Elo difference whose logistic expectation is ``score``; +-inf at 1 / 0."""
+    if score <= 0.0:
+        return -math.inf
+    if score >= 1.0:
+        return math.inf
+    return -400.0 * math.log10(1.0 / score - 1.0)
+
+
+@dataclass
+class MatchResult:
+    """Outcome of a match from A's side, with one entry per game in the arrays."""
+
+    a_name: str
+    b_name: str
+    outcomes: np.ndarray  # per game: 1 A won, 0.5 draw, 0 A lost
+    disc_diffs: np.ndarray  # per game: final disc difference for A, empties to the winner
+    a_black: np.ndarray  # per game: A played black
+    openings: list[str] = field(default_factory=list)  # per game: the opening's moves
+    distinct_openings: int = 0
+    transcripts: list[str] = field(default_factory=list)  # per game: every move from the start, passes left out
+
+    def game_rows(self) -> list[dict]:
+        """One row per game, what ``--games-out`` writes: enough to replay and
+        inspect every game (``Position.from_transcript`` infers the passes)."""
+        rows = []
+        for i in range(self.games):
+            a_black = bool(self.a_black[i])
+            d_black = int(self.disc_diffs[i]) * (1 if a_black else -1)
+            rows.append({
+                "game": i,
+                "opening": self.openings[i] if i < len(self.openings) else "",
+                "black": self.a_name if a_black else self.b_name,
+                "white": self.b_name if a_black else self.a_name,
+                "a_colour": "black" if a_black else "white",
+                "transcript": self.transcripts[i] if i < len(self.transcripts) else "",
+                "black_disc_diff": d_black,
+                "winner": "black" if d_black > 0 else "white" if d_black < 0 else "draw",
+            })
+        return rows
+
+    @property
+    def games(self) -> int:
+        return int(self.outcomes.size)
+
+    @property
+    def wins(self) -> int:
+        return int((self.outcomes == 1.0).sum())
+
+    @property
+    def draws(self) -> int:
+        return int((self.outcomes == 0.5).sum())
+
+    @property
+    def losses(self) -> int:
+        return int((self.outcomes == 0.0).sum())
+
+    @property
+    def score(self) -> float:
+        return float(self.outcomes.mean()) if self.games else float("nan")
+
+    @property
+    def disc_diff_mean(self) -> float:
+        return float(self.disc_diffs.mean()) if self.games else float("nan")
+
+    def by_colour(self) -> dict[str, dict]:
+        """A's record as black and as white: a large gap means the openings or
+        the players favour one colour."""
+        out = {}
+        for colour, mask in (("black", self.a_black), ("white", ~self.a_black)):
+            x = self.outcomes[mask]
+            out[colour] = {
+                "games": int(x.size),
+                "wins": int((x == 1.0).sum()),
+                "draws": int((x == 0.5).sum()),
+                "losses": int((x == 0.0).sum()),
+                "score": float(x.mean()) if x.size else None,
+                "disc_diff_mean": float(self.disc_diffs[mask].mean()) if x.size else None,
+            }
+        return out
+
+    def elo(self, z: float = Z95) -> tuple[float, float, float]:
+        """(Elo difference, low, high): A's Elo minus B's, 95% by default.
+
+        The interval is the normal approximation score +- z * sd / sqrt(n),
+        with sd the per-game score's sample deviation (draws count 1/2, so
+        they narrow it), mapped through the logistic Elo curve; a bound past
+        score 0 or 1 is reported as -inf / +inf. At a perfect score (all
+        wins or all losses) sd is 0 and the approximation says nothing, so
+        the estimate and the outer bound are +-inf and the inner bound is
+        the exact binomial (Clopper-Pearson) one, score (2.5%)^(1/n).
+        """
+        n, s = self.games, self.score
+        if n == 0:
+            return float("nan"), float("nan"), float("nan")
+        tail = 0.5 * math.erfc(z / math.sqrt(2.0))  # one-sided tail, 0.025 for z95
+        if s >= 1.0:
+            return math.inf, elo_from_score(tail ** (1.0 / n)), math.inf
+        if s <= 0.0:
+            return -math.inf, -math.inf, elo_from_score(1.0 - tail ** (1.0 / n))
+        sd = float(np.sqrt(np.mean((self.outcomes - s) ** 2)))
+        half = z * sd / math.sqrt(n)
+        return elo_from_score(s), elo_from_score(s - half), elo_from_score(s + half)
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary; infinite Elo figures become null."""
+        def fin(x):
+            return x if math.isfinite(x) else None
+
+        elo, low, high = self.elo()
+        return {
+            "a": self.a_name,
+            "b": self.b_name,
+            "games": self.games,
+            "wins": self.wins,
+            "draws": self.draws,
+            "losses": self.losses,
+            "score": self.score,
+            "disc_diff_mean": self.disc_diff_mean,
+            "elo": fin(elo),
+            "elo_low": fin(low),
+            "elo_high": fin(high),
+            "elo_confidence": 0.95,
+            "by_colour": self.by_colour(),
+            "distinct_openings": self.distinct_openings,
+        }
+
+    def summary(self) -> str:
+        def fmt(x):
+            return "+inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:+.0f}"
+
+        elo, low, high = self.elo()
+        col = self.by_colour()
+        colour_scores = ", ".join(
+            f"{c} {col[c]['score']:.3f}" for c in ("black", "white") if col[c]["games"]
+        )
+        return (
+            f"{self.a_name} (A) vs {self.b_name} (B): {self.games} games, "
+            f"{self.distinct_openings} openings\n"
+            f"A: {self.wins} wins, {self.draws} draws, {self.losses} losses; "
+            f"score {self.score:.3f} ({colour_scores}); mean disc difference {self.disc_diff_mean:+.1f}\n"
+            f"Elo difference {fmt(elo)} (95% interval {fmt(low)} .. {fmt(high)})"
+        )

@@ -1,0 +1,90 @@
+"""Player specs: ``kind[:arg...]`` on the command line becomes a ``Player``.
+
+The registry names each built-in kind's factory as a ``"module:attribute"``
+string and imports the module only when a spec of that kind is built, so
+``random`` needs no torch and the player modules never import the registry:
+the dependency goes one way. Other code adds kinds with ``register_player``
+(a factory or such a string); the arena's ``--import MODULE`` imports a
+module that does so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+from typing import Callable, Union
+
+from othello.files import UserError, describe_os_error
+
+PlayerFactory = Callable[[list], object]  # spec arguments -> Player
+
+
+class PlayerSpecError(UserError, ValueError):
+    """A spec that builds no player (unknown kind, bad number, unreadable
+    checkpoint): a UserError so commands print one line and exit 2, and a
+    ValueError for callers that already catch those."""
+
+
+# kind -> factory, or "module:attribute" of one (resolved on first use).
+PLAYER_FACTORIES: dict[str, Union[PlayerFactory, str]] = {
+    "random": "selfplay.players:RandomPlayer.from_args",
+    "greedy": "selfplay.players:GreedyPlayer.from_args",
+    "alphabeta": "selfplay.alphabeta:AlphaBetaPlayer.from_args",
+    "human": "selfplay.play:HumanPlayer.from_args",
+    "policy": "selfplay.nn_players:policy_from_args",
+    "mcts": "selfplay.nn_players:mcts_from_args",
+    "gumbel": "selfplay.nn_players:gumbel_from_args",
+    "nboard": "selfplay.external:nboard_from_args",
+    "gtp": "selfplay.external:gtp_from_args",
+}
+
+
+def register_player(kind: str, factory: Union[PlayerFactory, str]) -> None:
+    """Make ``kind:arg1:arg2`` specs build players through ``factory(args)``
+    (a callable, or ``"module:attribute"`` naming one, imported when first
+    used); re-registering a kind replaces it (handy when a module is reloaded)."""
+    if not kind or ":" in kind:
+        raise ValueError(f"player kind must be a non-empty name without ':', got {kind!r}")
+    if isinstance(factory, str) and factory.count(":") != 1:
+        raise ValueError(f"a factory named by a string is 'module:attribute', got {factory!r}")
+    PLAYER_FACTORIES[kind] = factory
+
+
+def _resolve(kind: str) -> PlayerFactory:
+    factory = PLAYER_FACTORIES[kind]
+    if isinstance(factory, str):
+        module, attr = factory.split(":")
+        obj = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        PLAYER_FACTORIES[kind] = factory = obj
+    return factory
+
+
+def _one_line(e: Exception) -> str:
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+def make_player(spec: str):
+    """Build a player from ``kind[:arg...]``; the player's name becomes the spec
+    so match reports say exactly what was played."""
+    kind, *args = spec.strip().split(":")
+    if kind not in PLAYER_FACTORIES:
+        known = ", ".join(sorted(PLAYER_FACTORIES))
+        raise PlayerSpecError(f"unknown player spec {spec!r}: known kinds are {known} (as kind[:arg[:arg...]])")
+    try:
+        player = _resolve(kind)(args)
+    except PlayerSpecError:
+        raise
+    except ImportError as e:  # the kind's module, or what it needs (torch), is not installed
+        raise PlayerSpecError(f"bad player spec {spec!r}: cannot load the {kind!r} players: {_one_line(e)}") from e
+    except UserError as e:  # e.g. load_network on a file that is not a checkpoint: it names the file
+        raise PlayerSpecError(f"bad player spec {spec!r}: {e}") from e
+    except OSError as e:  # a checkpoint that is missing or unreadable
+        raise PlayerSpecError(f"bad player spec {spec!r}: {describe_os_error(e)}") from e
+    except (ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        # RuntimeError / EOFError / UnpicklingError: what torch.load says of a corrupt or truncated file
+        raise PlayerSpecError(f"bad player spec {spec!r}: {_one_line(e)}") from e
+    player.name = spec.strip()
+    return player
