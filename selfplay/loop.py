@@ -7,24 +7,28 @@ Each generation: the best network plays ``--games`` self-play games (batched
 MCTS), the trainee network trains on the last ``--window`` generations of
 games, and a match against the best network decides whether it becomes the
 best (score above ``--gate-threshold``; ``--continuous`` promotes always).
-Everything a generation writes goes under OUT atomically (temporary file,
-then rename), self-play in parts, so the process can be killed at any moment:
-rerunning the same command resumes where it stopped, without losing or
-repeating a game; Ctrl-C says which generation the rerun resumes from.
-Per-generation statistics go to OUT/stats, W&B (offline by default) and
-OUT/elo.png.
+Each of these stages reads and writes files under OUT, atomically (temporary
+file, then rename), self-play in parts, and skips work whose output is already
+there, so the process can be killed at any moment: rerunning the same command
+resumes where it stopped, without losing or repeating a game; Ctrl-C says
+which generation the rerun resumes from. Settings marked (fixed) define the
+run and cannot change on resume. Per-generation statistics go to OUT/stats,
+W&B (offline by default) and OUT/elo.png.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import pickle
 import sys
 import time
+import typing
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -34,24 +38,160 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from models.encoders import ENCODERS  # noqa: E402
-from models.nets import build_network, export, load_network  # noqa: E402
+from models.nets import NetConfig, build_network, load_network, save_network  # noqa: E402
 from othello.files import UserError, atomic_path, atomic_write, describe_os_error, run_main  # noqa: E402
 from selfplay.arena import play_match  # noqa: E402
 from selfplay.learner import train_network  # noqa: E402
 from selfplay.gumbel import GumbelConfig  # noqa: E402
 from selfplay.mcts import Evaluator, MCTSConfig  # noqa: E402
 from selfplay.nn_players import PolicyPlayer, search_player  # noqa: E402
-from selfplay.players import make_player  # noqa: E402
+from selfplay.registry import make_player  # noqa: E402
 from selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games  # noqa: E402
 
 RANDOM_INIT = {"arch": "resnet", "encoder": "raw", "blocks": 6, "width": 64, "value_head": True}
-# Settings that define a run: a resumed run must not change them.
-# (--parallel too: it splits a generation's games into parts, so a change
-# mid-generation would replay or skip games.)
-FIXED = ("init", "games", "parallel", "simulations", "window", "train_steps", "batch_size", "seed", "continuous", "arch_blocks",
-         "arch_width", "arch_encoder", "search")
 DEFAULT_SEARCH = "puct"  # for a new run
-SAVED_DEFAULTS = {"search": "puct"}  # what a run folder saved before the setting existed used
+
+
+def opt(default=dataclasses.MISSING, help="", *, resumable=False, limits=None, choices=None, saved_default=None):
+    """A RunConfig field. ``resumable``: a resumed run may change it; the others
+    define the run (a change would replay or skip games, or train another net).
+    ``limits``: (lowest, highest, the lowest is allowed), None = unbounded.
+    ``saved_default``: what a run folder saved before the field existed used."""
+    meta = {"help": help, "resumable": resumable, "limits": limits, "choices": choices, "saved_default": saved_default}
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class RunConfig:
+    init: str = opt(help="supervised checkpoint with a value head (model.pt / .ckpt), or 'random'")
+    out: Path = opt(help="run folder (resumed if it exists)", resumable=True)
+    generations: int = opt(10, "run until this many generations are done", resumable=True, limits=(1, None, True))
+    games: int = opt(2048, "self-play games per generation", limits=(1, None, True))
+    # A part is one file of --parallel games: a change mid-generation would replay or skip games.
+    parallel: int = opt(512, "games played at once (one part file each)", limits=(1, None, True))
+    simulations: int = opt(100, "MCTS simulations per move in self-play", limits=(1, None, True))
+    search: typing.Optional[str] = opt(None, "self-play and gating search (None: the run's own; "
+                                       f"{DEFAULT_SEARCH} for a new run). gumbel: Gumbel AlphaZero, the policy "
+                                       "target is the improved policy", choices=["puct", "gumbel"],
+                                       saved_default="puct")
+    gumbel_considered: int = opt(0, "root moves sampled by Gumbel-top-k (0: simulations / 4, between 2 and 16)",
+                                 resumable=True, limits=(0, None, True))
+    c_puct: float = opt(1.5, "PUCT exploration constant", resumable=True, limits=(0, None, False))
+    dirichlet_weight: float = opt(0.25, "share of Dirichlet noise in the root priors", resumable=True,
+                                  limits=(0, 1, True))
+    dirichlet_alpha_scale: float = opt(10.0, "alpha = this / number of legal moves", resumable=True,
+                                       limits=(0, None, False))
+    temperature_plies: int = opt(12, "plies played by visit-count sampling", resumable=True, limits=(0, None, True))
+    no_tree_reuse: bool = opt(False, "start each move's search from scratch", resumable=True)
+    resign_threshold: float = opt(-0.9, "initial threshold (calibrated each generation)", resumable=True,
+                                  limits=(-1, 1, True))
+    no_resign: bool = opt(False, "never resign", resumable=True)
+    no_resign_fraction: float = opt(0.1, "share of games always played out", resumable=True, limits=(0, 1, True))
+    window: int = opt(4, "generations of games in the replay window", limits=(1, None, True))
+    train_steps: int = opt(1000, "training steps per generation", limits=(1, None, True))
+    batch_size: int = opt(512, "training batch size", limits=(1, None, True))
+    lr: float = opt(3e-4, "learning rate", resumable=True, limits=(0, None, False))
+    l2: float = opt(1e-4, "L2 weight decay", resumable=True, limits=(0, None, True))
+    gate_games: int = opt(200, "games of the gating match", resumable=True, limits=(1, None, True))
+    gate_simulations: int = opt(50, "simulations per move in gating matches", resumable=True, limits=(1, None, True))
+    gate_threshold: float = opt(0.55, "score the candidate needs to become the best", resumable=True,
+                                limits=(0, 1, True))
+    continuous: bool = opt(False, "no gating: the trainee is always the best")
+    eval_vs: typing.Optional[str] = opt(None, "also play the best network (1-ply policy) against this spec each "
+                                        "generation", resumable=True)
+    eval_games: int = opt(100, "games of the --eval-vs match", resumable=True, limits=(1, None, True))
+    arch_blocks: int = opt(RANDOM_INIT["blocks"], "residual blocks, with --init random", limits=(1, None, True))
+    arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", limits=(1, None, True))
+    arch_encoder: str = opt(RANDOM_INIT["encoder"], "input encoder, with --init random", choices=sorted(ENCODERS))
+    device: str = opt("cuda" if torch.cuda.is_available() else "cpu", "torch device", resumable=True)
+    seed: int = opt(0, "root of every generation's seeds", limits=(0, None, True))
+    logger: str = opt("wandb", "per-generation statistics to W&B, or none", resumable=True, choices=["wandb", "none"])
+    wandb_online: bool = opt(False, "stream to your W&B account instead of offline files", resumable=True)
+    wandb_project: str = opt("othello-learn-rl", "W&B project", resumable=True)
+    quiet: bool = opt(False, "no progress bars", resumable=True)
+
+    @classmethod
+    def parser(cls) -> argparse.ArgumentParser:
+        ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=_Help,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            m, flag = f.metadata, "--" + f.name.replace("_", "-")
+            helptext = m["help"] + ("" if m["resumable"] else " (fixed)")
+            kind = hints[f.name]
+            if kind is bool:
+                ap.add_argument(flag, action="store_true", help=helptext)
+                continue
+            kind = next((t for t in typing.get_args(kind) if t is not type(None)), kind)  # Optional[X] -> X
+            if f.default is dataclasses.MISSING:
+                ap.add_argument(flag, type=kind, required=True, help=helptext)
+            else:
+                # choices are checked by check(), which says what is wrong in one line
+                metavar = "{" + ",".join(m["choices"]) + "}" if m["choices"] else None
+                ap.add_argument(flag, type=kind, default=f.default, metavar=metavar, help=helptext)
+        return ap
+
+    @classmethod
+    def from_args(cls, argv=None) -> "RunConfig":
+        return cls(**vars(cls.parser().parse_args(argv)))
+
+    @classmethod
+    def from_json(cls, saved: dict) -> "RunConfig":
+        """A run folder's config.json, from any version: a field it lacks gets
+        the value runs had before the field existed (``saved_default``, else
+        today's default); a key we no longer know is dropped."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        values = {}
+        for name, f in known.items():
+            if name in saved:
+                values[name] = saved[name]
+            elif f.metadata["saved_default"] is not None:
+                values[name] = f.metadata["saved_default"]
+            elif f.default is not dataclasses.MISSING:
+                values[name] = f.default
+            else:
+                values[name] = None
+        values["out"] = Path(values["out"]) if values["out"] is not None else None
+        return cls(**values)
+
+    def to_json(self) -> dict:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
+
+    def fixed_changes(self, saved: "RunConfig") -> list[str]:
+        return [f.name for f in dataclasses.fields(self)
+                if not f.metadata["resumable"] and getattr(self, f.name) != getattr(saved, f.name)]
+
+    def check(self) -> None:
+        """Refuse any setting that would hang (``--simulations 0``), crash later or
+        train on nonsense, before anything is loaded, played or written."""
+        for f in dataclasses.fields(self):
+            v, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
+            if f.metadata["limits"] is not None:
+                low, high, low_ok = f.metadata["limits"]
+                if not math.isfinite(v) or (v < low if low_ok else v <= low) or (high is not None and v > high):
+                    if high is not None:
+                        want = f"between {low} and {high}"
+                    else:
+                        want = f"at least {low}" if low_ok else f"more than {low}"
+                    raise UserError(f"{flag} must be {want}, got {v}")
+            if f.metadata["choices"] and v is not None and v not in f.metadata["choices"]:
+                raise UserError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
+        try:
+            torch.device(self.device)
+        except RuntimeError as e:
+            raise UserError(f"--device {self.device}: {_one_line(e)}") from e
+        if self.init != "random" and not Path(self.init).is_file():
+            raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
+        if self.eval_vs:
+            try:
+                make_player(self.eval_vs)
+            except UserError as e:
+                raise UserError(f"--eval-vs: {e}") from e
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    def _get_help_string(self, action):
+        return action.help if action.required else super()._get_help_string(action)
 
 
 def write_json(path: Path, obj) -> None:
@@ -60,7 +200,7 @@ def write_json(path: Path, obj) -> None:
 
 def save_net(net, path: Path, **extra) -> None:
     with atomic_path(path) as tmp:
-        export(net, net.hparams, tmp, **extra)
+        save_network(net, tmp, **extra)
 
 
 def save_games(games: SelfPlayGames, path: Path) -> None:
@@ -141,110 +281,43 @@ def committed_generation(out: Path) -> int:
         return 0
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--init", required=True, help="supervised checkpoint with a value head (model.pt / .ckpt), or 'random'")
-    ap.add_argument("--out", type=Path, required=True, help="run folder (resumed if it exists)")
-    ap.add_argument("--generations", type=int, default=10, help="run until this many generations are done")
-    ap.add_argument("--games", type=int, default=2048, help="self-play games per generation")
-    ap.add_argument("--parallel", type=int, default=512, help="games played at once (one part file each)")
-    ap.add_argument("--simulations", type=int, default=100, help="MCTS simulations per move in self-play")
-    ap.add_argument("--search", choices=["puct", "gumbel"], default=None,
-                    help=f"self-play and gating search (default: the run's own; {DEFAULT_SEARCH} for a new run). "
-                         "gumbel: Gumbel AlphaZero, the policy target is the improved policy")
-    ap.add_argument("--gumbel-considered", type=int, default=16, help="root actions sampled by Gumbel-top-k")
-    ap.add_argument("--c-puct", type=float, default=1.5)
-    ap.add_argument("--dirichlet-weight", type=float, default=0.25)
-    ap.add_argument("--dirichlet-alpha-scale", type=float, default=10.0, help="alpha = this / number of legal moves")
-    ap.add_argument("--temperature-plies", type=int, default=12, help="plies played by visit-count sampling")
-    ap.add_argument("--no-tree-reuse", action="store_true")
-    ap.add_argument("--resign-threshold", type=float, default=-0.9, help="initial threshold (calibrated each generation)")
-    ap.add_argument("--no-resign", action="store_true", help="never resign")
-    ap.add_argument("--no-resign-fraction", type=float, default=0.1, help="share of games always played out")
-    ap.add_argument("--window", type=int, default=4, help="generations of games in the replay window")
-    ap.add_argument("--train-steps", type=int, default=1000, help="training steps per generation")
-    ap.add_argument("--batch-size", type=int, default=512)
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--l2", type=float, default=1e-4)
-    ap.add_argument("--gate-games", type=int, default=200, help="games of the gating match")
-    ap.add_argument("--gate-simulations", type=int, default=50, help="simulations per move in gating matches")
-    ap.add_argument("--gate-threshold", type=float, default=0.55)
-    ap.add_argument("--continuous", action="store_true", help="no gating: the trainee is always the best")
-    ap.add_argument("--eval-vs", default=None, help="also play the best network (1-ply policy) against this spec each generation")
-    ap.add_argument("--eval-games", type=int, default=100)
-    ap.add_argument("--arch-blocks", type=int, default=RANDOM_INIT["blocks"], help="with --init random")
-    ap.add_argument("--arch-width", type=int, default=RANDOM_INIT["width"], help="with --init random")
-    ap.add_argument("--arch-encoder", default=RANDOM_INIT["encoder"], help="with --init random")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--logger", choices=["wandb", "none"], default="wandb")
-    ap.add_argument("--wandb-online", action="store_true")
-    ap.add_argument("--wandb-project", default="othello-learn-rl")
-    ap.add_argument("--quiet", action="store_true")
-    return ap.parse_args(argv)
+def generation_seeds(cfg: RunConfig, gen: int) -> dict:
+    """Independent streams for each generation and stage, from --seed alone: a
+    resumed stage draws what the killed one would have, and no two stages or
+    parts share a stream (as ad-hoc seed arithmetic can)."""
+    ss = np.random.SeedSequence(cfg.seed).spawn(gen)[gen - 1]
+    self_play, train, gate, evaluate = ss.spawn(4)
+    parts = -(-cfg.games // cfg.parallel)
+
+    def to_int(s):
+        return int(s.generate_state(1, np.uint32)[0])
+    return {"self_play": [to_int(s) for s in self_play.spawn(parts)], "train": to_int(train), "gate": to_int(gate),
+            "eval": to_int(evaluate)}
 
 
-# flag: (lowest, highest, the lowest is allowed); None = unbounded on that side.
-LIMITS = {
-    "generations": (1, None, True), "games": (1, None, True), "parallel": (1, None, True),
-    "simulations": (1, None, True), "gumbel_considered": (1, None, True), "c_puct": (0, None, False), "dirichlet_weight": (0, 1, True),
-    "dirichlet_alpha_scale": (0, None, False), "temperature_plies": (0, None, True),
-    "resign_threshold": (-1, 1, True), "no_resign_fraction": (0, 1, True), "window": (1, None, True),
-    "train_steps": (1, None, True), "batch_size": (1, None, True), "lr": (0, None, False), "l2": (0, None, True),
-    "gate_games": (1, None, True), "gate_simulations": (1, None, True), "gate_threshold": (0, 1, True),
-    "eval_games": (1, None, True), "arch_blocks": (1, None, True), "arch_width": (1, None, True),
-    "seed": (0, None, True),
-}
-
-
-def check_settings(args) -> None:
-    """Refuse any setting that would hang (``--simulations 0``), crash later or
-    train on nonsense, before anything is loaded, played or written."""
-    for key, (low, high, low_ok) in LIMITS.items():
-        v = getattr(args, key)
-        flag = "--" + key.replace("_", "-")
-        if not math.isfinite(v) or (v < low if low_ok else v <= low) or (high is not None and v > high):
-            if high is not None:
-                want = f"between {low} and {high}"
-            else:
-                want = f"at least {low}" if low_ok else f"more than {low}"
-            raise UserError(f"{flag} must be {want}, got {v}")
-    if args.arch_encoder not in ENCODERS:
-        raise UserError(f"--arch-encoder must be one of {', '.join(sorted(ENCODERS))}, got {args.arch_encoder!r}")
-    try:
-        torch.device(args.device)
-    except RuntimeError as e:
-        raise UserError(f"--device {args.device}: {_one_line(e)}") from e
-    if args.init != "random" and not Path(args.init).is_file():
-        raise UserError(f"--init {args.init}: no such checkpoint file (or give 'random')")
-
-
-def initial_network(args):
-    if args.init == "random":
-        torch.manual_seed(args.seed)
-        hp = {**RANDOM_INIT, "blocks": args.arch_blocks, "width": args.arch_width, "encoder": args.arch_encoder}
-        net = build_network(**hp)
-        net.hparams = hp
-        return net.eval()
-    net = load_net(Path(args.init), "cpu", "give a checkpoint written by train/train.py, or --init random")
+def initial_network(cfg: RunConfig):
+    if cfg.init == "random":
+        torch.manual_seed(cfg.seed)
+        hp = {**RANDOM_INIT, "blocks": cfg.arch_blocks, "width": cfg.arch_width, "encoder": cfg.arch_encoder}
+        return build_network(NetConfig(**hp)).eval()
+    net = load_net(Path(cfg.init), "cpu", "give a checkpoint written by train/train.py, or --init random")
     if getattr(net, "value_head", None) is None:
-        raise UserError(f"--init {args.init}: self-play needs a network with a value head "
+        raise UserError(f"--init {cfg.init}: self-play needs a network with a value head "
                         "(train one with arch: resnet, value_head: true, e.g. train/configs/resnet_best.yaml)")
     return net
 
 
 class Logger:
-    def __init__(self, args, state, out: Path):
+    def __init__(self, cfg: RunConfig, state: dict):
         self.run = None
-        if args.logger != "wandb":
+        if cfg.logger != "wandb":
             return
         import wandb
 
         os.environ.setdefault("WANDB_SILENT", "true")
-        self.run = wandb.init(project=args.wandb_project, dir=str(out), id=state["wandb_id"], resume="allow",
-                              mode="online" if args.wandb_online else "offline", config=vars(args) | {"out": str(out)},
-                              name=out.name)
+        self.run = wandb.init(project=cfg.wandb_project, dir=str(cfg.out), id=state["wandb_id"], resume="allow",
+                              mode="online" if cfg.wandb_online else "offline", config=cfg.to_json(),
+                              name=cfg.out.name)
 
     def log(self, metrics: dict, step: int) -> None:
         if self.run is not None:
@@ -278,34 +351,56 @@ def plot_elo(history: list[dict], path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    cfg = RunConfig.from_args(argv)
     try:
-        run(args)
+        run(cfg)
     except KeyboardInterrupt:
         # Everything is written atomically, so the rerun finds only whole files.
-        g = min(committed_generation(args.out) + 1, args.generations)
+        g = min(committed_generation(cfg.out) + 1, cfg.generations)
         print(f"{Path(sys.argv[0]).name}: interrupted; rerun the same command to resume from generation {g}",
               file=sys.stderr)
         return 130
     return 0
 
 
-def open_run(args) -> dict:
+def run(cfg: RunConfig) -> dict:
+    """Play, train, gate and commit generations until ``--generations`` are done; the final state."""
+    cfg.check()
+    state = open_run(cfg)
+    log = Logger(cfg, state)
+    try:
+        for gen in range(state["generation"] + 1, cfg.generations + 1):
+            self_play(cfg, gen)  # the best network's games: games/gen_N.npz
+            train(cfg, gen)  # the trainee on the replay window: nets/gen_N.pt
+            gate(cfg, gen)  # candidate against the best: stats/gen_N_gate.json
+            state = commit(cfg, gen, log)  # promote, recalibrate resignation: state.json
+    finally:
+        log.finish()
+    atomic_write(cfg.out / "best.pt", (cfg.out / state["best"]).read_bytes())
+    return state
+
+
+def open_run(cfg: RunConfig) -> dict:
     """The run's state: a new run folder set up, or an existing one checked
-    (same run settings, a readable commit point) before anything is written."""
-    out: Path = args.out
+    (same run settings, a readable commit point) before anything is written.
+    Settings left unset (None) take the run's own value."""
+    out = cfg.out
     cfg_path, state_path = out / "config.json", out / "state.json"
     if cfg_path.exists():
         saved = read_json(cfg_path, "it records the run's settings: restore it from a backup, or start a new --out")
         if not isinstance(saved, dict):
             raise UserError(f"{cfg_path}: corrupt run settings (not a JSON object): restore it, or start a new --out")
-        if args.search is None:
-            args.search = saved.get("search", SAVED_DEFAULTS["search"])
-        saved = {**SAVED_DEFAULTS, **saved}
-        changed = [k for k in FIXED if saved.get(k) != vars(args)[k]]
+        try:
+            saved = RunConfig.from_json(saved)
+        except TypeError as e:
+            raise UserError(f"{cfg_path}: corrupt run settings ({_one_line(e)}): restore it, or start a new --out")
+        for f in dataclasses.fields(cfg):
+            if getattr(cfg, f.name) is None and not f.metadata["resumable"]:
+                setattr(cfg, f.name, getattr(saved, f.name))
+        changed = cfg.fixed_changes(saved)
         if changed:
             raise UserError(f"{out} was started with different {', '.join(changed)} "
-                            f"({', '.join(f'{k}={saved.get(k)!r}' for k in changed)}): rerun with those, "
+                            f"({', '.join(f'{k}={getattr(saved, k)!r}' for k in changed)}): rerun with those, "
                             "or use another --out")
         if state_path.exists():
             return read_state(state_path)
@@ -317,161 +412,180 @@ def open_run(args) -> dict:
                         "give a new or empty folder")
     # A new run (or one killed before its first commit): the initial network
     # is checked before the first file is written.
-    net = initial_network(args)
-    if args.search is None:
-        args.search = DEFAULT_SEARCH
+    net = initial_network(cfg)
+    if cfg.search is None:
+        cfg.search = DEFAULT_SEARCH
     if not cfg_path.exists():
-        write_json(cfg_path, {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()})
+        write_json(cfg_path, cfg.to_json())
     save_net(net, out / "nets" / "gen_0000.pt")
     state = {"generation": 0, "best": "nets/gen_0000.pt", "trainee": "nets/gen_0000.pt", "elo_best": 0.0,
-             "resign_threshold": None if args.no_resign else args.resign_threshold, "history": [],
+             "resign_threshold": None if cfg.no_resign else cfg.resign_threshold, "history": [],
              "wandb_id": f"rl-{int(time.time())}-{os.getpid()}"}
     write_json(state_path, state)
     return state
 
 
-def run(args) -> dict:
-    """Play, train and gate generations until ``--generations`` are done; the final state."""
-    check_settings(args)
-    eval_vs = None
-    if args.eval_vs:
-        try:
-            eval_vs = make_player(args.eval_vs)
-        except UserError as e:
-            raise UserError(f"--eval-vs: {e}") from e
-    state = open_run(args)
-    out: Path = args.out
-    log = Logger(args, state, out)
-    try:
-        state = _generations(args, state, out, log, eval_vs)
-    finally:
-        log.finish()
-    best_final = out / "best.pt"
-    atomic_write(best_final, (out / state["best"]).read_bytes())
-    return state
+def _paths(cfg: RunConfig, gen: int) -> dict:
+    tag = f"gen_{gen:04d}"
+    out = cfg.out
+    return {"tag": tag, "games": out / "games" / f"{tag}.npz", "parts": out / "games" / tag,
+            "self_play": out / "stats" / f"{tag}_selfplay.json", "net": out / "nets" / f"{tag}.pt",
+            "train": out / "stats" / f"{tag}_train.json", "gate": out / "stats" / f"{tag}_gate.json",
+            "record": out / "stats" / f"{tag}.json"}
 
 
-def _generations(args, state: dict, out: Path, log: "Logger", eval_vs) -> dict:
-    state_path = out / "state.json"
-    dev = torch.device(args.device)
-    mcts = MCTSConfig(simulations=args.simulations, c_puct=args.c_puct, dirichlet_weight=args.dirichlet_weight,
-                      dirichlet_alpha_scale=args.dirichlet_alpha_scale, reuse_tree=not args.no_tree_reuse)
-    if args.search == "gumbel":
-        mcts = GumbelConfig(simulations=args.simulations, max_considered=args.gumbel_considered)
+def _search_config(cfg: RunConfig):
+    if cfg.search == "gumbel":
+        return GumbelConfig(simulations=cfg.simulations, max_considered=cfg.gumbel_considered)
+    return MCTSConfig(simulations=cfg.simulations, c_puct=cfg.c_puct, dirichlet_weight=cfg.dirichlet_weight,
+                      dirichlet_alpha_scale=cfg.dirichlet_alpha_scale, reuse_tree=not cfg.no_tree_reuse)
 
-    while state["generation"] < args.generations:
-        g = state["generation"] + 1
-        tag = f"gen_{g:04d}"
-        print(f"generation {g}: best {state['best']}, resign threshold {state['resign_threshold']}", file=sys.stderr)
-        best = load_net(out / state["best"], dev, COMMITTED).to(dev)
 
-        # 1. Self-play, in parts: a part on disk is never replayed.
-        games_path = out / "games" / f"{tag}.npz"
-        parts_dir = out / "games" / tag
-        t0 = time.time()
-        if not games_path.exists():
-            parts = []
-            sp = SelfPlayConfig(temperature_plies=args.temperature_plies, resign_threshold=state["resign_threshold"],
-                                no_resign_fraction=args.no_resign_fraction)
-            ev = Evaluator(best, dev)
-            for k, start in enumerate(range(0, args.games, args.parallel)):
-                part = parts_dir / f"part_{k:03d}.npz"
-                if not part.exists():
-                    n = min(args.parallel, args.games - start)
-                    save_games(play_games(ev, n, mcts, sp, seed=args.seed * 1_000_003 + g * 1009 + k,
-                                          progress=not args.quiet), part)
-                parts.append(load_games(part, REPLAYED))
-            save_games(SelfPlayGames.concat(parts), games_path)
-        if parts_dir.exists():  # our parts, now in games_path (also after a kill during this clean-up)
-            for part in parts_dir.glob("part_[0-9][0-9][0-9].npz"):
-                part.unlink(missing_ok=True)
-            try:
-                parts_dir.rmdir()
-            except OSError:  # something we did not write is in there: leave it
-                pass
-        selfplay_seconds = time.time() - t0
-        games = load_games(games_path, f"delete it and rerun the same command: generation {g}'s self-play is played again")
-
-        # 2. Train the trainee on the replay window.
-        cand_path = out / "nets" / f"{tag}.pt"
-        t0 = time.time()
-        train_stats_path = out / "stats" / f"{tag}_train.json"
-        if not cand_path.exists() or not train_stats_path.exists():
-            window = [load_games(out / "games" / f"gen_{i:04d}.npz", COMMITTED)
-                      for i in range(max(1, g - args.window + 1), g)] + [games]
-            trainee = load_net(out / state["trainee"], dev, COMMITTED).to(dev)
-            stats = train_network(trainee, SelfPlayGames.concat(window), args.train_steps, args.batch_size, args.lr,
-                                  args.l2, dev, seed=args.seed * 7919 + g, progress=not args.quiet)
-            stats["window_positions"] = int(sum(len(w.player) for w in window))
-            save_net(trainee.cpu(), cand_path, generation=g)
-            write_json(train_stats_path, stats)
-        train_stats = read_json(train_stats_path, REDONE)
-        train_seconds = time.time() - t0
-
-        # 3. Gate against the best network.
-        gate_path = out / "stats" / f"{tag}_gate.json"
-        if not gate_path.exists():
-            cand = load_net(cand_path, dev, REDONE)
-            if args.continuous:
-                gate = {"games": 0, "score": None, "elo": 0.0, "elo_low": None, "elo_high": None}
-            else:
-                a = search_player(args.search, cand, args.gate_simulations, dev)
-                b = search_player(args.search, best, args.gate_simulations, dev)
-                a.name, b.name = tag, state["best"]
-                r = play_match(a, b, args.gate_games, seed=args.seed + g, progress=not args.quiet)
-                elo, lo, hi = r.elo()
-                gate = {"games": r.games, "wins": r.wins, "draws": r.draws, "losses": r.losses, "score": r.score,
-                        "elo": _finite(elo), "elo_low": _finite(lo), "elo_high": _finite(hi)}
-            if eval_vs is not None:
-                r = play_match(PolicyPlayer(cand, dev), eval_vs, args.eval_games, seed=g, progress=not args.quiet)
-                gate["eval_vs"] = {"spec": args.eval_vs, "score": r.score, "elo": _finite(r.elo()[0])}
-            write_json(gate_path, gate)
-        gate = read_json(gate_path, REDONE)
-
-        # 4. Promote, recalibrate, record: state.json is the commit point.
-        promoted = args.continuous or (gate["score"] is not None and gate["score"] > args.gate_threshold)
-        elo_gain = gate["elo"]
-        if elo_gain is None and gate["score"] is not None:  # a clean sweep: its finite (inner) bound
-            elo_gain = gate["elo_low"] if gate["score"] >= 0.5 else gate["elo_high"]
-        elo_candidate = state["elo_best"] + (elo_gain or 0.0)
-        frr, n_low = false_resign_rate(games, state["resign_threshold"]) if state["resign_threshold"] is not None else (0.0, 0)
-        threshold = state["resign_threshold"]
-        if threshold is not None:
-            threshold = calibrate_resign_threshold(games, 0.05, threshold)
-        n = len(games.winner)
-        record = {
-            "generation": g,
-            "games": n,
-            "positions": int(len(games.player)),
-            "black_wins": float((games.winner > 0).mean()),
-            "white_wins": float((games.winner < 0).mean()),
-            "draws": float((games.winner == 0).mean()),
-            "resigned": float(games.resigned.mean()),
-            "mean_length": float(games.length.mean()),
-            "resign_threshold": state["resign_threshold"],
-            "false_resign_rate": frr,
-            "false_resign_sample": n_low,
-            "games_per_hour": n / max(selfplay_seconds, 1e-9) * 3600 if selfplay_seconds > 1 else None,
-            "train_seconds": train_seconds,
-            **{f"train_{k}": v for k, v in train_stats.items()},
-            "gate_score": gate["score"],
-            "gate_elo": gate["elo"],
-            "elo_candidate": elo_candidate,
-            "promoted": bool(promoted),
-            "elo_best": elo_candidate if promoted else state["elo_best"],
-        }
-        if "eval_vs" in gate:
-            record["eval_score"] = gate["eval_vs"]["score"]
-        write_json(out / "stats" / f"{tag}.json", record)
-        state = {**state, "generation": g, "trainee": f"nets/{tag}.pt",
-                 "best": f"nets/{tag}.pt" if promoted else state["best"], "elo_best": record["elo_best"],
-                 "resign_threshold": threshold, "history": state["history"] + [record]}
-        write_json(state_path, state)
-        log.log({k: v for k, v in record.items() if isinstance(v, (int, float)) and v is not None}, step=g)
-        plot_elo(state["history"], out / "elo.png")
-        print(f"generation {g}: {n} games ({record['black_wins']:.0%} black wins, {record['resigned']:.0%} resigned), "
-              f"gate score {gate['score']}, {'promoted' if promoted else 'kept best'}; Elo {record['elo_best']:+.0f}",
+def self_play(cfg: RunConfig, gen: int) -> Path:
+    """Generation ``gen``'s games by the best network, played in parts of
+    ``--parallel`` games: a part on disk is never played again, the merged file
+    on disk means the stage is done."""
+    p = _paths(cfg, gen)
+    state = read_state(cfg.out / "state.json")
+    if not p["games"].exists():
+        print(f"generation {gen}: best {state['best']}, resign threshold {state['resign_threshold']}",
               file=sys.stderr)
+        dev = torch.device(cfg.device)
+        ev = Evaluator(load_net(cfg.out / state["best"], dev, COMMITTED).to(dev), dev)
+        sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=state["resign_threshold"],
+                            no_resign_fraction=cfg.no_resign_fraction)
+        seeds = generation_seeds(cfg, gen)["self_play"]
+        parts, played, t0 = [], 0, time.time()
+        for k, start in enumerate(range(0, cfg.games, cfg.parallel)):
+            part = p["parts"] / f"part_{k:03d}.npz"
+            if not part.exists():
+                n = min(cfg.parallel, cfg.games - start)
+                save_games(play_games(ev, n, _search_config(cfg), sp, seed=seeds[k], progress=not cfg.quiet), part)
+                played += n
+            parts.append(load_games(part, REPLAYED))
+        seconds = time.time() - t0
+        save_games(SelfPlayGames.concat(parts), p["games"])
+        write_json(p["self_play"], {"seconds": seconds, "games_played": played,
+                                    "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None})
+    if p["parts"].exists():  # our parts, now in the merged file (also after a kill during this clean-up)
+        for part in p["parts"].glob("part_[0-9][0-9][0-9].npz"):
+            part.unlink(missing_ok=True)
+        try:
+            p["parts"].rmdir()
+        except OSError:  # something we did not write is in there: leave it
+            pass
+    return p["games"]
+
+
+def train(cfg: RunConfig, gen: int) -> Path:
+    """The trainee, trained on the last ``--window`` generations of games,
+    saved as generation ``gen``'s candidate (with its training statistics)."""
+    p = _paths(cfg, gen)
+    if p["net"].exists() and p["train"].exists():
+        return p["net"]
+    state = read_state(cfg.out / "state.json")
+    dev = torch.device(cfg.device)
+    window = [load_games(cfg.out / "games" / f"gen_{i:04d}.npz", COMMITTED)
+              for i in range(max(1, gen - cfg.window + 1), gen)]
+    window.append(load_games(p["games"], f"delete it and rerun the same command: generation {gen}'s self-play "
+                                         "is played again"))
+    trainee = load_net(cfg.out / state["trainee"], dev, COMMITTED).to(dev)
+    t0 = time.time()
+    stats = train_network(trainee, SelfPlayGames.concat(window), cfg.train_steps, cfg.batch_size, cfg.lr, cfg.l2,
+                          dev, seed=generation_seeds(cfg, gen)["train"], progress=not cfg.quiet)
+    stats["seconds"] = time.time() - t0
+    stats["window_positions"] = int(sum(len(w.player) for w in window))
+    save_net(trainee.cpu(), p["net"], generation=gen)
+    write_json(p["train"], stats)
+    return p["net"]
+
+
+def gate(cfg: RunConfig, gen: int) -> Path:
+    """The match of generation ``gen``'s candidate against the best network
+    (none with --continuous), and the optional --eval-vs match."""
+    p = _paths(cfg, gen)
+    if p["gate"].exists():
+        return p["gate"]
+    state = read_state(cfg.out / "state.json")
+    dev = torch.device(cfg.device)
+    seeds = generation_seeds(cfg, gen)
+    cand = load_net(p["net"], dev, REDONE)
+    if cfg.continuous:
+        result = {"games": 0, "score": None, "elo": 0.0, "elo_low": None, "elo_high": None}
+    else:
+        best = load_net(cfg.out / state["best"], dev, COMMITTED).to(dev)
+        a = search_player(cfg.search, cand, cfg.gate_simulations, dev, cfg.gumbel_considered)
+        b = search_player(cfg.search, best, cfg.gate_simulations, dev, cfg.gumbel_considered)
+        a.name, b.name = p["tag"], state["best"]
+        r = play_match(a, b, cfg.gate_games, seed=seeds["gate"], progress=not cfg.quiet)
+        elo, lo, hi = r.elo()
+        result = {"games": r.games, "wins": r.wins, "draws": r.draws, "losses": r.losses, "score": r.score,
+                  "elo": _finite(elo), "elo_low": _finite(lo), "elo_high": _finite(hi)}
+    if cfg.eval_vs:
+        r = play_match(PolicyPlayer(cand, dev), make_player(cfg.eval_vs), cfg.eval_games, seed=seeds["eval"],
+                       progress=not cfg.quiet)
+        result["eval_vs"] = {"spec": cfg.eval_vs, "score": r.score, "elo": _finite(r.elo()[0])}
+    write_json(p["gate"], result)
+    return p["gate"]
+
+
+def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
+    """Generation ``gen`` recorded: the candidate promoted if it won the gate,
+    the resign threshold recalibrated on the played-out games, state.json
+    (the commit point) rewritten. The state after it."""
+    p = _paths(cfg, gen)
+    state = read_state(cfg.out / "state.json")
+    if state["generation"] >= gen:
+        return state
+    games = load_games(p["games"], f"delete it and rerun the same command: generation {gen}'s self-play is played "
+                                  "again")
+    train_stats = read_json(p["train"], REDONE)
+    result = read_json(p["gate"], REDONE)
+    # Runs from before the self-play statistics file have none for a generation in flight.
+    sp_stats = read_json(p["self_play"], REDONE) if p["self_play"].exists() else {"games_per_hour": None}
+    promoted = cfg.continuous or (result["score"] is not None and result["score"] > cfg.gate_threshold)
+    elo_gain = result["elo"]
+    if elo_gain is None and result["score"] is not None:  # a clean sweep: its finite (inner) bound
+        elo_gain = result["elo_low"] if result["score"] >= 0.5 else result["elo_high"]
+    elo_candidate = state["elo_best"] + (elo_gain or 0.0)
+    threshold = state["resign_threshold"]
+    frr, n_low = false_resign_rate(games, threshold) if threshold is not None else (0.0, 0)
+    n = len(games.winner)
+    record = {
+        "generation": gen,
+        "games": n,
+        "positions": int(len(games.player)),
+        "black_wins": float((games.winner > 0).mean()),
+        "white_wins": float((games.winner < 0).mean()),
+        "draws": float((games.winner == 0).mean()),
+        "resigned": float(games.resigned.mean()),
+        "mean_length": float(games.length.mean()),
+        "resign_threshold": threshold,
+        "false_resign_rate": frr,
+        "false_resign_sample": n_low,
+        "games_per_hour": sp_stats["games_per_hour"],
+        **{f"train_{k}": v for k, v in train_stats.items()},
+        "gate_score": result["score"],
+        "gate_elo": result["elo"],
+        "elo_candidate": elo_candidate,
+        "promoted": bool(promoted),
+        "elo_best": elo_candidate if promoted else state["elo_best"],
+        "seeds": generation_seeds(cfg, gen),
+    }
+    if "eval_vs" in result:
+        record["eval_score"] = result["eval_vs"]["score"]
+    write_json(p["record"], record)
+    state = {**state, "generation": gen, "trainee": f"nets/{p['tag']}.pt",
+             "best": f"nets/{p['tag']}.pt" if promoted else state["best"], "elo_best": record["elo_best"],
+             "resign_threshold": calibrate_resign_threshold(games, 0.05, threshold) if threshold is not None else None,
+             "history": state["history"] + [record]}
+    write_json(cfg.out / "state.json", state)
+    if log is not None:
+        log.log({k: v for k, v in record.items() if isinstance(v, (int, float)) and v is not None}, step=gen)
+    plot_elo(state["history"], cfg.out / "elo.png")
+    print(f"generation {gen}: {n} games ({record['black_wins']:.0%} black wins, {record['resigned']:.0%} resigned), "
+          f"gate score {result['score']}, {'promoted' if promoted else 'kept best'}; Elo {record['elo_best']:+.0f}",
+          file=sys.stderr)
     return state
 
 

@@ -188,6 +188,10 @@ def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, cap
     state = json.loads((out / "state.json").read_text())
     assert state["generation"] == 2 and len(state["history"]) == 2
     assert len(rl_run.calls) == 5 and len(set(rl_run.calls)) == 4, "only the interrupted part was played again"
+    # Each part played with its generation's SeedSequence seed, recorded in the state; the replayed part the same.
+    seeds = [s for h in state["history"] for s in h["seeds"]["self_play"]]
+    assert rl_run.calls == seeds[:3] + seeds[2:]
+    assert seeds == [s for g in (1, 2) for s in rl_loop.generation_seeds(rl_loop.RunConfig.from_args(LOOP + ["--out", "x"]), g)["self_play"]]
     for g in (1, 2):
         games = SelfPlayGames.load(out / "games" / f"gen_{g:04d}.npz")
         assert len(games.winner) == 6
@@ -332,6 +336,28 @@ def test_a_truncated_part_is_named_with_what_to_do(run_copy, capsys):
     part.write_bytes((run_copy / "games" / "gen_0002.npz").read_bytes()[:100])
     err = _broken(run_copy, capsys, "--generations", "3")
     assert str(part) in err and "played again" in err
+
+
+def test_each_stage_resumes_from_its_files(run_copy, rl_run, capsys, monkeypatch):
+    """Killed after training generation 2: the rerun gates and commits, and plays
+    and trains nothing; a rerun after the gate only commits."""
+    played = []
+    monkeypatch.setattr(rl_loop, "play_games", lambda *a, **k: played.append("self-play"))
+    monkeypatch.setattr(rl_loop, "train_network", lambda *a, **k: played.append("train"))
+    real_match = rl_loop.play_match
+    monkeypatch.setattr(rl_loop, "play_match", lambda *a, **k: (played.append("gate"), real_match(*a, **k))[1])
+    for lost, stages in ((["stats/gen_0002_gate.json"], ["gate"]), ([], [])):
+        (run_copy / "state.json").write_text(json.dumps(rl_run.state_at_interrupt))
+        for name in lost + ["stats/gen_0002.json"]:
+            (run_copy / name).unlink()
+        played.clear()
+        assert cli(LOOP + ["--out", str(run_copy), "--logger", "none"], capsys)[0] == 0
+        assert played == stages
+        state = json.loads((run_copy / "state.json").read_text())
+        assert state["generation"] == 2 and (run_copy / "stats" / "gen_0002.json").exists()
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(run_copy)])
+    assert rl_loop.self_play(cfg, 2) == run_copy / "games" / "gen_0002.npz"
+    assert rl_loop.train(cfg, 2) == run_copy / "nets" / "gen_0002.pt" and played == []
 
 
 def test_a_truncated_network_is_named(run_copy, capsys):

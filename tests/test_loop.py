@@ -1,0 +1,87 @@
+"""The RL loop's run settings (RunConfig) and seeds: no games played."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from othello.files import UserError
+from selfplay import loop as rl_loop
+from selfplay.loop import RunConfig, generation_seeds
+
+BASE = ["--init", "random", "--out", "runs/x"]
+
+
+def test_the_command_line_is_the_dataclass():
+    ap = RunConfig.parser()
+    flags = {a.dest: a for a in ap._actions if a.dest != "help"}
+    assert set(flags) == {f.name for f in dataclasses.fields(RunConfig)}
+    for f in dataclasses.fields(RunConfig):
+        if f.default is not dataclasses.MISSING:
+            assert flags[f.name].default == f.default, f.name
+    text = ap.format_help()
+    assert "(default: 2048)" in text and "(default: othello-learn-rl)" in text
+    assert "self-play games per generation (fixed)" in text and "(default: None)" not in text.split("--generations")[0]
+    cfg = RunConfig.from_args(BASE + ["--games", "8", "--no-resign", "--lr", "0.01", "--search", "gumbel"])
+    assert (cfg.games, cfg.no_resign, cfg.lr, cfg.search, cfg.init) == (8, True, 0.01, "gumbel", "random")
+
+
+def test_which_settings_may_change_on_resume_is_a_property_of_the_field():
+    saved = RunConfig.from_args(BASE)
+    fixed = {f.name for f in dataclasses.fields(RunConfig) if not f.metadata["resumable"]}
+    assert {"games", "parallel", "simulations", "window", "seed", "search", "init"} <= fixed
+    assert not {"generations", "out", "lr", "device", "quiet"} & fixed
+    for name in ("generations", "lr", "gate_games"):
+        changed = dataclasses.replace(saved, **{name: getattr(saved, name) * 2})
+        assert changed.fixed_changes(saved) == []
+    assert dataclasses.replace(saved, parallel=7, window=9).fixed_changes(saved) == ["parallel", "window"]
+
+
+def test_the_saved_config_round_trips_and_old_ones_still_load():
+    cfg = RunConfig.from_args(BASE + ["--games", "8"])
+    cfg.search = "puct"
+    assert RunConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
+    # A config.json from before --search and --gumbel-considered, with a setting since removed.
+    old = {k: v for k, v in cfg.to_json().items() if k not in ("search", "gumbel_considered")}
+    old["some_removed_flag"] = 3
+    back = RunConfig.from_json(old)
+    assert back.search == "puct" and back.gumbel_considered == 0 and back.games == 8
+    assert back.fixed_changes(cfg) == []
+
+
+def test_a_resumed_run_fills_unset_fixed_settings_from_its_own(tmp_path, monkeypatch):
+    out = tmp_path / "rl"
+    base = ["--init", "random", "--out", str(out), "--generations", "1", "--arch-blocks", "1", "--arch-width", "8",
+            "--logger", "none", "--search", "gumbel"]
+    seen = []
+    for stage in ("self_play", "train", "gate"):
+        monkeypatch.setattr(rl_loop, stage, lambda cfg, gen: None)
+    monkeypatch.setattr(rl_loop, "commit", lambda cfg, gen, log=None: (seen.append(cfg.search),
+                                                                        rl_loop.read_state(cfg.out / "state.json"))[1])
+    assert rl_loop.main(base) == 0
+    assert json.loads((out / "config.json").read_text())["search"] == "gumbel"
+    assert rl_loop.main(base[:-2]) == 0 and seen == ["gumbel", "gumbel"], "no --search: the run's own"
+    with pytest.raises(UserError, match="search"):
+        rl_loop.main(base[:-1] + ["puct"])
+
+
+@pytest.mark.parametrize("flag,value", [("--search", "alphabeta"), ("--logger", "csv"), ("--arch-encoder", "x")])
+def test_choices_are_checked_with_one_line_naming_the_flag(flag, value):
+    cfg = RunConfig.from_args(BASE + [flag, value])
+    with pytest.raises(UserError, match=f"^{flag} must be one of"):
+        cfg.check()
+
+
+def test_seeds_are_independent_streams_per_generation_stage_and_part():
+    cfg = RunConfig.from_args(BASE + ["--games", "10", "--parallel", "4"])
+    s1, s2 = generation_seeds(cfg, 1), generation_seeds(cfg, 2)
+    assert len(s1["self_play"]) == 3
+    every = s1["self_play"] + s2["self_play"] + [s[k] for s in (s1, s2) for k in ("train", "gate", "eval")]
+    assert len(set(every)) == len(every)
+    assert generation_seeds(cfg, 2) == s2, "the same seeds when a run resumes"
+    # They are SeedSequence's spawned children, not arithmetic on --seed.
+    expected = np.random.SeedSequence(0).spawn(2)[1].spawn(4)[1].generate_state(1, np.uint32)[0]
+    assert s2["train"] == int(expected)
+    other = generation_seeds(dataclasses.replace(cfg, seed=1), 2)
+    assert not set(other["self_play"]) & set(s2["self_play"])
