@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from models.batch import from_arrays  # noqa: E402
 from models.encoders import ENCODERS  # noqa: E402
 from othello.notation import PASS  # noqa: E402
 from othello.states import States  # noqa: E402
@@ -120,12 +121,7 @@ def main() -> None:
             batches = []
             for r in range(reps + 1):
                 idx = (np.arange(size) + r * size) % n
-                batches.append({
-                    "player": torch.from_numpy(player[idx].view(np.int64)).to(device),
-                    "opponent": torch.from_numpy(opponent[idx].view(np.int64)).to(device),
-                    "history": torch.from_numpy(history[idx]).to(device),
-                    "black_to_move": torch.from_numpy(black[idx]).to(device),
-                })
+                batches.append(from_arrays(player[idx], opponent[idx], black[idx], history[idx], device))
             t_raw = time_encoder(raw, batches, device)
             t_hc = time_encoder(hc, batches, device)
             print(f"{name:<9} {size:>6} {reps:>7} {t_raw * 1e3:>9.3f} ms {t_hc * 1e3:>11.3f} ms "

@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from models.nets import build_network  # noqa: E402
+from models.batch import from_arrays  # noqa: E402
+from models.nets import NetConfig, build_network  # noqa: E402
 from othello import Position  # noqa: E402
-from othello.bitboard import _signed  # noqa: E402
 
 
 def main() -> None:
@@ -32,13 +32,12 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     pos = Position.from_transcript("f5d6c3d3c4f4c5b3c2e6c6b4b5d2e3a6c1b1")
-    batch = {"player": torch.tensor([_signed(pos.player)]), "opponent": torch.tensor([_signed(pos.opponent)]),
-             "history": torch.tensor([[8, 9, 41, 33]]), "black_to_move": torch.tensor([pos.black_to_move])}
+    batch = from_arrays([pos.player], [pos.opponent], [pos.black_to_move], [[8, 9, 41, 33]])
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
                platform.machine()) if os.path.exists("/proc/cpuinfo") else platform.machine()
     print(f"{cpu}, {args.threads} threads, torch {torch.__version__}; reference net {args.depth}x64; one position")
     for encoder in ("raw", "handcrafted"):
-        net = build_network("reference", encoder=encoder, depth=args.depth, width=64).eval()
+        net = build_network(NetConfig("reference", encoder=encoder, depth=args.depth, width=64)).eval()
         rounds = []
         with torch.inference_mode():
             for _ in range(20):

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from models import fastpath  # noqa: E402
-from models.nets import build_network  # noqa: E402
+from models.nets import NetConfig, build_network  # noqa: E402
 from selfplay.gumbel import GumbelConfig  # noqa: E402
 from selfplay.mcts import Evaluator, MCTSConfig  # noqa: E402
 from selfplay.selfplay import SelfPlayConfig, play_games  # noqa: E402
@@ -71,8 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
-    net = build_network(args.arch, encoder=args.encoder, depth=args.blocks, blocks=args.blocks, width=args.width,
-                        value_head=True).to(args.device).eval()
+    net = build_network(NetConfig(args.arch, encoder=args.encoder, depth=args.blocks, blocks=args.blocks,
+                                  width=args.width, value_head=True)).to(args.device).eval()
     fast = fastpath.auto_precision(args.device)
     evaluators = {fastpath.FP32: Evaluator(net, args.device, precision=fastpath.FP32)}
     if fast != fastpath.FP32:

@@ -27,11 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
-from data_tools.datamodule import SYMMETRY_GROUPS, WthorDataModule, augment  # noqa: E402
+from data_tools.datamodule import WthorDataModule  # noqa: E402
+from models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
 from models.fastpath import FP32, auto_precision, autocast, prepare  # noqa: E402
-from models.nets import build_network  # noqa: E402
+from models.losses import move_losses  # noqa: E402
+from models.nets import NetConfig, build_network  # noqa: E402
 from train.train import load_config  # noqa: E402
 
 EPOCH = 6_912_964  # positions of 1977-2014
@@ -39,10 +40,7 @@ EPOCH = 6_912_964  # positions of 1977-2014
 
 def loss_of(out: dict, batch: dict, value_weight: float = 0.5) -> torch.Tensor:
     """The training module's loss: cross-entropy over legal moves (+ value MSE)."""
-    loss = F.cross_entropy(out["policy"].float(), batch["move"])
-    if "value" in out:
-        loss = loss + value_weight * F.mse_loss(out["value"].float(), torch.sign(batch["result"]))
-    return loss
+    return move_losses(out, batch["move"], torch.sign(batch["result"]), value_weight=value_weight)["loss"]
 
 
 class Setup:
@@ -50,7 +48,7 @@ class Setup:
 
     def __init__(self, model_cfg: dict, device: str, precision: str, compile_net: bool = False):
         self.device, self.precision = device, precision
-        self.net = prepare(build_network(**model_cfg).to(device).train(), device, precision)
+        self.net = prepare(build_network(NetConfig.from_dict(model_cfg)).to(device).train(), device, precision)
         self.model = torch.compile(self.net) if compile_net else self.net
         self.opt = torch.optim.AdamW(self.net.parameters(), lr=1e-3)
 

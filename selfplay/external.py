@@ -34,7 +34,7 @@ from othello.formats import FormatError, GameRecord, format_ggf, parse_move, wri
 from othello.game import Position
 from othello.notation import PASS, square_name
 
-from .players import Player, register_player
+from .players import Player
 
 
 class EngineError(UserError):
@@ -343,5 +343,6 @@ def _external(cls, allowed):
     return factory
 
 
-register_player("nboard", _external(NBoardPlayer, ("timeout", "depth")))
-register_player("gtp", _external(GTPPlayer, ("timeout",)))
+# The registry's "nboard" and "gtp" kinds.
+nboard_from_args = _external(NBoardPlayer, ("timeout", "depth"))
+gtp_from_args = _external(GTPPlayer, ("timeout",))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from models.batch import from_arrays
 from othello import bitboard as bb
 from othello.states import ACTIONS, PASS, States  # noqa: F401  (ACTIONS, PASS: re-exported)
 
@@ -67,8 +68,9 @@ class Evaluator:
 
     @torch.inference_mode()
     def __call__(self, player, opponent, history, black_to_move, legal=None):
-        """``legal``: the [n, 65] action mask when the caller has it (saves recomputing it)."""
-        batch = {"player": player, "opponent": opponent, "history": history.long(), "black_to_move": black_to_move}
+        """``legal``: the [n, 65] action mask when the caller has it (the network then uses it
+        instead of recomputing it)."""
+        batch = from_arrays(player, opponent, black_to_move, history, legal=legal)
         if player.shape[0] >= self.min_fast_batch:
             with self._autocast():
                 out = self.net(batch)

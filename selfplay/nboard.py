@@ -36,7 +36,9 @@ from othello.files import UserError, run_main  # noqa: E402
 from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move  # noqa: E402
 from othello.game import IllegalMoveError, Position  # noqa: E402
 from othello.notation import PASS, square_name  # noqa: E402
-from selfplay.players import WIN_SCALE, AlphaBetaPlayer, Player, make_player  # noqa: E402
+from selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer  # noqa: E402
+from selfplay.players import Player  # noqa: E402
+from selfplay.registry import make_player  # noqa: E402
 
 
 def move_text(sq: int) -> str:
@@ -72,13 +74,13 @@ class Analyst:
     def _net_out(self, positions: list[Position], histories: np.ndarray):
         import torch
 
-        from selfplay.nn_players import to_batch
+        from models.batch import from_arrays
 
         p = np.array([x.player for x in positions], dtype=np.uint64)
         o = np.array([x.opponent for x in positions], dtype=np.uint64)
         btm = np.array([x.black_to_move for x in positions], dtype=bool)
         with torch.inference_mode():
-            out = self.net(to_batch(p, o, btm, histories, self.device))
+            out = self.net(from_arrays(p, o, btm, histories, self.device))
         probs = torch.softmax(out["policy"].float(), -1).cpu().numpy()
         value = out["value"].float().cpu().numpy() if "value" in out else None
         return probs, value

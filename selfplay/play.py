@@ -25,7 +25,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from othello.files import UserError, atomic_write, run_main  # noqa: E402
 from othello.game import Position  # noqa: E402
 from othello.notation import PASS, format_transcript, parse_square, square_name  # noqa: E402
-from selfplay.players import Player, make_player  # noqa: E402
+from selfplay.players import Player  # noqa: E402
+from selfplay.registry import make_player  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OPPONENT = "policy:checkpoints/cpu_rl_warm_long.pt"

@@ -13,7 +13,7 @@ from othello.game import Position
 from othello.notation import PASS
 from selfplay.arena import play_match
 from selfplay.external import EngineError, GTPPlayer, NBoardPlayer, explicit_moves
-from selfplay.players import make_player
+from selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"

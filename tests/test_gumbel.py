@@ -199,16 +199,16 @@ def test_gumbel_self_play_records_the_improved_policy(ev):
 def test_gumbel_player_and_gating_search_in_the_loop(tmp_path, monkeypatch):
     import json
 
-    from models.nets import build_network, export
+    from models.nets import NetConfig, build_network, save_network
     from selfplay import loop as rl_loop
     from selfplay.arena import main as arena_main
     from selfplay.nn_players import GumbelPlayer, MCTSPlayer, search_player
 
     tiny = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
     torch.manual_seed(0)
-    net = build_network(**tiny).eval()
+    net = build_network(NetConfig(**tiny)).eval()
     ckpt = tmp_path / "tiny.pt"
-    export(net, tiny, ckpt)
+    save_network(net, ckpt)
     out = tmp_path / "m.json"
     assert arena_main(["--a", f"gumbel:{ckpt}:4", "--b", f"mcts:{ckpt}:4", "--games", "2", "--json", str(out), "--quiet"]) == 0
     assert json.loads(out.read_text())["games"] == 2
@@ -218,7 +218,10 @@ def test_gumbel_player_and_gating_search_in_the_loop(tmp_path, monkeypatch):
     # A run folder saved before --search existed resumes as PUCT, and refuses gumbel.
     run = tmp_path / "rl"
     seen = []
-    monkeypatch.setattr(rl_loop, "_generations", lambda args, state, *a: (seen.append(args.search), state)[1])
+    for stage in ("self_play", "train", "gate"):
+        monkeypatch.setattr(rl_loop, stage, lambda cfg, gen: None)
+    monkeypatch.setattr(rl_loop, "commit", lambda cfg, gen, log=None: (seen.append(cfg.search),
+                                                                        rl_loop.read_state(cfg.out / "state.json"))[1])
     base = ["--init", "random", "--generations", "1", "--games", "2", "--parallel", "2", "--simulations", "2",
             "--arch-blocks", "1", "--arch-width", "8", "--quiet", "--logger", "none", "--out", str(run)]
     assert rl_loop.main(base) == 0 and seen == ["puct"]

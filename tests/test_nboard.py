@@ -10,7 +10,8 @@ from othello.formats import GameRecord, format_ggf
 from othello.game import Position
 from othello.notation import PASS, parse_square
 from selfplay.nboard import Engine, serve
-from selfplay.players import AlphaBetaPlayer, make_player
+from selfplay.alphabeta import AlphaBetaPlayer
+from selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -26,7 +26,8 @@ from othello import Position
 from othello.notation import PASS, parse_transcript, square_name
 from selfplay import play
 from selfplay.arena import play_match, write_games
-from selfplay.players import GreedyPlayer, RandomPlayer, make_player
+from selfplay.players import GreedyPlayer, RandomPlayer
+from selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[1]
 HC = REPO / "checkpoints" / "cpu_hc_long.pt"  # policy only
@@ -330,13 +331,13 @@ def test_arena_cli_rejects_other_games_out_suffix(tmp_path):
 
 @pytest.fixture(scope="module")
 def selfplay_games():
-    from models.nets import build_network
+    from models.nets import NetConfig, build_network
     from selfplay.mcts import Evaluator, MCTSConfig
     from selfplay.selfplay import SelfPlayConfig, play_games
 
     torch.manual_seed(0)
     tiny = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
-    net = build_network(**tiny).eval()
+    net = build_network(NetConfig(**tiny)).eval()
     return play_games(Evaluator(net, "cpu"), 8, MCTSConfig(simulations=4),
                       SelfPlayConfig(resign_threshold=-0.3, no_resign_fraction=0.5), seed=2, progress=False)
 
@@ -397,8 +398,9 @@ def test_legal_move_names():
 
 def test_best_move_matches_the_batched_players():
     from models.nets import load_network
+    from models.batch import from_arrays
     from selfplay.mcts import Evaluator
-    from selfplay.nn_players import PolicyPlayer, best_move, to_batch
+    from selfplay.nn_players import PolicyPlayer, best_move
 
     rng = random.Random(0)
     positions = []
@@ -419,7 +421,7 @@ def test_best_move_matches_the_batched_players():
             chosen = player.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
                                    np.array([pos.black_to_move]), np.random.default_rng(0))[0]
             assert sq == chosen
-            b = to_batch([pos.player], [pos.opponent], [pos.black_to_move], None, "cpu")
+            b = from_arrays([pos.player], [pos.opponent], [pos.black_to_move], None, "cpu")
             prior, v = ev(b["player"], b["opponent"], b["history"], b["black_to_move"])
             np.testing.assert_allclose(probs, prior[0, :64].double().numpy(), atol=1e-5)
             assert (probs[[s for s in range(64) if s not in pos.legal_moves()]] == 0).all()

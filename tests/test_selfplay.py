@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from models.nets import build_network, export, legal_mask
+from models.nets import NetConfig, build_network, legal_mask, save_network
 from othello import bitboard as bb
 from othello.files import run_main
 from selfplay import loop as rl_loop
-from data_tools.datamodule import augment
+from models.batch import augment
 from selfplay.learner import to_device_batch, train_network
 from selfplay.mcts import Evaluator, MCTSConfig
 from selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
@@ -27,8 +27,7 @@ TINY = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head
 @pytest.fixture(scope="module")
 def tiny_net():
     torch.manual_seed(0)
-    net = build_network(**TINY).eval()
-    net.hparams = dict(TINY)
+    net = build_network(NetConfig(**TINY)).eval()
     return net
 
 
@@ -97,14 +96,14 @@ def test_training_lowers_the_loss(games, tiny_net):
     later = train_network(net, games, steps=40, batch_size=64, lr=3e-3, seed=1)
     assert later["loss"] < first["loss"]
     with pytest.raises(ValueError, match="value head"):
-        train_network(build_network("reference", depth=1, width=4), games, steps=1)
+        train_network(build_network(NetConfig("reference", depth=1, width=4)), games, steps=1)
 
 
 def test_network_players_in_the_arena(tmp_path, tiny_net):
     from selfplay.arena import main as arena_main
 
     ckpt = tmp_path / "tiny.pt"
-    export(tiny_net, TINY, ckpt)
+    save_network(tiny_net, ckpt)
     out = tmp_path / "m.json"
     assert arena_main(["--a", f"mcts:{ckpt}:2", "--b", f"policy:{ckpt}", "--games", "2", "--json", str(out), "--quiet"]) == 0
     r = json.loads(out.read_text())
@@ -249,8 +248,8 @@ def test_loop_refuses_bad_settings_before_any_work(tmp_path, capsys, flag, value
 
 def test_loop_refuses_a_network_without_a_value_head(tmp_path, capsys):
     ckpt = tmp_path / "policy_only.pt"
-    net = build_network("reference", depth=1, width=4)
-    export(net, {"arch": "reference", "depth": 1, "width": 4}, ckpt)
+    net = build_network(NetConfig("reference", depth=1, width=4))
+    save_network(net, ckpt)
     argv = LOOP + ["--out", str(tmp_path / "rl"), "--logger", "none"]
     argv[argv.index("--init") + 1] = str(ckpt)
     code, err = cli(argv, capsys)

@@ -1,6 +1,7 @@
 """Training and evaluation under faults: kills, full disks, corrupt or crafted files,
 two runs in one folder, bad settings. Nothing lost, nothing run, one clear line."""
 
+import dataclasses
 import errno
 import inspect
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.nets import build_network, export, load_network, read_checkpoint
+from models.nets import NetConfig, build_network, load_network, read_checkpoint, save_network
 from othello.files import UserError, run_main
 from test_training import dataset_dir  # noqa: F401  (the module-scoped tiny dataset)
 
@@ -78,7 +79,7 @@ def test_a_damaged_last_ckpt_stops_the_resume_with_one_line(dataset_dir, tmp_pat
     if damage == "empty":  # a kill during a copy
         last.write_bytes(b"")
     elif damage == "truncated":  # a full disk under a plain torch.save
-        export(build_network(depth=1, width=4), {"arch": "reference", "depth": 1, "width": 4}, tmp_path / "x.pt")
+        save_network(build_network(NetConfig(depth=1, width=4)), tmp_path / "x.pt")
         data = (tmp_path / "x.pt").read_bytes()
         last.write_bytes(data[: len(data) // 2])
     else:
@@ -134,7 +135,7 @@ def test_last_ckpt_is_saved_periodically_at_validation_and_at_the_end_through_th
         ckpt = torch.load(out / "checkpoints" / name, map_location="cpu", weights_only=True)
         assert type(ckpt["hyper_parameters"]) is dict
     assert _step(out / "checkpoints" / "last.ckpt") == 12
-    assert load_network(out / "model.pt").hparams["depth"] == 1
+    assert load_network(out / "model.pt").config.depth == 1
     assert not (out / ".lock").exists()
 
 
@@ -282,8 +283,9 @@ def test_the_schema_matches_the_modules():
     from train.module import MovePredictor
     from train.train import SCHEMA
 
-    module_args = set(inspect.signature(MovePredictor.__init__).parameters) - {"self"}
-    assert set(SCHEMA["model"]) | set(SCHEMA["optim"]) == module_args
+    module_args = set(inspect.signature(MovePredictor.__init__).parameters) - {"self", "net"}
+    assert set(SCHEMA["optim"]) == module_args
+    assert set(SCHEMA["model"]) == {f.name for f in dataclasses.fields(NetConfig)}
     assert not set(SCHEMA["model"]) & set(SCHEMA["optim"])
     assert set(SCHEMA["data"]) == set(inspect.signature(WthorDataModule.__init__).parameters) - {"self", "data_dir", "seed"}
     for section in ("model", "optim", "data"):  # the shipped configs are valid
@@ -297,7 +299,7 @@ def test_the_schema_matches_the_modules():
 @pytest.fixture
 def tiny_checkpoint(tmp_path):
     path = tmp_path / "tiny.pt"
-    export(build_network(depth=1, width=4), {"arch": "reference", "encoder": "raw", "depth": 1, "width": 4}, path)
+    save_network(build_network(NetConfig(depth=1, width=4)), path)
     return path
 
 
@@ -365,9 +367,9 @@ def test_a_crafted_checkpoint_is_refused_without_running_it(dataset_dir, tmp_pat
 
 
 def test_export_refuses_what_weights_only_loading_would(tmp_path):
-    net = build_network(depth=1, width=4)
+    net = build_network(NetConfig(depth=1, width=4))
     with pytest.raises(TypeError, match="metrics"):
-        export(net, {"arch": "reference", "depth": 1, "width": 4}, tmp_path / "m.pt", metrics={"f": object()})
+        save_network(net, tmp_path / "m.pt", metrics={"f": object()})
     assert not (tmp_path / "m.pt").exists()
 
 
@@ -376,4 +378,4 @@ def test_shipped_checkpoints_load_weights_only():
     assert paths
     for path in paths:
         torch.load(path, map_location="cpu", weights_only=True)
-        assert load_network(path).hparams["arch"] in ("reference", "resnet")
+        assert load_network(path).config.arch in ("reference", "resnet")

@@ -108,6 +108,12 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     steps_per_epoch = first["global_step"]
     second = train_main(common + ["--max-epochs", "2"])  # the same command, one more epoch: resumes
     assert second["global_step"] == 2 * steps_per_epoch
+    # One W&B run across the resume (its id kept in OUT/wandb_id), the test accuracy by phase as a table.
+    run_id = (out / "wandb_id").read_text().strip()
+    runs = sorted((out / "wandb").glob(f"offline-run-*-{run_id}"))
+    assert len(runs) == 2 == len(list((out / "wandb").glob("offline-run-*")))
+    table = json.loads(next(runs[-1].glob("files/media/table/test/phases_*.table.json")).read_text())
+    assert table["columns"] == ["moves", "accuracy"] and table["data"][0][0] == "1-12"
 
     net = load_network(out / "model.pt")
     assert net.config == NetConfig("resnet", blocks=1, width=8, value_head=True)
@@ -119,6 +125,15 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     assert sum(p["positions"] for p in saved["phases"]) == saved["positions"]
     assert saved["symmetric_accuracy"] >= saved["accuracy"]
     assert report.with_suffix(".png").stat().st_size > 1000
+
+
+def test_the_wandb_run_id_is_kept_across_resumes_and_new_with_fresh(tmp_path):
+    from train.train import wandb_run_id
+
+    first = wandb_run_id(tmp_path)
+    assert wandb_run_id(tmp_path) == first == (tmp_path / "wandb_id").read_text().strip()
+    fresh = wandb_run_id(tmp_path, fresh=True)
+    assert fresh != first and wandb_run_id(tmp_path) == fresh
 
 
 def test_learning_rate_schedule_ends_with_the_time_budget():

@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
+import time
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -30,7 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 SECTIONS = ("model", "optim", "data", "trainer")
 
 # The settings of each section and their types (None: optional). model and optim are
-# MovePredictor's arguments (a test keeps them in step), data WthorDataModule's.
+# model is models.nets.NetConfig, optim MovePredictor's other arguments (a test keeps them
+# in step), data WthorDataModule's.
 YEARS = (str, int)
 SCHEMA = {
     "model": {"arch": str, "encoder": str, "depth": int, "width": int, "blocks": int, "value_head": bool},
@@ -171,7 +174,7 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
              "or optim.scheduler=none: the learning-rate schedule has no end")
 
 
-def make_logger(kind: str, out: Path, name: str, online: bool, project: str):
+def make_logger(kind: str, out: Path, name: str, online: bool, project: str, fresh: bool = False):
     from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
     if kind == "none":
@@ -181,8 +184,39 @@ def make_logger(kind: str, out: Path, name: str, online: bool, project: str):
     if kind == "wandb":
         if not online:
             os.environ.setdefault("WANDB_MODE", "offline")
-        return WandbLogger(project=project, name=name, save_dir=str(out), offline=not online)
+        # Checkpoints go up as artifacts only when online: offline they are already in OUT.
+        return WandbLogger(project=project, name=name, save_dir=str(out), offline=not online,
+                           id=wandb_run_id(out, fresh), resume="allow", log_model=online)
     raise UserError(f"--logger must be wandb, csv or none, got {kind!r}")
+
+
+def wandb_run_id(out: Path, fresh: bool = False) -> str:
+    """The W&B run id of the training run in OUT, kept in OUT/wandb_id: a resumed
+    run's curves continue the same W&B run instead of starting a new one each
+    time (as the RL loop's do). --fresh starts a new W&B run too."""
+    path = out / "wandb_id"
+    if path.exists() and not fresh:
+        run_id = path.read_text().strip()
+        if run_id and all(c.isalnum() or c in "-_" for c in run_id):
+            return run_id
+    run_id = f"train-{int(time.time())}-{secrets.token_hex(3)}"  # a --fresh within the second differs too
+    atomic_write(path, run_id + "\n")
+    return run_id
+
+
+def log_test_results(logger, test: dict) -> None:
+    """The test metrics in the W&B run's summary, and the accuracy by game phase as a
+    table (one row a phase, in order), which the scalar charts cannot show."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    if not isinstance(logger, WandbLogger):
+        return
+    import wandb
+
+    prefix = "test/acc_moves_"
+    rows = [[k[len(prefix):], v] for k, v in test.items() if k.startswith(prefix)]
+    logger.experiment.summary.update(test)
+    logger.experiment.log({"test/phases": wandb.Table(columns=["moves", "accuracy"], data=rows)})
 
 
 def _at_least(low: int | float, kind=int):
@@ -255,10 +289,11 @@ NET_KEYS = {"reference": ("arch", "encoder", "depth", "width"),
             "resnet": ("arch", "encoder", "blocks", "width", "value_head")}
 
 
-def check_resumable(path: Path, model_hparams: dict) -> int:
+def check_resumable(path: Path, net_config) -> int:
     """Read ``last.ckpt`` before training: a truncated or foreign file, or one of another
     network than the config's, is a one-line error suggesting ``--fresh``. Returns its step."""
     from models.nets import read_checkpoint
+    from train.module import checkpoint_net_config
 
     try:
         ckpt = read_checkpoint(path)
@@ -269,8 +304,13 @@ def check_resumable(path: Path, model_hparams: dict) -> int:
     if not isinstance(hp, dict) or "loops" not in ckpt or "state_dict" not in ckpt:
         raise UserError(f"cannot resume: {path} is not a training checkpoint of train.py; "
                         "rerun with --fresh to start over")
-    keys = NET_KEYS.get(model_hparams["arch"], ())
-    differ = [f"model.{k}={hp.get(k)!r} there, {model_hparams[k]!r} now" for k in keys if hp.get(k) != model_hparams[k]]
+    try:  # the flat hyperparameters of runs started before the module took a net config, or {"net": {...}}
+        there = checkpoint_net_config(hp).to_dict()
+    except (TypeError, ValueError) as e:
+        raise UserError(f"cannot resume from {path}: {e}; rerun with --fresh to start over") from None
+    now = net_config.to_dict()
+    keys = NET_KEYS.get(now["arch"], ())
+    differ = [f"model.{k}={there[k]!r} there, {now[k]!r} now" for k in keys if there[k] != now[k]]
     if differ:
         raise UserError(f"cannot resume from {path}: it is a different network ({'; '.join(differ)}); "
                         "use the run's own config, another --out, or --fresh")
@@ -287,10 +327,10 @@ def train(argv=None) -> dict:
 
     from data_tools.datamodule import WthorDataModule
     from models.fastpath import auto_precision
-    from models.nets import export, load_network
+    from models.nets import NetConfig, save_network
     from train.checkpoints import AtomicCheckpointIO, LastCheckpoint
     from train.lock import RunLock
-    from train.module import MovePredictor
+    from train.module import MovePredictor, network_from_checkpoint
 
     cfg, origin = _read_config(args.config, args.set)
     for key, section, name in (("max_epochs", "trainer", "max_epochs"), ("max_steps", "trainer", "max_steps"),
@@ -307,14 +347,14 @@ def train(argv=None) -> dict:
 
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
     check_dataset(dm, args.data)
-    model = MovePredictor(**cfg["model"], **cfg["optim"])
+    model = MovePredictor(NetConfig.from_dict(cfg["model"]), **cfg["optim"])
     ckpt_dir = args.out / "checkpoints"
     last = ckpt_dir / "last.ckpt"
 
     with RunLock(args.out):
         resume = last if last.exists() and not args.fresh else None
         if resume:
-            step = check_resumable(resume, dict(model.hparams))
+            step = check_resumable(resume, model.net.config)
             print(f"resuming from {resume} (step {step})", file=sys.stderr)
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
 
@@ -325,7 +365,7 @@ def train(argv=None) -> dict:
         best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
                                save_top_k=1)
         saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
-        logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project)
+        logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
         callbacks = [best, saver] + ([LearningRateMonitor("step")] if logger else [])
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         if str(trainer_cfg.get("precision", "auto")) == "auto":
@@ -352,9 +392,11 @@ def train(argv=None) -> dict:
         if not args.no_test:
             result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
             summary["test"] = {k: float(v) for k, v in result.items()}
-        best_net = load_network(best_path)
-        export(best_net, best_net.hparams, args.out / "model.pt", metrics=summary)
+            log_test_results(logger, summary["test"])
+        save_network(network_from_checkpoint(best_path), args.out / "model.pt", metrics=summary)
         atomic_write(args.out / "metrics.json", json.dumps(summary, indent=2) + "\n")
+        if isinstance(logger, L.pytorch.loggers.WandbLogger):
+            logger.experiment.finish()  # else a second train() in this process logs into this W&B run
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
     return summary
 
