@@ -41,25 +41,46 @@ class PolicyPlayer(Player):
         return logits.argmax(-1).cpu().numpy().astype(np.int64)
 
 
-class MCTSPlayer(Player):
+class SearchPlayer(Player):
+    """A search with the network, without root noise, over all the games waiting
+    on it at once: PUCT plays the most-visited move (ties to the prior, then at
+    random), Gumbel the sequential-halving winner."""
+
     uses_history = True
 
-    def __init__(self, net, simulations: int = 100, device=None, c_puct: float = 1.5):
+    def __init__(self, net, config: MCTSConfig | GumbelConfig, device=None):
         self.device = torch.device(device) if device else default_device()
         self.evaluator = Evaluator(net.to(self.device), self.device)
-        self.config = MCTSConfig(simulations=simulations, c_puct=c_puct, dirichlet_weight=0.0, reuse_tree=False)
-        self.name = f"mcts:{simulations}"
+        self.config = config
+        gumbel = isinstance(config, GumbelConfig)
+        self.name = f"gumbel:{config.simulations}:{config.considered}" if gumbel else f"mcts:{config.simulations}"
 
     def select(self, player, opponent, black_to_move, rng, history=None):
-        b = from_arrays(player, opponent, black_to_move, history, self.device)
         n = len(player)
-        tree = BatchedMCTS(self.evaluator, n, self.config)
         games = torch.arange(n, device=self.device)
-        tree.set_roots(games, _states(b))
+        states = _states(from_arrays(player, opponent, black_to_move, history, self.device))
+        if isinstance(self.config, GumbelConfig):
+            tree = GumbelMCTS(self.evaluator, n, self.config)
+            tree.set_roots(games, states)
+            # No noise at evaluation; a jitter far below any score gap only breaks exact ties at random.
+            tree.search(games, gumbel=torch.from_numpy(rng.random((n, 65))).to(self.device) * 1e-9)
+            return tree.choose_action(games).cpu().numpy().astype(np.int64)
+        tree = BatchedMCTS(self.evaluator, n, self.config)
+        tree.set_roots(games, states)
         tree.search(games, noise=False)
-        # Ties (rare) go to the network's prior, then to a random draw.
         jitter = torch.from_numpy(rng.random((n, 64))).to(self.device) * 1e-6
         return tree.choose_action(games, tiebreak=tree.tree.prior[games, 0, :64] + jitter).cpu().numpy().astype(np.int64)
+
+
+def MCTSPlayer(net, simulations: int = 100, device=None, c_puct: float = 1.5) -> SearchPlayer:
+    """``mcts:CKPT:SIMS``: PUCT without root noise and without tree reuse."""
+    return SearchPlayer(net, MCTSConfig(simulations=simulations, c_puct=c_puct, dirichlet_weight=0.0,
+                                        reuse_tree=False), device)
+
+
+def GumbelPlayer(net, simulations: int = 100, device=None, max_considered: int = 0) -> SearchPlayer:
+    """``gumbel:CKPT:SIMS[:K]``: Gumbel search with zero noise."""
+    return SearchPlayer(net, GumbelConfig(simulations=simulations, max_considered=max_considered), device)
 
 
 @torch.inference_mode()
@@ -89,27 +110,6 @@ def best_move(net, position, history=None):
     p = torch.softmax(logits[legal], 0).double().numpy()  # over the legal squares only
     probs[legal] = p
     return int(legal[int(p.argmax())]), probs, value
-
-
-class GumbelPlayer(Player):
-    uses_history = True
-
-    def __init__(self, net, simulations: int = 100, device=None, max_considered: int = 0):
-        self.device = torch.device(device) if device else default_device()
-        self.evaluator = Evaluator(net.to(self.device), self.device)
-        self.config = GumbelConfig(simulations=simulations, max_considered=max_considered)
-        self.name = f"gumbel:{simulations}:{self.config.considered}"
-
-    def select(self, player, opponent, black_to_move, rng, history=None):
-        b = from_arrays(player, opponent, black_to_move, history, self.device)
-        n = len(player)
-        tree = GumbelMCTS(self.evaluator, n, self.config)
-        games = torch.arange(n, device=self.device)
-        tree.set_roots(games, _states(b))
-        # No noise at evaluation; a jitter far below any score gap only breaks exact ties at random.
-        jitter = torch.from_numpy(rng.random((n, 65))).to(self.device) * 1e-9
-        tree.search(games, gumbel=jitter)
-        return tree.choose_action(games).cpu().numpy().astype(np.int64)
 
 
 def search_player(search: str, net, simulations: int, device=None, considered: int = 0) -> Player:

@@ -202,7 +202,9 @@ def test_gumbel_player_and_gating_search_in_the_loop(tmp_path, monkeypatch):
     from models.nets import NetConfig, build_network, save_network
     from selfplay import loop as rl_loop
     from selfplay.arena import main as arena_main
-    from selfplay.nn_players import GumbelPlayer, MCTSPlayer, search_player
+    from selfplay.gumbel import GumbelConfig
+    from selfplay.mcts import MCTSConfig
+    from selfplay.nn_players import search_player
 
     tiny = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
     torch.manual_seed(0)
@@ -212,8 +214,8 @@ def test_gumbel_player_and_gating_search_in_the_loop(tmp_path, monkeypatch):
     out = tmp_path / "m.json"
     assert arena_main(["--a", f"gumbel:{ckpt}:4", "--b", f"mcts:{ckpt}:4", "--games", "2", "--json", str(out), "--quiet"]) == 0
     assert json.loads(out.read_text())["games"] == 2
-    assert isinstance(search_player("gumbel", net, 2), GumbelPlayer)
-    assert isinstance(search_player("puct", net, 2), MCTSPlayer)
+    assert isinstance(search_player("gumbel", net, 2).config, GumbelConfig)
+    assert isinstance(search_player("puct", net, 2).config, MCTSConfig)
 
     # A run folder saved before --search existed resumes as PUCT, and refuses gumbel.
     run = tmp_path / "rl"
