@@ -67,6 +67,7 @@ class EngineProcess:
         self.proc: subprocess.Popen | None = None
         self.lines: queue.Queue = queue.Queue()
         self.stderr_tail: collections.deque = collections.deque(maxlen=10)
+        self.readers: list[threading.Thread] = []
 
     def start(self) -> None:
         try:
@@ -76,18 +77,26 @@ class EngineProcess:
             raise EngineError(f"cannot start engine {self.command!r}: {e}") from None
         self.lines = queue.Queue()
         self.fresh = True  # the first answer may wait on the engine loading (books, networks)
-        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
-        threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
+        self.readers = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True),
+                        threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)]
+        for t in self.readers:
+            t.start()
 
     @staticmethod
     def _pump(stream, q):
-        for line in stream:
-            q.put(line.rstrip("\r\n"))
+        try:
+            for line in stream:
+                q.put(line.rstrip("\r\n"))
+        except (ValueError, OSError):
+            pass  # closed under us: close() gave up waiting (a child still holds the pipe)
         q.put(None)  # end of output: the engine exited
 
     def _drain(self, stream):
-        for line in stream:
-            self.stderr_tail.append(line.rstrip())
+        try:
+            for line in stream:
+                self.stderr_tail.append(line.rstrip())
+        except (ValueError, OSError):
+            pass
 
     @property
     def running(self) -> bool:
@@ -135,6 +144,11 @@ class EngineProcess:
                     proc.kill()
                     proc.wait(timeout=5.0)
         finally:
+            # The readers reach end of file once the engine has exited; closing the
+            # pipes under them instead raised "I/O operation on closed file" in them.
+            deadline = time.monotonic() + 1.0
+            for t in self.readers:
+                t.join(max(0.0, deadline - time.monotonic()))
             for s in (proc.stdin, proc.stdout, proc.stderr):
                 try:
                     s.close()

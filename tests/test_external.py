@@ -103,3 +103,33 @@ def test_gtp_game_with_a_pass_is_replayed_without_sending_it():
     finally:
         gtp.close()
     assert sq == pos.legal_moves()[0]  # the fake plays its lowest legal square: it followed the pass
+
+
+def test_close_lets_the_reader_threads_finish_before_closing_the_pipes(monkeypatch):
+    """The GRhino matches ended with "ValueError: I/O operation on closed file" from
+    the stdout reader thread: close() closed the pipe while the thread was still
+    between reads. A slow queue holds the reader there every time."""
+    import queue
+    import threading
+
+    from selfplay.external import EngineProcess
+
+    class SlowQueue(queue.Queue):
+        def put(self, item, *a, **k):
+            time.sleep(0.2)
+            super().put(item, *a, **k)
+
+    errors = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    monkeypatch.setattr(queue, "Queue", SlowQueue)
+    engine = EngineProcess(FAKE, 20.0)
+    engine.start()
+    engine.send("boardsize 8")
+    assert engine.read_line().startswith("=")
+    lines = engine.lines
+    engine.close()  # the fake answers quit with "= " and a blank line, then exits
+    deadline = time.monotonic() + 5
+    while lines.empty() or lines.queue[-1] is not None:  # the reader ends with None at EOF
+        assert not errors and time.monotonic() < deadline, errors
+        time.sleep(0.05)
+    assert not errors
