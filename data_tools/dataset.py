@@ -150,10 +150,8 @@ def _lookup(names: list[str], ids: np.ndarray) -> list[str]:
 
 
 def _progress(total: int, enabled: bool):
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with lightning
-        enabled = False
+    from tqdm.auto import tqdm
+
     if not enabled:
         class _Null:
             def update(self, n): pass

@@ -180,21 +180,3 @@ def squares(board: int) -> list[int]:
         board ^= low
     return out
 
-
-def to_array(player, opponent):
-    """Boards -> int8 planes ``[..., 8, 8]``: +1 side to move, -1 opponent."""
-    p = np.asarray(player, dtype=np.uint64)
-    o = np.asarray(opponent, dtype=np.uint64)
-    shifts = np.arange(64, dtype=np.uint64)
-    pb = ((p[..., None] >> shifts) & np.uint64(1)).astype(np.int8)
-    ob = ((o[..., None] >> shifts) & np.uint64(1)).astype(np.int8)
-    return (pb - ob).reshape(*p.shape, 8, 8)
-
-
-def from_array(grid):
-    """Inverse of ``to_array``: +1 / -1 planes ``[..., 8, 8]`` -> boards."""
-    g = np.asarray(grid).reshape(*np.shape(grid)[:-2], 64)
-    weights = np.uint64(1) << np.arange(64, dtype=np.uint64)
-    player = np.bitwise_or.reduce(np.where(g == 1, weights, np.uint64(0)), axis=-1)
-    opponent = np.bitwise_or.reduce(np.where(g == -1, weights, np.uint64(0)), axis=-1)
-    return player, opponent

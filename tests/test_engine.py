@@ -125,16 +125,6 @@ def test_illegal_moves_are_refused():
             pos.play(bad)
 
 
-def test_array_round_trip(positions):
-    p = np.array([ref.to_bitboards(b, c)[0] for b, c in positions[:50]], dtype=np.uint64)
-    o = np.array([ref.to_bitboards(b, c)[1] for b, c in positions[:50]], dtype=np.uint64)
-    grid = bb.to_array(p, o)
-    for i, (board, color) in enumerate(positions[:50]):
-        assert (grid[i] == np.array(board) * color).all()
-    back = bb.from_array(grid)
-    assert np.array_equal(back[0], p) and np.array_equal(back[1], o)
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=6))
 def test_bits_unpacks_every_square_in_numpy_and_torch(boards):

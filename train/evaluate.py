@@ -1,7 +1,12 @@
 """Evaluate a move predictor on held-out WTHOR years: top-1 accuracy overall
 and per game phase, as a table, a PNG plot and JSON.
 
-    python train/evaluate.py --checkpoint runs/x/model.pt --years 2016 --json runs/x/eval_2016.json
+    python train/evaluate.py --checkpoint checkpoints/cpu_hc_long.pt --years 2016 --json runs/eval/cpu_hc_long_2016.json
+    python train/evaluate.py --checkpoint checkpoints/cpu_raw_long.pt --years 2015-2016 --tta 8
+
+The positions come from the built dataset (``--data``, as in training, so the
+figures are on exactly the positions the test split holds); ``--wthor-dir DIR``
+replays raw WTHOR files instead, for years the dataset lacks.
 
 Accuracy is exact (the predicted move is the move played). The reference's
 symmetric variant, where a move equivalent to the played one under a symmetry
@@ -23,13 +28,15 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from data_tools.dataset import build, parse_years  # noqa: E402
+from data_tools.dataset import WthorDataset, build, parse_years  # noqa: E402
 from models.batch import from_records  # noqa: E402
 from models.nets import load_network, read_checkpoint  # noqa: E402
 from othello import bitboard as bb  # noqa: E402
 from othello.files import UserError, atomic_path, atomic_write, run_main  # noqa: E402
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each  # noqa: E402
 from train.metrics import PhaseAccuracy  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @torch.no_grad()
@@ -162,26 +169,51 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def open_dataset(path: Path) -> WthorDataset:
+    try:
+        return WthorDataset(path)
+    except (OSError, ValueError) as e:
+        raise UserError(f"--data {path}: not a usable dataset ({e}); build it with python data_tools/wthor.py "
+                        "--out DIR, or replay raw files with --wthor-dir DIR") from None
+
+
+def dataset_positions(dataset: WthorDataset, years: set[int] | None, where) -> np.ndarray:
+    """The positions of ``years`` (None: all), in the dataset's order (year, game, ply): the
+    order a replay of the raw files gives, so both sources give the same figures."""
+    if years is None:
+        return dataset.positions
+    missing = sorted(years - set(dataset.years))
+    if missing:
+        have = f"{dataset.years[0]}-{dataset.years[-1]}" if dataset.years else "none"
+        raise UserError(f"--data {where}: no year {', '.join(map(str, missing))} in the dataset (it has {have}); "
+                        "rebuild it with those years or use --wthor-dir DIR")
+    slices = [dataset.year_slice(y) for y in sorted(years)]  # one per year: the years asked may have gaps
+    if len(slices) == 1:
+        return dataset.positions[slices[0]]
+    return np.concatenate([dataset.positions[s] for s in slices])
+
+
 def evaluate_command(argv=None) -> dict:
     """The whole command; returns the result written to ``--json``."""
-    from data_tools.wthor import default_wthor_dir
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
-    ap.add_argument("--wthor-dir", type=Path, default=None, help="WTHOR files (default ../shared/data/wthor)")
-    ap.add_argument("--years", default="2016", help="years to evaluate, e.g. 2016 or 2015-2016")
+    ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor",
+                    help="dataset folder from data_tools/wthor.py (default: data/wthor in the repository)")
+    ap.add_argument("--wthor-dir", type=Path, default=None,
+                    help="replay the WTH_YYYY.wtb files of this folder instead of reading --data")
+    ap.add_argument("--years", default="2016", help="years to evaluate, e.g. 2016 or 2015-2016 (default: %(default)s)")
     ap.add_argument("--json", type=Path, help="write the result here (its folder is created)")
     ap.add_argument("--plot", type=Path, help="PNG of accuracy by phase (default: beside --json)")
-    ap.add_argument("--tta", type=int, default=1, choices=[1, 4, 8], help="symmetries averaged at test time")
-    ap.add_argument("--batch-size", type=_positive_int, default=2048)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--tta", type=int, default=1, choices=[1, 4, 8],
+                    help="symmetries averaged at test time (default: %(default)s)")
+    ap.add_argument("--batch-size", type=_positive_int, default=2048,
+                    help="positions a forward pass (default: %(default)s)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="torch device (default: cuda when there is a GPU, else cpu)")
     ap.add_argument("--limit", type=_positive_int, help="evaluate only the first N positions (smoke tests)")
     args = ap.parse_args(argv)
 
-    wthor_dir = args.wthor_dir or default_wthor_dir()
-    if wthor_dir is None:
-        raise UserError("no --wthor-dir given and ../shared/data/wthor does not exist")
     plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
     for flag, path in (("--json", args.json), ("--plot", plot_path)):
         if path is not None and path.is_dir():  # found now, not after the whole evaluation
@@ -190,15 +222,21 @@ def evaluate_command(argv=None) -> dict:
         years = parse_years(args.years)
     except ValueError as e:
         raise UserError(f"--years {args.years}: {e}") from None
+    source = f"--wthor-dir {args.wthor_dir}" if args.wthor_dir else f"--data {args.data}"
+    # The dataset is opened (and its years checked) before the network: a wrong folder is found at once.
+    dataset = None if args.wthor_dir else open_dataset(args.data)
     net = load_any_network(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
-    try:
-        positions = build(wthor_dir, years, progress=False, warn=lambda m: print(m, file=sys.stderr)).positions
-    except ValueError as e:
-        raise UserError(f"--wthor-dir {wthor_dir}: {e}") from None
+    if dataset is not None:
+        positions = dataset_positions(dataset, years, args.data)
+    else:
+        try:
+            positions = build(args.wthor_dir, years, progress=False, warn=lambda m: print(m, file=sys.stderr)).positions
+        except ValueError as e:
+            raise UserError(f"--wthor-dir {args.wthor_dir}: {e}") from None
     if args.limit is not None:
         positions = positions[: args.limit]
     if len(positions) == 0:
-        raise UserError(f"--wthor-dir {wthor_dir}: no positions for --years {args.years}")
+        raise UserError(f"{source}: no positions for --years {args.years}")
     t = time.perf_counter()
     result = evaluate(net, positions, args.batch_size, args.tta, args.device)
     result.update(checkpoint=str(args.checkpoint), years=args.years, seconds=round(time.perf_counter() - t, 2),
@@ -218,5 +256,10 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``othello-eval`` entry point, and ``python train/evaluate.py``."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,173 @@
+"""The command-line tools as commands: console scripts, --help, examples that exist,
+the GPU-recipe warning, and evaluation read from the built dataset."""
+
+import argparse
+import importlib
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from othello.files import UserError, run_main
+from test_training import dataset_dir  # noqa: F401  (the module-scoped tiny dataset: 2001, 2002, 2003)
+
+REPO = Path(__file__).resolve().parents[1]
+COMMANDS = {
+    "othello-dataset": "data_tools.wthor",
+    "othello-train": "train.train",
+    "othello-eval": "train.evaluate",
+    "othello-rl": "selfplay.loop",
+    "othello-arena": "selfplay.arena",
+    "othello-play": "selfplay.play",
+    "othello-engine": "selfplay.nboard",
+    "othello-solve": "selfplay.solve",
+    "othello-curves": "train.curves",
+}
+# Files an example may name that must ship with the repository (run outputs, runs/..., need not).
+SHIPPED = re.compile(r"(?<![\w/])((?:train/configs/[\w.-]+\.ya?ml)|(?:checkpoints/[\w./-]+?\.(?:pt|ckpt)))")
+
+
+def test_every_command_is_a_console_script_calling_its_cli():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {name: f"{module}:cli" for name, module in COMMANDS.items()}
+    for module in COMMANDS.values():
+        source = (REPO / (module.replace(".", "/") + ".py")).read_text()
+        # the script path and python -m go through the same cli() as the console script
+        assert source.rstrip().endswith('if __name__ == "__main__":\n    cli()'), module
+
+
+def _help(module: str, capsys, monkeypatch) -> tuple[str, argparse.ArgumentParser]:
+    """``NAME --help`` through the module's cli(), as the console script runs it; and the parser."""
+    parsers = []
+    original = argparse.ArgumentParser.parse_args
+
+    def capture(self, *a, **k):
+        parsers.append(self)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    monkeypatch.setattr(sys, "argv", [module, "--help"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(module).cli()
+    assert e.value.code == 0
+    return capsys.readouterr().out, parsers[-1]
+
+
+@pytest.mark.parametrize("module", sorted(COMMANDS.values()))
+def test_help_shows_defaults_and_examples_that_exist(module, capsys, monkeypatch):
+    text, parser = _help(module, capsys, monkeypatch)
+    assert text.startswith("usage:")
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if action.required or action.default in (None, False, [], argparse.SUPPRESS) or action.help is None:
+            continue
+        assert "default" in formatter._expand_help(action), f"{module} {action.option_strings}: default not shown"
+    named = set(SHIPPED.findall(text + (importlib.import_module(module).__doc__ or "")))
+    missing = sorted(p for p in named if not (REPO / p).exists())
+    assert not missing, f"{module} names files that do not exist: {missing}"
+
+
+def test_the_example_scan_finds_shipped_and_missing_files():
+    found = SHIPPED.findall("train.py --config train/configs/cpu_small.yaml; mcts:checkpoints/cpu_hc_long.pt:64")
+    assert found == ["train/configs/cpu_small.yaml", "checkpoints/cpu_hc_long.pt"]
+    assert not (REPO / found[0]).exists() and (REPO / found[1]).exists()
+
+
+@pytest.mark.parametrize("argv", [["-m", "train.train", "--help"], ["train/curves.py", "--help"]])
+def test_module_and_script_path_run_as_commands(argv):
+    proc = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage:")
+
+
+# ---- GPU recipes on a CPU -------------------------------------------------------------------------
+
+def test_gpu_recipes_name_a_cpu_recipe_and_cpu_recipes_say_nothing():
+    from train.train import gpu_recipe_warning, load_config
+
+    configs = sorted((REPO / "train" / "configs").glob("*.yaml"))
+    gpu = [c for c in configs if c.name.startswith("ref_") or c.name == "resnet_best.yaml"]
+    assert len(gpu) == 9
+    for config in configs:
+        load_config(config, [])  # the recipe key passes the config check
+        warning = gpu_recipe_warning(config, on_gpu=False)
+        if config in gpu:
+            instead = re.search(r"use (\S+) instead", warning).group(1)
+            assert (REPO / instead).is_file() and "cpu_" in instead and str(config) in warning
+            assert "\n" not in warning
+        else:
+            assert warning is None, config
+        assert gpu_recipe_warning(config, on_gpu=True) is None
+
+
+def test_a_bad_recipe_key_is_refused(tmp_path):
+    from train.train import load_config
+
+    config = tmp_path / "c.yaml"
+    config.write_text("model: {depth: 2}\nrecipe: {device: tpu}\n")
+    with pytest.raises(UserError, match=r"c.yaml: recipe must be"):
+        load_config(config, [])
+
+
+def test_train_warns_once_before_any_work(tmp_path, monkeypatch, capsys):
+    import torch
+
+    from train.train import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    capsys.readouterr()
+    code = run_main(main, ["--config", str(REPO / "train/configs/ref_raw_d10.yaml"), "--out", str(tmp_path / "run"),
+                           "--data", str(tmp_path / "none"), "--logger", "none"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2  # the missing dataset: the warning came first, then the run went on to its checks
+    assert [line for line in err if "GPU recipe" in line] == [err[0]]
+    assert "cpu_raw_fast.yaml" in err[0]
+
+
+# ---- evaluation from the built dataset ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_net(tmp_path_factory):
+    from models.nets import NetConfig, build_network, save_network
+
+    import torch
+
+    torch.manual_seed(3)
+    path = tmp_path_factory.mktemp("net") / "tiny.pt"
+    save_network(build_network(NetConfig(depth=1, width=4)), path)
+    return path
+
+
+@pytest.mark.parametrize("years", ["2003", "2001,2003", "2001-2003"])
+def test_evaluation_from_the_dataset_matches_a_replay_of_the_raw_files(dataset_dir, tiny_net, years,  # noqa: F811
+                                                                       monkeypatch):
+    from train.evaluate import evaluate_command
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    common = ["--checkpoint", str(tiny_net), "--years", years]
+    built = evaluate_command(common + ["--data", str(dataset_dir)])
+    replayed = evaluate_command(common + ["--wthor-dir", str(dataset_dir.parent)])
+    for r in (built, replayed):
+        r.pop("seconds")
+    assert built == replayed
+    summary = json.loads((dataset_dir / "summary.json").read_text())["years"]
+    wanted = {"2003": ["2003"], "2001,2003": ["2001", "2003"], "2001-2003": ["2001", "2002", "2003"]}[years]
+    assert built["positions"] == sum(summary[y]["positions"] for y in wanted)
+
+
+def test_evaluation_names_a_year_the_dataset_lacks_and_a_bad_dataset(dataset_dir, tiny_net, tmp_path,  # noqa: F811
+                                                                     capsys):
+    from train.evaluate import main
+
+    capsys.readouterr()
+    assert run_main(main, ["--checkpoint", str(tiny_net), "--data", str(dataset_dir), "--years", "2003-2004"]) == 2
+    err = capsys.readouterr().err
+    assert "no year 2004" in err and "2001-2003" in err and "--wthor-dir" in err and len(err.splitlines()) == 1
+    assert run_main(main, ["--checkpoint", str(tiny_net), "--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--data {tmp_path}: not a usable dataset" in err and len(err.splitlines()) == 1
