@@ -87,7 +87,8 @@ def format_table(summary: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wthor-dir", type=Path, default=None,
                         help="folder of WTH_YYYY.wtb files (+ WTHOR.JOU, WTHOR.TRN for names); "
                              "default: ../shared/data/wthor when it exists")
@@ -135,5 +136,10 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``othello-dataset`` console script; ``python -m`` and the script path run the same."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    cli()

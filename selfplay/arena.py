@@ -1,7 +1,7 @@
 """Play two players against each other and measure the difference in strength.
 
     python selfplay/arena.py --a alphabeta:2 --b random --games 100
-    python selfplay/arena.py --a policy:ckpt.pt --b alphabeta:3 --games 400 --json out.json
+    python selfplay/arena.py --a policy:checkpoints/cpu_hc_long.pt --b alphabeta:3 --games 400 --json out.json
 
 All games advance together, one ply per step, so each player sees the games
 waiting on it as one batch (one forward pass for a network player). Every
@@ -221,13 +221,15 @@ def write_games(path: Path, result: MatchResult) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--a", required=True, help="player A's spec, e.g. alphabeta:3 (scores are A's)")
     parser.add_argument("--b", required=True, help="player B's spec, e.g. random, greedy")
     parser.add_argument("--games", type=int, default=100, help="number of games (default 100)")
     parser.add_argument("--json", type=Path, help="write the result here as JSON")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the openings and the players' draws")
-    parser.add_argument("--opening-plies", type=int, default=4, help="random plies before the players take over")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the openings and the players' draws (default 0)")
+    parser.add_argument("--opening-plies", type=int, default=4,
+                        help="random plies before the players take over (default 4)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--games-out", type=Path, metavar="FILE",
                         help="write every game played: FILE.csv (opening, colours, players, transcript, result) or FILE.ggf")
@@ -275,5 +277,10 @@ def check_settings(args) -> None:
         raise UserError(f"--json {args.json}: is a folder; give a file name")
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``othello-arena`` console script; ``python -m`` and the script path run the same."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,6 +1,6 @@
 """The AlphaZero loop: self-play, training on a replay window, gating.
 
-    python selfplay/loop.py --init checkpoints/resnet.pt --out runs/rl --generations 20
+    python selfplay/loop.py --init checkpoints/cpu_resnet.pt --out runs/rl --generations 20
     python selfplay/loop.py --init random --out runs/rl_scratch --generations 20
 
 Each generation: the best network plays ``--games`` self-play games (batched
@@ -593,5 +593,10 @@ def _finite(x):
     return None if x is None or not np.isfinite(x) else float(x)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``othello-rl`` console script; ``python -m`` and the script path run the same."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    cli()

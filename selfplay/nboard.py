@@ -256,10 +256,11 @@ def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
     parser.add_argument("--name", help="name reported to the GUI (default: the spec)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
     try:
         player = make_player(args.player)
@@ -269,5 +270,10 @@ def main(argv=None) -> int:
     return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``othello-engine`` console script; ``python -m`` and the script path run the same."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    cli()

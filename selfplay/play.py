@@ -363,7 +363,8 @@ class TerminalGame:
 
 
 def main(argv=None, stdin=None, stdout=None) -> int:
-    parser = argparse.ArgumentParser(prog="play.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--opponent", default=DEFAULT_OPPONENT,
                         help=f"the opponent's player spec (random, greedy, alphabeta:D, policy:CKPT, mcts:CKPT[:SIMS]); "
                              f"default {DEFAULT_OPPONENT}")
@@ -374,7 +375,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     parser.add_argument("--hint-net", metavar="CKPT", help="network for hints and --show-policy "
                         "(default: the opponent's network, if it has one)")
     parser.add_argument("--save", metavar="GAME.ggf", type=Path, help="write the game here (GGF) when it ends")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
     inp, out = stdin or sys.stdin, stdout or sys.stdout
 
@@ -415,5 +416,10 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``othello-play`` console script; ``python -m`` and the script path run the same."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    cli()

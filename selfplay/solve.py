@@ -117,11 +117,12 @@ def format_record(rec: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("positions", type=Path, help="OBF file: one position a line ('<64 of X/O/-> X;')")
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the answers here as a list of records")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
     if args.json is not None and args.json.is_dir():
         raise UserError(f"--json {args.json}: is a folder; give a file name")
@@ -143,5 +144,10 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``othello-solve`` console script; ``python -m`` and the script path run the same."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    cli()

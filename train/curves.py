@@ -14,8 +14,13 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
-import yaml
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pandas as pd  # noqa: E402
+import yaml  # noqa: E402
+
+from othello.files import run_main  # noqa: E402
 
 
 HOURS = "time/hours"
@@ -75,18 +80,24 @@ def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path, help="run folders of train/train.py")
     ap.add_argument("--out", type=Path, required=True, help="PNG to write")
-    ap.add_argument("--metric", default="val/acc")
+    ap.add_argument("--metric", default="val/acc", help="logged metric to plot (default: %(default)s)")
     args = ap.parse_args(argv)
     try:
         print(plot(args.runs, args.out, args.metric))
-    except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (FileNotFoundError, ValueError) as err:  # returned, not raised: callers (tests) read the status
+        print(f"{Path(sys.argv[0]).name}: error: {err}", file=sys.stderr)
         return 2
     return 0
 
 
+def cli() -> None:
+    """The ``othello-curves`` console script; ``python -m`` and the script path run the same."""
+    sys.exit(run_main(main))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

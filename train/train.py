@@ -1,7 +1,7 @@
 """Train a move predictor on the WTHOR dataset with Lightning.
 
     python train/train.py --config train/configs/ref_raw_d10.yaml --out runs/ref_raw_d10
-    python train/train.py --config train/configs/cpu_small.yaml --out runs/cpu_small --logger csv
+    OMP_NUM_THREADS=1 python train/train.py --config train/configs/cpu_raw_fast.yaml --out runs/cpu_raw_fast
 
 Rerunning the same command resumes from ``OUT/checkpoints/last.ckpt`` (saved
 every ``--checkpoint-every`` steps, after each validation, at the end, and when
@@ -93,9 +93,11 @@ def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
         if not isinstance(loaded, dict):
             raise UserError(f"{path}: expected sections {list(SECTIONS)}, found a {type(loaded).__name__}")
-        unknown = set(loaded) - set(SECTIONS)
+        unknown = set(loaded) - set(SECTIONS) - {"recipe"}
         if unknown:
-            raise UserError(f"{path}: unknown sections {sorted(map(str, unknown))}; expected {list(SECTIONS)}")
+            raise UserError(f"{path}: unknown sections {sorted(map(str, unknown))}; expected {list(SECTIONS)} "
+                            "(and optionally recipe)")
+        _check_recipe(path, loaded.get("recipe"))
         for s in SECTIONS:
             section = loaded.get(s) or {}
             if not isinstance(section, dict):
@@ -113,6 +115,30 @@ def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             cfg[section][name] = value
         origin[(section, name)] = f"from --set {item}"
     return cfg, origin
+
+
+def _check_recipe(path, recipe) -> None:
+    """``recipe: {device: gpu, on_cpu: FILE}`` marks a config sized for a GPU and names the
+    CPU recipe to suggest instead; it describes the config and sets nothing."""
+    if recipe is None:
+        return
+    if not isinstance(recipe, dict) or set(recipe) - {"device", "on_cpu"} or recipe.get("device") not in ("gpu", "cpu"):
+        raise UserError(f"{path}: recipe must be {{device: gpu or cpu, on_cpu: CONFIG}}, found {recipe!r}")
+    if "on_cpu" in recipe and not isinstance(recipe["on_cpu"], str):
+        raise UserError(f"{path}: recipe.on_cpu must be a config file name, found {recipe['on_cpu']!r}")
+
+
+def gpu_recipe_warning(path: Path | None, on_gpu: bool) -> str | None:
+    """The line to print when a GPU recipe is about to train without a GPU: it runs, but takes
+    days where the CPU recipes take two hours, which is better said before than found after."""
+    if path is None or on_gpu:
+        return None
+    recipe = (yaml.safe_load(Path(path).read_text()) or {}).get("recipe") or {}
+    if recipe.get("device") != "gpu":
+        return None
+    instead = recipe.get("on_cpu")
+    hint = f"; on a CPU use {instead} instead" if instead else ""
+    return f"warning: {path} is a GPU recipe and no GPU is in use: it will be very slow here{hint} (continuing)"
 
 
 def load_config(path: Path | None, overrides: list[str]) -> dict:
@@ -245,24 +271,27 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--config", type=Path, help="YAML with sections model, optim, data, trainer (train/configs/)")
-    p.add_argument("--data", type=Path, default=REPO / "data" / "wthor", help="dataset folder from data_tools/wthor.py")
+    p.add_argument("--data", type=Path, default=REPO / "data" / "wthor",
+                   help="dataset folder from data_tools/wthor.py (default: data/wthor in the repository)")
     p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, logs, model.pt, metrics.json")
-    p.add_argument("--logger", default="wandb", choices=["wandb", "csv", "none"])
+    p.add_argument("--logger", default="wandb", choices=["wandb", "csv", "none"],
+                   help="wandb (offline unless --wandb-online), csv or none (default: wandb)")
     p.add_argument("--wandb-online", action="store_true", help="log to your W&B account instead of offline files")
-    p.add_argument("--wandb-project", default="othello-learn")
+    p.add_argument("--wandb-project", default="othello-learn", help="W&B project (default: othello-learn)")
     p.add_argument("--max-epochs", type=_at_least(-1), help="overrides trainer.max_epochs (-1: no limit)")
     p.add_argument("--max-steps", type=_at_least(-1), help="overrides trainer.max_steps")
     p.add_argument("--max-minutes", type=_positive_number,
                    help="time budget of the training (validation included); the LR schedule ends with it")
     p.add_argument("--batch-size", type=_at_least(1), help="overrides data.batch_size")
     p.add_argument("--train-positions", type=_at_least(1), help="train on a random subset of this many positions")
-    p.add_argument("--accelerator", default="auto")
-    p.add_argument("--devices", default="auto")
+    p.add_argument("--accelerator", default="auto", help="as in Lightning: cpu, gpu, ... (default: auto)")
+    p.add_argument("--devices", default="auto", help="as in Lightning (default: auto)")
     p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the data order, subsets and initial weights (default: 0)")
     p.add_argument("--checkpoint-every", type=_at_least(1), default=2000,
-                   help="steps between saves of OUT/checkpoints/last.ckpt")
+                   help="steps between saves of OUT/checkpoints/last.ckpt (default: 2000)")
     p.add_argument("--checkpoint-minutes", type=_positive_number, default=5.0,
                    help="also save last.ckpt when this long has passed since the last save (default 5)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override any config value")
@@ -344,6 +373,10 @@ def train(argv=None) -> dict:
         origin[("trainer", "max_time")] = "from --max-minutes"
     cfg["trainer"].setdefault("max_epochs", 10)
     check_config(cfg, origin)
+    on_gpu = torch.cuda.is_available() and str(args.accelerator).lower() in ("auto", "gpu", "cuda")
+    warning = gpu_recipe_warning(args.config, on_gpu)
+    if warning:
+        print(warning, file=sys.stderr)
 
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
     check_dataset(dm, args.data)
@@ -414,5 +447,10 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``othello-train`` console script; ``python -m`` and the script path run the same."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    cli()
