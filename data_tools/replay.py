@@ -2,7 +2,8 @@
 
 All games advance one ply together: the numpy work per ply is a few hundred
 array operations over the whole batch, never a Python loop per game or per
-square. Passes are not recorded in WTHOR, so they are inferred: when the
+square. Games step through ``othello.States`` like every other game in the
+toolkit. Passes are not recorded in WTHOR, so they are inferred: when the
 recorded move is not legal and the side to move has no legal move, that side
 passes and the move is tried for the other side.
 """
@@ -15,6 +16,7 @@ import numpy as np
 
 from othello import bitboard as bb
 from othello.notation import PASS, wthor_to_square
+from othello.states import States
 
 HISTORY = 4  # previous moves kept per position, most recent first
 
@@ -56,10 +58,7 @@ def replay(moves: np.ndarray, black_scores: np.ndarray | None = None) -> ReplayR
     squares = wthor_to_square(moves).astype(np.int8)
     length = np.where((moves == 0).any(1), np.argmax(moves == 0, axis=1), width)
 
-    player = np.full(n, bb.BLACK_START, dtype=np.uint64)
-    opponent = np.full(n, bb.WHITE_START, dtype=np.uint64)
-    black = np.ones(n, dtype=bool)
-    history = np.full((n, HISTORY), -1, dtype=np.int8)
+    state = States.initial(n)  # numpy: the games' working storage, stepped in place a subset at a time
     alive = np.ones(n, dtype=bool)
     error_ply = np.full(n, -1, dtype=np.int16)
 
@@ -76,41 +75,32 @@ def replay(moves: np.ndarray, black_scores: np.ndarray | None = None) -> ReplayR
         idx = np.nonzero(alive & (length > i))[0]
         if idx.size == 0:
             break
-        sq = squares[idx, i]
-        mv = np.where(sq >= 0, one << sq.astype(np.uint64), np.uint64(0))
-        p, o = player[idx], opponent[idx]
-        f = bb.flips(p, o, mv)
-        ok = (f != 0) & ((p | o) & mv == 0)
+        sq = squares[idx, i].astype(np.int64)
+        bit = np.where(sq >= 0, one << np.clip(sq, 0, 63).astype(np.uint64), np.uint64(0))
+        cur = state[idx]
+        legal = cur.legal_squares()
+        ok = (legal & bit) != 0
         if not ok.all():
-            # A pass, or an illegal move: decide for the few games concerned.
+            # Not legal for the side to move: a pass when it has no move and the
+            # other side can play the square, else an illegal record.
             r = np.nonzero(~ok)[0]
-            g = idx[r]
-            can_pass = (sq[r] >= 0) & (bb.legal_moves(p[r], o[r]) == 0)
-            f2 = bb.flips(o[r], p[r], mv[r])
-            passed = can_pass & (f2 != 0) & ((p[r] | o[r]) & mv[r] == 0)
-            bad = ~passed
-            alive[g[bad]] = False
-            error_ply[g[bad]] = i
-            gp, rp = g[passed], r[passed]
-            player[gp], opponent[gp] = o[rp], p[rp]
-            black[gp] = ~black[gp]
-            history[gp, 1:] = history[gp, :-1]
-            history[gp, 0] = PASS
-            p[rp], o[rp], f[rp] = o[rp], p[rp], f2[passed]
+            passing = (sq[r] >= 0) & (legal[r] == 0)
+            after = cur[r].step_where(passing, np.full(r.size, PASS))
+            passed = passing & ((after.legal_squares() & bit[r]) != 0)
+            bad = r[~passed]
+            alive[idx[bad]] = False
+            error_ply[idx[bad]] = i
+            cur.put(r[passed], after[passed])
             keep = np.ones(idx.size, dtype=bool)
-            keep[r[bad]] = False
-            idx, sq, mv, p, o, f = idx[keep], sq[keep], mv[keep], p[keep], o[keep], f[keep]
+            keep[bad] = False
+            idx, sq, cur = idx[keep], sq[keep], cur[keep]
 
-        slot_player[idx, i], slot_opponent[idx, i] = p, o
-        slot_history[idx, i], slot_black[idx, i] = history[idx], black[idx]
+        slot_player[idx, i], slot_opponent[idx, i] = cur.player, cur.opponent
+        slot_history[idx, i], slot_black[idx, i] = cur.history, cur.black_to_move
         filled[idx, i] = True
+        state.put(idx, cur.step(sq, check=False))
 
-        player[idx] = o & ~f
-        opponent[idx] = p | f | mv
-        black[idx] = ~black[idx]
-        history[idx, 1:] = history[idx, :-1]
-        history[idx, 0] = sq
-
+    player, opponent, black = state.player, state.opponent, state.black_to_move
     finished = bb.is_terminal(player, opponent)
     own = bb.final_disc_difference(player, opponent) if n else np.zeros(0, np.int64)
     if not n:

@@ -162,6 +162,25 @@ class States:
         return States(p, o, ~self.black_to_move, history)
 
 
+    def put(self, idx, other: "States") -> None:
+        """Write ``other`` into the games ``idx`` in place (the arrays are the
+        owner's working storage: replay and the arena step a subset of their games)."""
+        for f in fields(self):
+            getattr(self, f.name)[idx] = getattr(other, f.name)
+
+    def step_where(self, where, actions) -> "States":
+        """A copy with the games in ``where`` (a bool mask) stepped by their
+        ``actions`` (unchecked), the others unchanged."""
+        out = States(*(_copy(getattr(self, f.name)) for f in fields(self)))
+        if where.any():
+            out.put(where, self[where].step(actions[where], check=False))
+        return out
+
+
+def _copy(a):
+    return a.clone() if bb._is_torch(a) else a.copy()
+
+
 def _where(cond, a, b):
     if bb._is_torch(cond):
         return _torch().where(cond, a, b)

@@ -29,7 +29,7 @@ from othello.game import IllegalMoveError  # noqa: E402
 from othello.notation import PASS, format_transcript, square_name  # noqa: E402
 from othello.states import States  # noqa: E402
 from selfplay.elo import MatchResult  # noqa: E402
-from selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings, step_where  # noqa: E402
+from selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings  # noqa: E402
 from selfplay.players import Player  # noqa: E402
 from selfplay.registry import make_player  # noqa: E402
 
@@ -173,7 +173,7 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
             going = np.zeros(games, dtype=bool)
             going[idx] = True
             going[ended] = False
-            state = step_where(state, going, actions)
+            state = state.step_where(going, actions)
             for j in np.nonzero(going)[0].tolist():
                 game_moves[j].append(int(actions[j]))
 

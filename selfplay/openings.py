@@ -65,17 +65,6 @@ def opening_states(openings: list[Opening]) -> States:
     return States(np.where(btm, black, white), np.where(btm, white, black), btm, history)
 
 
-def step_where(s: States, where: np.ndarray, actions: np.ndarray) -> States:
-    """``s`` with the games in ``where`` stepped by their ``actions``, the others unchanged."""
-    if not where.any():
-        return s
-    moved = s[where].step(actions[where], check=False)
-    out = States(s.player.copy(), s.opponent.copy(), s.black_to_move.copy(), s.history.copy())
-    out.player[where], out.opponent[where] = moved.player, moved.opponent
-    out.black_to_move[where], out.history[where] = moved.black_to_move, moved.history
-    return out
-
-
 def random_openings(count: int, plies: int, rng: np.random.Generator, batch: int = 1024) -> list[Opening]:
     """Up to ``count`` openings reached by uniform random play, distinct up to
     symmetry, in the order they were first drawn.
@@ -94,13 +83,13 @@ def random_openings(count: int, plies: int, rng: np.random.Generator, batch: int
         for ply in range(plies):
             passing = s.legal_actions()[:, PASS]
             actions[passing, 2 * ply] = PASS
-            s = step_where(s, passing, np.full(n, PASS))
+            s = s.step_where(passing, np.full(n, PASS))
             legal = s.legal_actions()[:, :PASS]
             alive &= legal.any(axis=1)  # neither side could move: the game ended
             # Every row draws (finished ones over all squares), so the stream does not depend on which ended.
             sq = random_legal_squares(legal | ~alive[:, None], rng)
             actions[:, 2 * ply + 1] = sq
-            s = step_where(s, alive, sq)
+            s = s.step_where(alive, sq)
         btm = s.black_to_move
         black, white = np.where(btm, s.player, s.opponent), np.where(btm, s.opponent, s.player)
         new = 0
