@@ -74,3 +74,16 @@ def test_round_trips_and_the_one_position_api():
     assert back.position(0) == pos and back.player.dtype == np.uint64
     np.testing.assert_array_equal(t.legal_actions().numpy(), s.legal_actions())
     assert s[1:].position(0) == Position()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_step_where_and_put_touch_only_the_chosen_games(backend):
+    s = States.initial(3) if backend == "numpy" else States.initial(3).to("cpu")
+    where = np.array([True, False, True]) if backend == "numpy" else torch.tensor([True, False, True])
+    actions = np.array([37, 0, 19]) if backend == "numpy" else torch.tensor([37, 0, 19])
+    t = s.step_where(where, actions)
+    assert s.position(0) == Position() and s.position(2) == Position()  # a copy: s is unchanged
+    assert t.position(0) == Position().play("f5") and t.position(1) == Position() and t.position(2) == Position().play("d3")
+    assert [int(x) for x in t.history[0]] == [37, NO_MOVE, NO_MOVE, NO_MOVE]
+    s.put(1, t[2:3] if backend == "numpy" else t[2:3])
+    assert s.position(1) == Position().play("d3") and s.position(0) == Position()
