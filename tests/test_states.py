@@ -85,5 +85,5 @@ def test_step_where_and_put_touch_only_the_chosen_games(backend):
     assert s.position(0) == Position() and s.position(2) == Position()  # a copy: s is unchanged
     assert t.position(0) == Position().play("f5") and t.position(1) == Position() and t.position(2) == Position().play("d3")
     assert [int(x) for x in t.history[0]] == [37, NO_MOVE, NO_MOVE, NO_MOVE]
-    s.put(1, t[2:3] if backend == "numpy" else t[2:3])
+    s.put(np.array([1]) if backend == "numpy" else torch.tensor([1]), t[2:3])
     assert s.position(1) == Position().play("d3") and s.position(0) == Position()
