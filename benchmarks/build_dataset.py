@@ -25,11 +25,11 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from data_tools.dataset import find_wtb_files  # noqa: E402
-from data_tools.wtb import read_wtb  # noqa: E402
-from data_tools.wthor import default_wthor_dir  # noqa: E402
 from othello import bitboard as bb  # noqa: E402
 from othello.notation import wthor_to_square  # noqa: E402
+from othello_learn.data.dataset import find_wtb_files  # noqa: E402
+from othello_learn.data.wtb import read_wtb  # noqa: E402
+from othello_learn.data.wthor import default_wthor_dir  # noqa: E402
 
 
 def plain_python_replay(move_bytes: np.ndarray) -> int:

@@ -26,18 +26,18 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from models.batch import from_arrays  # noqa: E402
-from models.encoders import ENCODERS  # noqa: E402
 from othello.notation import PASS  # noqa: E402
 from othello.states import States  # noqa: E402
+from othello_learn.models.batch import from_arrays  # noqa: E402
+from othello_learn.models.encoders import ENCODERS  # noqa: E402
 
 BATCH_SIZES = (1, 256, 4096)
 
 
 def wthor_positions(wthor_dir: Path | None, year: int):
-    from data_tools.dataset import find_wtb_files
-    from data_tools.replay import replay
-    from data_tools.wtb import read_wtb
+    from othello_learn.data.dataset import find_wtb_files
+    from othello_learn.data.replay import replay
+    from othello_learn.data.wtb import read_wtb
 
     files = dict(find_wtb_files(wthor_dir, {year})) if wthor_dir and Path(wthor_dir).is_dir() else {}
     if year not in files:
@@ -96,7 +96,7 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.wthor_dir is None:
-        from data_tools.wthor import default_wthor_dir
+        from othello_learn.data.wthor import default_wthor_dir
 
         args.wthor_dir = default_wthor_dir()
     data = wthor_positions(args.wthor_dir, args.year)

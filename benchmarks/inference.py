@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from models.batch import from_arrays  # noqa: E402
-from models.nets import NetConfig, build_network  # noqa: E402
 from othello import Position  # noqa: E402
+from othello_learn.models.batch import from_arrays  # noqa: E402
+from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
 
 
 def main() -> None:

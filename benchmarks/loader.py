@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from data_tools.datamodule import WthorDataModule  # noqa: E402
-from models.batch import augment  # noqa: E402
+from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
+from othello_learn.models.batch import augment  # noqa: E402
 
 
 def main() -> None:

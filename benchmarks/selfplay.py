@@ -1,6 +1,6 @@
 """Benchmark: self-play throughput (games per hour, network evaluations per
 second) of the batched search, fp32 against the fast numeric path
-(``models.fastpath``: bf16 autocast + channels_last on a CPU with bf16
+(``othello_learn.models.fastpath``: bf16 autocast + channels_last on a CPU with bf16
 instructions), PUCT and Gumbel at equal simulations, side by side.
 
     python benchmarks/selfplay.py --games 32 --simulations 32 --blocks 4 --width 64 --rounds 3   # CPU scale
@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from models import fastpath  # noqa: E402
-from models.nets import NetConfig, build_network  # noqa: E402
-from selfplay.gumbel import GumbelConfig  # noqa: E402
-from selfplay.mcts import Evaluator, MCTSConfig  # noqa: E402
-from selfplay.selfplay import SelfPlayConfig, play_games  # noqa: E402
+from othello_learn.models import fastpath  # noqa: E402
+from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
+from othello_learn.selfplay.gumbel import GumbelConfig  # noqa: E402
+from othello_learn.selfplay.mcts import Evaluator, MCTSConfig  # noqa: E402
+from othello_learn.selfplay.selfplay import SelfPlayConfig, play_games  # noqa: E402
 
 
 class Timed:

@@ -28,12 +28,12 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from data_tools.datamodule import WthorDataModule  # noqa: E402
-from models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
-from models.fastpath import FP32, auto_precision, autocast, prepare  # noqa: E402
-from models.losses import move_losses  # noqa: E402
-from models.nets import NetConfig, build_network  # noqa: E402
-from train.train import load_config  # noqa: E402
+from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
+from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
+from othello_learn.models.fastpath import FP32, auto_precision, autocast, prepare  # noqa: E402
+from othello_learn.models.losses import move_losses  # noqa: E402
+from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
+from othello_learn.train.train import load_config  # noqa: E402
 
 EPOCH = 6_912_964  # positions of 1977-2014
 
@@ -74,8 +74,8 @@ def cpu_name() -> str:
 
 def profile(setup: Setup, loader, group, steps: int, bs: int) -> dict:
     """Seconds per step in each stage (medians over ``steps`` steps)."""
-    from models.encoders import ENCODERS
-    from models.nets import legal_mask, masked
+    from othello_learn.models.encoders import ENCODERS
+    from othello_learn.models.nets import legal_mask, masked
 
     encode = ENCODERS[setup.net.encoder][0]
     stages = {k: [] for k in ("load", "augment", "encode+mask", "forward+loss", "backward", "optimizer")}

@@ -16,21 +16,21 @@ import pytest
 
 import reference_engine as ref
 from othello import bitboard as bb
+from othello.files import UserError, run_main
 from othello.game import IllegalMoveError, Position
 from othello.notation import parse_transcript
-from othello.symmetry import transform
-from othello.files import UserError, run_main
 from othello.notation import PASS
-from selfplay import alphabeta as ab
-from selfplay import registry
-from selfplay.alphabeta import AlphaBetaPlayer
-from selfplay import arena
-from selfplay.arena import main as arena_main
-from selfplay.arena import play_match
-from selfplay.elo import MatchResult, elo_from_score
-from selfplay.openings import opening_states, random_openings
-from selfplay.players import GreedyPlayer, Player, RandomPlayer
-from selfplay.registry import make_player, register_player
+from othello.symmetry import transform
+from othello_learn.selfplay import alphabeta as ab
+from othello_learn.selfplay import registry
+from othello_learn.selfplay import arena
+from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
+from othello_learn.selfplay.arena import main as arena_main
+from othello_learn.selfplay.arena import play_match
+from othello_learn.selfplay.elo import MatchResult, elo_from_score
+from othello_learn.selfplay.openings import opening_states, random_openings
+from othello_learn.selfplay.players import GreedyPlayer, Player, RandomPlayer
+from othello_learn.selfplay.registry import make_player, register_player
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -264,7 +264,7 @@ def test_registered_kinds_get_their_arguments():
 
 def test_kinds_named_by_module_are_imported_on_first_use(tmp_path, monkeypatch):
     (tmp_path / "extra_players_for_test.py").write_text(
-        "from selfplay.players import RandomPlayer\n"
+        "from othello_learn.selfplay.players import RandomPlayer\n"
         "def build(args):\n"
         "    return RandomPlayer()\n"
     )
@@ -286,8 +286,9 @@ def test_registry_and_player_modules_import_one_way():
     no player module imports the registry: no cycle, and ``random`` needs no torch."""
     code = (
         "import sys\n"
-        "import selfplay.registry as r\n"
-        "assert not any(m in sys.modules for m in ('torch', 'selfplay.nn_players', 'selfplay.external', 'selfplay.play'))\n"
+        "import othello_learn.selfplay.registry as r\n"
+        "lazy = ('torch',) + tuple(f'othello_learn.selfplay.{m}' for m in ('nn_players', 'external', 'play'))\n"
+        "assert not any(m in sys.modules for m in lazy)\n"
         "r.make_player('random'); r.make_player('alphabeta:1')\n"
         "assert 'torch' not in sys.modules\n"
         "print('ok')\n"
@@ -295,7 +296,7 @@ def test_registry_and_player_modules_import_one_way():
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
     for module in ("players", "alphabeta", "nn_players", "external", "openings", "elo"):
-        tree = ast.parse((REPO / "selfplay" / f"{module}.py").read_text())
+        tree = ast.parse((REPO / "othello_learn" / "selfplay" / f"{module}.py").read_text())
         imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not {m for m in imported if m.endswith("registry")}, module

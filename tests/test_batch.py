@@ -1,5 +1,5 @@
-"""The one model batch (models.batch), the network config and exported format
-(models.nets), and the one loss home (models.losses), against slow references."""
+"""The one model batch (othello_learn.models.batch), the network config and exported format
+(othello_learn.models.nets), and the one loss home (othello_learn.models.losses), against slow references."""
 
 import math
 
@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.batch import SYMMETRY_GROUPS, augment, from_arrays, from_records, from_states
-from models.losses import l2_penalty, move_losses, policy_loss, value_loss
-from models.nets import NetConfig, build_network, legal_mask, load_network, masked, save_network, save_checkpoint_file
 from othello.files import UserError
 from othello.states import States
+from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_arrays, from_records, from_states
+from othello_learn.models.losses import l2_penalty, move_losses, policy_loss, value_loss
+from othello_learn.models.nets import NetConfig, build_network, legal_mask, load_network, masked, save_network, save_checkpoint_file
 
 
 def _states(n=24, seed=3) -> States:
@@ -162,8 +162,8 @@ def test_exported_networks_round_trip_and_old_exports_load(tmp_path):
 
 
 def test_load_network_sends_training_checkpoints_to_train(tmp_path):
-    from train.evaluate import load_any_network
-    from train.module import MovePredictor
+    from othello_learn.train.evaluate import load_any_network
+    from othello_learn.train.module import MovePredictor
 
     model = MovePredictor(NetConfig(depth=1, width=4))
     ckpt = {"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(), "loops": {}}

@@ -2,6 +2,7 @@
 the GPU-recipe warning, and evaluation read from the built dataset."""
 
 import argparse
+import ast
 import importlib
 import json
 import re
@@ -17,15 +18,15 @@ from test_training import dataset_dir  # noqa: F401  (the module-scoped tiny dat
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = {
-    "othello-dataset": "data_tools.wthor",
-    "othello-train": "train.train",
-    "othello-eval": "train.evaluate",
-    "othello-rl": "selfplay.loop",
-    "othello-arena": "selfplay.arena",
-    "othello-play": "selfplay.play",
-    "othello-engine": "selfplay.nboard",
-    "othello-solve": "selfplay.solve",
-    "othello-curves": "train.curves",
+    "othello-dataset": "othello_learn.data.wthor",
+    "othello-train": "othello_learn.train.train",
+    "othello-eval": "othello_learn.train.evaluate",
+    "othello-rl": "othello_learn.selfplay.loop",
+    "othello-arena": "othello_learn.selfplay.arena",
+    "othello-play": "othello_learn.selfplay.play",
+    "othello-engine": "othello_learn.selfplay.nboard",
+    "othello-solve": "othello_learn.selfplay.solve",
+    "othello-curves": "othello_learn.train.curves",
 }
 # Files an example may name that must ship with the repository (run outputs, runs/..., need not).
 SHIPPED = re.compile(r"(?<![\w/])((?:train/configs/[\w.-]+\.ya?ml)|(?:checkpoints/[\w./-]+?\.(?:pt|ckpt)))")
@@ -78,17 +79,57 @@ def test_the_example_scan_finds_shipped_and_missing_files():
     assert not (REPO / found[0]).exists() and (REPO / found[1]).exists()
 
 
-@pytest.mark.parametrize("argv", [["-m", "train.train", "--help"], ["train/curves.py", "--help"]])
+@pytest.mark.parametrize("argv", [["-m", "othello_learn.train.train", "--help"], ["train/curves.py", "--help"]])
 def test_module_and_script_path_run_as_commands(argv):
     proc = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage:")
 
 
+
+SCRIPT_PATHS = {
+    "data_tools/wthor.py": "othello-dataset", "train/train.py": "othello-train", "train/evaluate.py": "othello-eval",
+    "train/curves.py": "othello-curves", "selfplay/loop.py": "othello-rl", "selfplay/arena.py": "othello-arena",
+    "selfplay/play.py": "othello-play", "selfplay/nboard.py": "othello-engine", "selfplay/solve.py": "othello-solve",
+}
+
+
+@pytest.mark.parametrize("path", sorted(SCRIPT_PATHS))
+def test_each_documented_script_path_is_a_thin_wrapper_of_its_command(path):
+    """The old script paths stay, but as wrappers: the code lives in othello_learn only."""
+    tree = ast.parse((REPO / path).read_text())
+    module = COMMANDS[SCRIPT_PATHS[path]]
+    imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert [(n.module, [a.name for a in n.names]) for n in imports] == [("pathlib", ["Path"]), (module, ["cli"])]
+    assert ast.unparse(tree.body[-1]) == "cli()"
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    assert module in ast.get_docstring(tree) and SCRIPT_PATHS[path] in ast.get_docstring(tree)
+
+
+def test_the_old_folders_hold_no_package_and_the_library_edits_no_sys_path():
+    for folder in ("data_tools", "train", "selfplay", "models"):
+        assert not (REPO / folder / "__init__.py").exists(), folder
+        assert sorted(p.relative_to(REPO).as_posix() for p in (REPO / folder).glob("*.py")) == sorted(
+            p for p in SCRIPT_PATHS if p.startswith(folder + "/")), folder
+    for source in sorted((REPO / "othello_learn").rglob("*.py")) + sorted((REPO / "othello").rglob("*.py")):
+        tree = ast.parse(source.read_text())
+        attrs = {ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        assert not {a for a in attrs if a.startswith("sys.path")}, source
+
+
+def test_the_distribution_ships_othello_and_othello_learn_only():
+    from setuptools import find_packages
+
+    find = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = find_packages(str(REPO), include=find["include"])
+    assert {p.split(".")[0] for p in packages} == {"othello", "othello_learn"}
+    assert {"othello_learn.data", "othello_learn.models", "othello_learn.train", "othello_learn.selfplay"} <= set(packages)
+
+
 # ---- GPU recipes on a CPU -------------------------------------------------------------------------
 
 def test_gpu_recipes_name_a_cpu_recipe_and_cpu_recipes_say_nothing():
-    from train.train import gpu_recipe_warning, load_config
+    from othello_learn.train.train import gpu_recipe_warning, load_config
 
     configs = sorted((REPO / "train" / "configs").glob("*.yaml"))
     gpu = [c for c in configs if c.name.startswith("ref_") or c.name == "resnet_best.yaml"]
@@ -106,7 +147,7 @@ def test_gpu_recipes_name_a_cpu_recipe_and_cpu_recipes_say_nothing():
 
 
 def test_a_bad_recipe_key_is_refused(tmp_path):
-    from train.train import load_config
+    from othello_learn.train.train import load_config
 
     config = tmp_path / "c.yaml"
     config.write_text("model: {depth: 2}\nrecipe: {device: tpu}\n")
@@ -117,7 +158,7 @@ def test_a_bad_recipe_key_is_refused(tmp_path):
 def test_train_warns_once_before_any_work(tmp_path, monkeypatch, capsys):
     import torch
 
-    from train.train import main
+    from othello_learn.train.train import main
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     capsys.readouterr()
@@ -133,7 +174,7 @@ def test_train_warns_once_before_any_work(tmp_path, monkeypatch, capsys):
 
 @pytest.fixture(scope="module")
 def tiny_net(tmp_path_factory):
-    from models.nets import NetConfig, build_network, save_network
+    from othello_learn.models.nets import NetConfig, build_network, save_network
 
     import torch
 
@@ -146,7 +187,7 @@ def tiny_net(tmp_path_factory):
 @pytest.mark.parametrize("years", ["2003", "2001,2003", "2001-2003"])
 def test_evaluation_from_the_dataset_matches_a_replay_of_the_raw_files(dataset_dir, tiny_net, years,  # noqa: F811
                                                                        monkeypatch):
-    from train.evaluate import evaluate_command
+    from othello_learn.train.evaluate import evaluate_command
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     common = ["--checkpoint", str(tiny_net), "--years", years]
@@ -162,7 +203,7 @@ def test_evaluation_from_the_dataset_matches_a_replay_of_the_raw_files(dataset_d
 
 def test_evaluation_names_a_year_the_dataset_lacks_and_a_bad_dataset(dataset_dir, tiny_net, tmp_path,  # noqa: F811
                                                                      capsys):
-    from train.evaluate import main
+    from othello_learn.train.evaluate import main
 
     capsys.readouterr()
     assert run_main(main, ["--checkpoint", str(tiny_net), "--data", str(dataset_dir), "--years", "2003-2004"]) == 2

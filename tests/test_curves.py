@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from train.curves import is_fraction, load_curve, main as curves_main
+from othello_learn.train.curves import is_fraction, load_curve, main as curves_main
 
 
 def _version(run: Path, v: int, rows: list[dict]) -> None:

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference_engine as ref
-from models import encoders as enc
 from othello import bitboard as bb
 from othello.stability import full_lines, stable_discs
+from othello_learn.models import encoders as enc
 
 CELLS = [(r, c) for r in range(8) for c in range(8)]
 AXES = [(0, 1), (1, 0), (1, 1), (1, -1)]  # horizontal, vertical, a1-h8, a8-h1

@@ -11,9 +11,9 @@ import pytest
 from othello.files import UserError
 from othello.game import Position
 from othello.notation import PASS
-from selfplay.arena import play_match
-from selfplay.external import EngineError, GTPPlayer, NBoardPlayer, explicit_moves
-from selfplay.registry import make_player
+from othello_learn.selfplay.arena import play_match
+from othello_learn.selfplay.external import EngineError, GTPPlayer, NBoardPlayer, explicit_moves
+from othello_learn.selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"
@@ -112,7 +112,7 @@ def test_close_lets_the_reader_threads_finish_before_closing_the_pipes(monkeypat
     import queue
     import threading
 
-    from selfplay.external import EngineProcess
+    from othello_learn.selfplay.external import EngineProcess
 
     class SlowQueue(queue.Queue):
         def put(self, item, *a, **k):

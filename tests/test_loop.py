@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from othello.files import UserError
-from selfplay import loop as rl_loop
-from selfplay.loop import RunConfig, generation_seeds
+from othello_learn.selfplay import loop as rl_loop
+from othello_learn.selfplay.loop import RunConfig, generation_seeds
 
 BASE = ["--init", "random", "--out", "runs/x"]
 

@@ -10,9 +10,9 @@ import torch
 import reference_engine as ref
 from othello import bitboard as bb
 from othello.states import States
-from selfplay.mcts import PASS, BatchedMCTS, Evaluator, MCTSConfig
-from models.fastpath import BF16, FP32
-from models.nets import masked
+from othello_learn.models.fastpath import BF16, FP32
+from othello_learn.models.nets import masked
+from othello_learn.selfplay.mcts import PASS, BatchedMCTS, Evaluator, MCTSConfig
 
 
 class FakeNet(torch.nn.Module):
@@ -216,7 +216,7 @@ def _check_tree(tree, games):
     action that links them, with that state's legal actions; nodes past
     ``size`` are free; a node's visits are its children's plus the visits
     that ended at it (at most one when it is not terminal: its expansion)."""
-    from selfplay import tree as T
+    from othello_learn.selfplay import tree as T
 
     for b in games.tolist():
         size = int(tree.size[b])
@@ -265,7 +265,7 @@ def test_evaluator_gets_the_trees_legal_mask(ev):
 
 
 def test_choose_action():
-    from selfplay.tree import choose
+    from othello_learn.selfplay.tree import choose
 
     visits = torch.zeros(4, 65)
     visits[0, [3, 9]] = 40.0  # a tie: the tiebreak decides, however small

@@ -9,9 +9,9 @@ from pathlib import Path
 from othello.formats import GameRecord, format_ggf
 from othello.game import Position
 from othello.notation import PASS, parse_square
-from selfplay.nboard import Engine, serve
-from selfplay.alphabeta import AlphaBetaPlayer
-from selfplay.registry import make_player
+from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
+from othello_learn.selfplay.nboard import Engine, serve
+from othello_learn.selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def test_piped_session_end_to_end():
     script = ["nboard 2", "set depth 6", f"set game {game}", "ping 1", "hint 3", "go",
               "move e6/1.00/2.5", "frobnicate now", "move z9", "set contempt 0", "set time 10 20",
               "learn", "ping 2", "go", "quit"]
-    r = subprocess.run([sys.executable, "-m", "selfplay.nboard", "--player", "alphabeta:1"], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "othello_learn.selfplay.nboard", "--player", "alphabeta:1"], cwd=REPO,
                        input="\n".join(script) + "\n", capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()

@@ -24,10 +24,10 @@ import torch
 import reference_engine as ref
 from othello import Position
 from othello.notation import PASS, parse_transcript, square_name
-from selfplay import play
-from selfplay.arena import play_match, write_games
-from selfplay.players import GreedyPlayer, RandomPlayer
-from selfplay.registry import make_player
+from othello_learn.selfplay import play
+from othello_learn.selfplay.arena import play_match, write_games
+from othello_learn.selfplay.players import GreedyPlayer, RandomPlayer
+from othello_learn.selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[1]
 HC = REPO / "checkpoints" / "cpu_hc_long.pt"  # policy only
@@ -331,9 +331,9 @@ def test_arena_cli_rejects_other_games_out_suffix(tmp_path):
 
 @pytest.fixture(scope="module")
 def selfplay_games():
-    from models.nets import NetConfig, build_network
-    from selfplay.mcts import Evaluator, MCTSConfig
-    from selfplay.selfplay import SelfPlayConfig, play_games
+    from othello_learn.models.nets import NetConfig, build_network
+    from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
+    from othello_learn.selfplay.selfplay import SelfPlayConfig, play_games
 
     torch.manual_seed(0)
     tiny = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
@@ -365,7 +365,7 @@ def test_selfplay_games_keep_their_moves(selfplay_games):
 
 
 def test_selfplay_npz_backward_compatible(selfplay_games, tmp_path):
-    from selfplay.selfplay import SelfPlayGames
+    from othello_learn.selfplay.selfplay import SelfPlayGames
 
     g = selfplay_games
     g.save(tmp_path / "new.npz")
@@ -397,10 +397,10 @@ def test_legal_move_names():
 
 
 def test_best_move_matches_the_batched_players():
-    from models.nets import load_network
-    from models.batch import from_arrays
-    from selfplay.mcts import Evaluator
-    from selfplay.nn_players import PolicyPlayer, best_move
+    from othello_learn.models.batch import from_arrays
+    from othello_learn.models.nets import load_network
+    from othello_learn.selfplay.mcts import Evaluator
+    from othello_learn.selfplay.nn_players import PolicyPlayer, best_move
 
     rng = random.Random(0)
     positions = []

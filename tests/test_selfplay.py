@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from models.nets import NetConfig, build_network, legal_mask, save_network
 from othello import bitboard as bb
 from othello.files import run_main
-from selfplay import loop as rl_loop
-from models.batch import augment
-from selfplay.learner import to_device_batch, train_network
-from selfplay.mcts import Evaluator, MCTSConfig
-from selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
+from othello_learn.models.batch import augment
+from othello_learn.models.nets import NetConfig, build_network, legal_mask, save_network
+from othello_learn.selfplay import loop as rl_loop
+from othello_learn.selfplay.learner import to_device_batch, train_network
+from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
+from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
 
 TINY = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
 
@@ -100,7 +100,7 @@ def test_training_lowers_the_loss(games, tiny_net):
 
 
 def test_network_players_in_the_arena(tmp_path, tiny_net):
-    from selfplay.arena import main as arena_main
+    from othello_learn.selfplay.arena import main as arena_main
 
     ckpt = tmp_path / "tiny.pt"
     save_network(tiny_net, ckpt)

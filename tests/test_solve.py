@@ -1,6 +1,6 @@
 """selfplay/solve.py (a player's answers for each OBF position) checked against
 the players asked one position at a time, and the arena closing external
-engines at the end of every match (selfplay.arena.play_match)."""
+engines at the end of every match (othello_learn.selfplay.arena.play_match)."""
 
 import json
 import sys
@@ -14,10 +14,10 @@ from othello.files import run_main
 from othello.formats import format_obf
 from othello.game import Position
 from othello.notation import square_name
-from selfplay import external
-from selfplay.arena import close_players, play_match
-from selfplay.registry import make_player
-from selfplay.solve import main, solve
+from othello_learn.selfplay import external
+from othello_learn.selfplay.arena import close_players, play_match
+from othello_learn.selfplay.registry import make_player
+from othello_learn.selfplay.solve import main, solve
 
 REPO = Path(__file__).resolve().parents[1]
 CKPT = REPO / "checkpoints" / "cpu_rl_warm_long.pt"
@@ -72,7 +72,7 @@ def test_network_answers_match_a_forward_pass_per_position(network_player):
     poss = positions()
     recs = solve(network_player, poss)
     net = network_player.net
-    from models.batch import from_arrays
+    from othello_learn.models.batch import from_arrays
 
     for pos, rec in zip(poss[:5], recs):
         with torch.inference_mode():

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.nets import NetConfig, build_network, load_network, read_checkpoint, save_network
 from othello.files import UserError, run_main
+from othello_learn.models.nets import NetConfig, build_network, load_network, read_checkpoint, save_network
 from test_training import dataset_dir  # noqa: F401  (the module-scoped tiny dataset)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def _step(path) -> int:
 # ---- 1. atomic checkpoint writes, corrupt last.ckpt -------------------------------------------
 
 def test_checkpoint_io_on_a_full_disk_keeps_the_old_file_and_names_it(tmp_path, monkeypatch, capsys):
-    from train.checkpoints import AtomicCheckpointIO
+    from othello_learn.train.checkpoints import AtomicCheckpointIO
 
     io = AtomicCheckpointIO()
     path = tmp_path / "last.ckpt"
@@ -59,7 +59,7 @@ def test_checkpoint_io_on_a_full_disk_keeps_the_old_file_and_names_it(tmp_path, 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("models.nets.os.fsync", full)  # the data went out, the disk refused it
+    monkeypatch.setattr("othello_learn.models.nets.os.fsync", full)  # the data went out, the disk refused it
     code, err = _run(lambda argv: io.save_checkpoint({"global_step": 2, "w": torch.zeros(1000)}, path), [], capsys)
     assert code == 2
     assert "no space left on device" in err and str(path) in err and len(err.strip().splitlines()) == 1
@@ -70,7 +70,7 @@ def test_checkpoint_io_on_a_full_disk_keeps_the_old_file_and_names_it(tmp_path, 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "crafted"])
 def test_a_damaged_last_ckpt_stops_the_resume_with_one_line(dataset_dir, tmp_path, capsys, damage):
-    from train.train import main
+    from othello_learn.train.train import main
 
     out = tmp_path / "run"
     last = out / "checkpoints" / "last.ckpt"
@@ -92,7 +92,7 @@ def test_a_damaged_last_ckpt_stops_the_resume_with_one_line(dataset_dir, tmp_pat
 
 
 def test_resuming_with_another_network_is_refused_before_any_work(dataset_dir, tmp_path, capsys):
-    from train.train import main
+    from othello_learn.train.train import main
 
     out = tmp_path / "run"
     (out / "checkpoints").mkdir(parents=True)
@@ -108,8 +108,8 @@ def test_last_ckpt_is_saved_periodically_at_validation_and_at_the_end_through_th
         dataset_dir, tmp_path, monkeypatch):
     import lightning.fabric.plugins.io.torch_io as torch_io
 
-    from train.checkpoints import AtomicCheckpointIO
-    from train.train import train
+    from othello_learn.train.checkpoints import AtomicCheckpointIO
+    from othello_learn.train.train import train
 
     def bypass(*a, **k):
         raise AssertionError("a checkpoint was written around AtomicCheckpointIO")
@@ -140,7 +140,7 @@ def test_last_ckpt_is_saved_periodically_at_validation_and_at_the_end_through_th
 
 
 def _interrupt_at(monkeypatch, step: int, action):
-    from train.module import MovePredictor
+    from othello_learn.train.module import MovePredictor
 
     original = MovePredictor.training_step
 
@@ -153,7 +153,7 @@ def _interrupt_at(monkeypatch, step: int, action):
 
 
 def test_sigterm_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
-    from train.train import main
+    from othello_learn.train.train import main
 
     out = tmp_path / "run"
     args = _args(dataset_dir, out, "--checkpoint-every", "5", "--max-steps", "30")
@@ -171,7 +171,7 @@ def test_sigterm_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch,
 
 
 def test_ctrl_c_saves_last_ckpt_and_exits_130(dataset_dir, tmp_path, monkeypatch, capsys):
-    from train.train import main
+    from othello_learn.train.train import main
 
     out = tmp_path / "run"
 
@@ -193,7 +193,7 @@ def test_ctrl_c_saves_last_ckpt_and_exits_130(dataset_dir, tmp_path, monkeypatch
 def test_a_second_training_into_the_same_out_is_refused(dataset_dir, tmp_path, capsys):
     import socket
 
-    from train.train import main
+    from othello_learn.train.train import main
 
     out = tmp_path / "run"
     out.mkdir()
@@ -212,7 +212,7 @@ def test_a_second_training_into_the_same_out_is_refused(dataset_dir, tmp_path, c
 def test_a_stale_lock_is_taken_over_and_released(tmp_path):
     import socket
 
-    from train.lock import RunLock
+    from othello_learn.train.lock import RunLock
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -240,7 +240,7 @@ def test_a_stale_lock_is_taken_over_and_released(tmp_path):
     (["--set", "modle.depth=3"], "--set modle.depth=3: expected SECTION.KEY=VALUE"),
 ])
 def test_bad_settings_are_one_line_before_any_work(dataset_dir, tmp_path, capsys, extra, expected):
-    from train.train import main
+    from othello_learn.train.train import main
 
     out = tmp_path / "run"
     code, err = _run(main, _args(dataset_dir, out, *extra), capsys)
@@ -250,7 +250,7 @@ def test_bad_settings_are_one_line_before_any_work(dataset_dir, tmp_path, capsys
 
 @pytest.mark.parametrize("flag,value", [("--batch-size", "0"), ("--checkpoint-every", "0"), ("--max-minutes", "-1")])
 def test_bad_numbers_on_the_command_line_exit_2(dataset_dir, tmp_path, capsys, flag, value):
-    from train.train import main
+    from othello_learn.train.train import main
 
     with pytest.raises(SystemExit) as e:
         run_main(main, _args(dataset_dir, tmp_path / "run", flag, value))
@@ -259,7 +259,7 @@ def test_bad_numbers_on_the_command_line_exit_2(dataset_dir, tmp_path, capsys, f
 
 
 def test_a_missing_or_damaged_dataset_is_named(dataset_dir, tmp_path, capsys):
-    from train.train import main
+    from othello_learn.train.train import main
 
     missing = tmp_path / "nowhere"
     args = _args(dataset_dir, tmp_path / "run")
@@ -279,9 +279,9 @@ def test_a_missing_or_damaged_dataset_is_named(dataset_dir, tmp_path, capsys):
 
 
 def test_the_schema_matches_the_modules():
-    from data_tools.datamodule import WthorDataModule
-    from train.module import MovePredictor
-    from train.train import SCHEMA
+    from othello_learn.data.datamodule import WthorDataModule
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import SCHEMA
 
     module_args = set(inspect.signature(MovePredictor.__init__).parameters) - {"self", "net"}
     assert set(SCHEMA["optim"]) == module_args
@@ -289,7 +289,7 @@ def test_the_schema_matches_the_modules():
     assert not set(SCHEMA["model"]) & set(SCHEMA["optim"])
     assert set(SCHEMA["data"]) == set(inspect.signature(WthorDataModule.__init__).parameters) - {"self", "data_dir", "seed"}
     for section in ("model", "optim", "data"):  # the shipped configs are valid
-        from train.train import load_config
+        from othello_learn.train.train import load_config
         for config in sorted((REPO / "train" / "configs").glob("*.yaml")):
             load_config(config, [])
 
@@ -304,7 +304,7 @@ def tiny_checkpoint(tmp_path):
 
 
 def test_evaluate_creates_the_json_folder(dataset_dir, tmp_path, tiny_checkpoint, capsys):
-    from train.evaluate import main
+    from othello_learn.train.evaluate import main
 
     report = tmp_path / "new" / "deeper" / "eval.json"
     code, err = _run(main, ["--checkpoint", str(tiny_checkpoint), "--wthor-dir", str(dataset_dir.parent),
@@ -317,7 +317,7 @@ def test_evaluate_creates_the_json_folder(dataset_dir, tmp_path, tiny_checkpoint
 
 @pytest.mark.parametrize("limit", ["0", "-5", "x"])
 def test_evaluate_limit_must_be_positive(dataset_dir, tiny_checkpoint, capsys, limit):
-    from train.evaluate import main
+    from othello_learn.train.evaluate import main
 
     with pytest.raises(SystemExit) as e:
         run_main(main, ["--checkpoint", str(tiny_checkpoint), "--wthor-dir", str(dataset_dir.parent),
@@ -326,7 +326,7 @@ def test_evaluate_limit_must_be_positive(dataset_dir, tiny_checkpoint, capsys, l
 
 
 def test_evaluate_names_a_missing_checkpoint(dataset_dir, tmp_path, capsys):
-    from train.evaluate import main
+    from othello_learn.train.evaluate import main
 
     code, err = _run(main, ["--checkpoint", str(tmp_path / "none.pt"), "--wthor-dir", str(dataset_dir.parent)], capsys)
     assert code == 2 and str(tmp_path / "none.pt") in err and len(err.strip().splitlines()) == 1
@@ -346,7 +346,7 @@ class _Touch:
 
 @pytest.mark.parametrize("legacy", [True, False])
 def test_a_crafted_checkpoint_is_refused_without_running_it(dataset_dir, tmp_path, capsys, legacy):
-    from train.evaluate import main
+    from othello_learn.train.evaluate import main
 
     marker = tmp_path / "pwned"
     crafted = tmp_path / "model.pt"

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 import reference_engine as ref
-from data_tools import wtb
-from data_tools.datamodule import WthorDataModule
-from data_tools.wthor import main as build_main
-from models.batch import SYMMETRY_GROUPS, augment, from_records
-from models.nets import NetConfig, build_network, legal_mask, load_network
 from othello import bitboard as bb
 from othello.symmetry import START_PRESERVING
+from othello_learn.data import wtb
+from othello_learn.data.datamodule import WthorDataModule
+from othello_learn.data.wthor import main as build_main
+from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_records
+from othello_learn.models.nets import NetConfig, build_network, legal_mask, load_network
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +89,8 @@ def test_networks_mask_illegal_moves(dataset_dir, arch, encoder):
 
 
 def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
-    from train.evaluate import evaluate_command as evaluate_main
-    from train.train import train as train_main
+    from othello_learn.train.evaluate import evaluate_command as evaluate_main
+    from othello_learn.train.train import train as train_main
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -128,7 +128,7 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
 
 
 def test_the_wandb_run_id_is_kept_across_resumes_and_new_with_fresh(tmp_path):
-    from train.train import wandb_run_id
+    from othello_learn.train.train import wandb_run_id
 
     first = wandb_run_id(tmp_path)
     assert wandb_run_id(tmp_path) == first == (tmp_path / "wandb_id").read_text().strip()
@@ -137,7 +137,7 @@ def test_the_wandb_run_id_is_kept_across_resumes_and_new_with_fresh(tmp_path):
 
 
 def test_learning_rate_schedule_ends_with_the_time_budget():
-    from train.module import MovePredictor
+    from othello_learn.train.module import MovePredictor
 
     class Timer:  # stands in for Lightning's
         def __init__(self, elapsed, remaining):
@@ -164,7 +164,7 @@ def test_learning_rate_schedule_ends_with_the_time_budget():
 
 def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, tmp_path, monkeypatch):
     from othello.files import UserError
-    from train.train import train as train_main
+    from othello_learn.train.train import train as train_main
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     out = tmp_path / "timed"
@@ -184,7 +184,7 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
     # arithmetic is tested above with a stand-in timer)
     assert state["lr_schedulers"][0]["_last_lr"][0] < summary["config"]["optim"].get("lr", 1e-3)
 
-    from train.curves import load_curve, main as curves_main
+    from othello_learn.train.curves import load_curve, main as curves_main
 
     curve = load_curve(out)
     assert len(curve) >= 1 and curve["positions"].is_monotonic_increasing
@@ -194,7 +194,7 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
 
 
 def test_symmetric_accuracy_counts_equivalent_first_moves():
-    from train.evaluate import symmetric_hits
+    from othello_learn.train.evaluate import symmetric_hits
 
     p = np.array([bb.BLACK_START] * 4, dtype=np.uint64)
     o = np.array([bb.WHITE_START] * 4, dtype=np.uint64)
@@ -217,8 +217,8 @@ def _flatten_to_old_hparams(path):
 
 def test_runs_started_by_the_old_module_resume_and_export(dataset_dir, tmp_path, monkeypatch):
     from othello.files import UserError
-    from train.module import MovePredictor, network_from_checkpoint
-    from train.train import check_resumable, train as train_main
+    from othello_learn.train.module import MovePredictor, network_from_checkpoint
+    from othello_learn.train.train import check_resumable, train as train_main
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     out = tmp_path / "old"

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 import reference_engine as ref
-from data_tools import dataset, wtb
-from data_tools.replay import replay
-from data_tools.wthor import main as _wthor_main
 from othello import PASS
 from othello.files import run_main
+from othello_learn.data import dataset, wtb
+from othello_learn.data.replay import replay
+from othello_learn.data.wthor import main as _wthor_main
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -227,7 +227,7 @@ def test_download_fetches_zipped_years(tmp_path, monkeypatch, games):
     import io
     import zipfile
 
-    import data_tools.wthor as cli
+    import othello_learn.data.wthor as cli
 
     served = []
 

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 import reference_engine as ref
-from data_tools import dataset, wtb
-from data_tools import wthor as cli
 from othello import PASS
 from othello.files import run_main
 from othello.notation import format_transcript
+from othello_learn.data import dataset, wtb
+from othello_learn.data import wthor as cli
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -165,7 +165,7 @@ def test_a_killed_write_is_recovered(wthor_dir, tmp_path, kill_at, capsys):
         import os, sys
         sys.path.insert(0, {str(REPO)!r})
         import numpy as np
-        from data_tools import dataset
+        from othello_learn.data import dataset
         result = dataset.build({str(wthor_dir)!r}, progress=False)
         kill_at = {kill_at!r}
         if kill_at == "saving":

@@ -2,7 +2,7 @@
 
 Batches are gathered from the memory-mapped records by one fancy index per
 batch (a sampler yields index arrays, not per-sample Python ints), turned into
-a model batch (``models.batch``), and moved to the device; the random D4 transform of each
+a model batch (``othello_learn.models.batch``), and moved to the device; the random D4 transform of each
 training sample is applied there, on the device, by whole-batch bit tricks.
 """
 
@@ -14,7 +14,7 @@ import lightning as L
 import numpy as np
 import torch
 
-from models.batch import SYMMETRY_GROUPS, augment, from_records
+from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_records
 
 from .dataset import REFERENCE_SPLIT, WthorDataset, parse_years
 

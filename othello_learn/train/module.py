@@ -9,10 +9,10 @@ import torch
 from lightning.pytorch.callbacks import Timer
 from torchmetrics.classification import MulticlassAccuracy
 
-from models.fastpath import prepare
-from models.losses import move_losses
-from models.nets import MoveNet, NetConfig, build_network, network_from_state, read_checkpoint
 from othello.files import UserError
+from othello_learn.models.fastpath import prepare
+from othello_learn.models.losses import move_losses
+from othello_learn.models.nets import MoveNet, NetConfig, build_network, network_from_state, read_checkpoint
 
 from .metrics import PHASE_NAMES, PhaseAccuracy
 

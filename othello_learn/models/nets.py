@@ -53,7 +53,7 @@ class MoveNet(nn.Module):
         raise NotImplementedError
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """``batch``: a ``models.batch`` dict; its optional ``legal`` mask is used as given."""
+        """``batch``: a ``othello_learn.models.batch`` dict; its optional ``legal`` mask is used as given."""
         x = self.encode_fn(batch)
         logits, value = self.trunk(x)
         legal = batch.get("legal")
@@ -202,7 +202,7 @@ def read_checkpoint(path, map_location="cpu") -> dict:
 def load_network(path, map_location="cpu") -> MoveNet:
     """A network from an exported ``.pt`` (``save_network``; also the older ones that
     store flat ``hparams``), in eval mode. A Lightning training checkpoint (``.ckpt``)
-    is train/'s to read (``train.module.network_from_checkpoint``): here it is an error
+    is train/'s to read (``othello_learn.train.module.network_from_checkpoint``): here it is an error
     saying so."""
     ckpt = read_checkpoint(path, map_location)
     if "hyper_parameters" in ckpt:

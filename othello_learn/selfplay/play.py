@@ -19,16 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from othello.files import UserError, atomic_write, run_main
+from othello.game import Position
+from othello.notation import PASS, format_transcript, parse_square, square_name
+from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.registry import make_player
 
-from othello.files import UserError, atomic_write, run_main  # noqa: E402
-from othello.game import Position  # noqa: E402
-from othello.notation import PASS, format_transcript, parse_square, square_name  # noqa: E402
-from selfplay.players import Player  # noqa: E402
-from selfplay.registry import make_player  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 DEFAULT_OPPONENT = "policy:checkpoints/cpu_rl_warm_long.pt"
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
 NO_HINT = "hints need a network: play a policy: or mcts: opponent, or give --hint-net CKPT"
@@ -143,7 +140,7 @@ def render(position: Position, probs=None, last: int = -1) -> str:
 
 def hint_text(net, position: Position, history, you: str = "you") -> str:
     """The network's top moves in ``position`` and its value when it has a value head."""
-    from selfplay.nn_players import best_move
+    from othello_learn.selfplay.nn_players import best_move
 
     if not position.legal_moves():
         return "no legal move: you must pass"
@@ -217,7 +214,7 @@ class HumanPlayer(Player):
             raise ValueError("expected human or human:HINT_CHECKPOINT")
         if not args:
             return cls()
-        from models.nets import load_network
+        from othello_learn.models.nets import load_network
 
         return cls(load_network(args[0]))
 
@@ -294,7 +291,7 @@ class TerminalGame:
         pos = self.position
         probs = None
         if self.show_policy and self.hint_net is not None and pos.legal_moves() and not pos.is_over():
-            from selfplay.nn_players import best_move
+            from othello_learn.selfplay.nn_players import best_move
 
             probs = best_move(self.hint_net, pos, recent(self.moves))[1]
         last = next((m for m in reversed(self.moves) if m != PASS), -1)
@@ -392,7 +389,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     if args.hint_net:
         if not Path(args.hint_net).exists():
             raise UserError(f"--hint-net {args.hint_net}: no such checkpoint")
-        from models.nets import load_network
+        from othello_learn.models.nets import load_network
 
         try:
             hint_net = load_network(args.hint_net)

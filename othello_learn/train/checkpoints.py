@@ -19,7 +19,7 @@ from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
-from models.nets import read_checkpoint, save_checkpoint_file
+from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

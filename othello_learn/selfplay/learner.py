@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from models.batch import augment, from_arrays
-from models.losses import l2_penalty, move_losses
+from othello_learn.models.batch import augment, from_arrays
+from othello_learn.models.losses import l2_penalty, move_losses
 
 from .selfplay import SelfPlayGames
 

@@ -21,18 +21,15 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import yaml  # (a Lightning dependency)
 
-import yaml  # noqa: E402  (a Lightning dependency)
+from othello.files import UserError, atomic_write, run_main
 
-from othello.files import UserError, atomic_write, run_main  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 SECTIONS = ("model", "optim", "data", "trainer")
 
 # The settings of each section and their types (None: optional). model and optim are
-# model is models.nets.NetConfig, optim MovePredictor's other arguments (a test keeps them
+# model is othello_learn.models.nets.NetConfig, optim MovePredictor's other arguments (a test keeps them
 # in step), data WthorDataModule's.
 YEARS = (str, int)
 SCHEMA = {
@@ -151,10 +148,10 @@ def load_config(path: Path | None, overrides: list[str]) -> dict:
 
 def check_config(cfg: dict, origin: dict | None = None) -> None:
     """Every setting known, of its type and in range, before any work starts."""
-    from data_tools.dataset import parse_years
-    from data_tools.datamodule import SYMMETRY_GROUPS
-    from models.encoders import ENCODERS
-    from models.nets import ARCHITECTURES
+    from othello_learn.data.datamodule import SYMMETRY_GROUPS
+    from othello_learn.data.dataset import parse_years
+    from othello_learn.models.encoders import ENCODERS
+    from othello_learn.models.nets import ARCHITECTURES
 
     origin = origin or {}
 
@@ -321,8 +318,8 @@ NET_KEYS = {"reference": ("arch", "encoder", "depth", "width"),
 def check_resumable(path: Path, net_config) -> int:
     """Read ``last.ckpt`` before training: a truncated or foreign file, or one of another
     network than the config's, is a one-line error suggesting ``--fresh``. Returns its step."""
-    from models.nets import read_checkpoint
-    from train.module import checkpoint_net_config
+    from othello_learn.models.nets import read_checkpoint
+    from othello_learn.train.module import checkpoint_net_config
 
     try:
         ckpt = read_checkpoint(path)
@@ -354,12 +351,12 @@ def train(argv=None) -> dict:
     from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
     from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-    from data_tools.datamodule import WthorDataModule
-    from models.fastpath import auto_precision
-    from models.nets import NetConfig, save_network
-    from train.checkpoints import AtomicCheckpointIO, LastCheckpoint
-    from train.lock import RunLock
-    from train.module import MovePredictor, network_from_checkpoint
+    from othello_learn.data.datamodule import WthorDataModule
+    from othello_learn.models.fastpath import auto_precision
+    from othello_learn.models.nets import NetConfig, save_network
+    from othello_learn.train.checkpoints import AtomicCheckpointIO, LastCheckpoint
+    from othello_learn.train.lock import RunLock
+    from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
     cfg, origin = _read_config(args.config, args.set)
     for key, section, name in (("max_epochs", "trainer", "max_epochs"), ("max_steps", "trainer", "max_steps"),

@@ -21,13 +21,10 @@ import zipfile
 from io import BytesIO
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from othello.files import UserError, atomic_path, run_main
+from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 
-from data_tools.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write  # noqa: E402
-from othello.files import UserError, atomic_path, run_main  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 SHARED_WTHOR = REPO.parent / "shared" / "data" / "wthor"
 DOWNLOAD_URL = "https://www.ffothello.org/wthor/base_zip/WTH_{year}.ZIP"
 

@@ -14,13 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import pandas as pd
+import yaml
 
-import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
-
-from othello.files import run_main  # noqa: E402
+from othello.files import run_main
 
 
 HOURS = "time/hours"

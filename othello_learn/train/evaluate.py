@@ -22,21 +22,18 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from othello import bitboard as bb
+from othello.files import UserError, atomic_path, atomic_write, run_main
+from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each
+from othello_learn.data.dataset import WthorDataset, build, parse_years
+from othello_learn.models.batch import from_records
+from othello_learn.models.nets import load_network, read_checkpoint
+from othello_learn.train.metrics import PhaseAccuracy
 
-from data_tools.dataset import WthorDataset, build, parse_years  # noqa: E402
-from models.batch import from_records  # noqa: E402
-from models.nets import load_network, read_checkpoint  # noqa: E402
-from othello import bitboard as bb  # noqa: E402
-from othello.files import UserError, atomic_path, atomic_write, run_main  # noqa: E402
-from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each  # noqa: E402
-from train.metrics import PhaseAccuracy  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 
 
 @torch.no_grad()
@@ -70,7 +67,7 @@ def load_any_network(path):
     """An exported network (``.pt``) or the network of a training checkpoint (``.ckpt``),
     told apart by what the file holds."""
     if "hyper_parameters" in read_checkpoint(path):
-        from train.module import network_from_checkpoint
+        from othello_learn.train.module import network_from_checkpoint
 
         return network_from_checkpoint(path)
     return load_network(path)

@@ -31,22 +31,19 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from models.encoders import ENCODERS  # noqa: E402
-from models.nets import NetConfig, build_network, load_network, save_network  # noqa: E402
-from othello.files import UserError, atomic_path, atomic_write, describe_os_error, run_main  # noqa: E402
-from selfplay.arena import play_match  # noqa: E402
-from selfplay.learner import train_network  # noqa: E402
-from selfplay.gumbel import GumbelConfig  # noqa: E402
-from selfplay.mcts import Evaluator, MCTSConfig  # noqa: E402
-from selfplay.nn_players import PolicyPlayer, search_player  # noqa: E402
-from selfplay.registry import make_player  # noqa: E402
-from selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games  # noqa: E402
+from othello.files import UserError, atomic_path, atomic_write, describe_os_error, run_main
+from othello_learn.models.encoders import ENCODERS
+from othello_learn.models.nets import NetConfig, build_network, load_network, save_network
+from othello_learn.selfplay.arena import play_match
+from othello_learn.selfplay.gumbel import GumbelConfig
+from othello_learn.selfplay.learner import train_network
+from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
+from othello_learn.selfplay.nn_players import PolicyPlayer, search_player
+from othello_learn.selfplay.registry import make_player
+from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
 
 RANDOM_INIT = {"arch": "resnet", "encoder": "raw", "blocks": 6, "width": 64, "value_head": True}
 DEFAULT_SEARCH = "puct"  # for a new run

@@ -6,7 +6,7 @@ descends all B trees together, expands one leaf per game, evaluates the B
 leaves in ONE network call and backs the values up together; the Python
 loops run over simulations and tree depth, never over games or nodes.
 
-The tree itself and the select / expand / backup steps are ``selfplay.tree``
+The tree itself and the select / expand / backup steps are ``othello_learn.selfplay.tree``
 (shared with the Gumbel search); this module holds the network wrapper
 (``Evaluator``), PUCT's selection rule, Dirichlet root noise and tree reuse.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from models.batch import from_arrays
 from othello import bitboard as bb
+from othello_learn.models.batch import from_arrays
 from othello.states import ACTIONS, PASS, States  # noqa: F401  (ACTIONS, PASS: re-exported)
 
 from . import tree as T
@@ -42,7 +42,7 @@ class Evaluator:
     alone), which keeps policy-only checkpoints usable.
 
     The network is most of self-play's time, so it runs on the fast numeric
-    path of ``models.fastpath`` by default: bf16 autocast (plus channels_last
+    path of ``othello_learn.models.fastpath`` by default: bf16 autocast (plus channels_last
     on a CPU with bf16 instructions), fp32 elsewhere. Batches smaller than
     ``min_fast_batch`` stay fp32 on the CPU, where the format conversions
     cost more than bf16 saves (RESULTS.md, self-play fast path).
@@ -50,7 +50,7 @@ class Evaluator:
 
     def __init__(self, net, device=None, autocast: bool | None = None, precision: str | None = None,
                  min_fast_batch: int = 8):
-        from models import fastpath
+        from othello_learn.models import fastpath
 
         self.net = net.eval()
         self.device = torch.device(device) if device is not None else next(net.parameters()).device

@@ -1,7 +1,7 @@
 """Our players as an NBoard-protocol engine, so GUIs and match tools can drive them.
 
     python selfplay/nboard.py --player policy:checkpoints/cpu_hc_long.pt
-    python -m selfplay.nboard --player alphabeta:3
+    python -m othello_learn.selfplay.nboard --player alphabeta:3
 
 The protocol (Chris Welty's NBoard, version 2; Edax and NTest speak it) is one
 command a line on stdin, answers on stdout, flushed at once. The GUI keeps the
@@ -24,21 +24,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from othello import bitboard as bb  # noqa: E402
-from othello.files import UserError, run_main  # noqa: E402
-from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move  # noqa: E402
-from othello.game import IllegalMoveError, Position  # noqa: E402
-from othello.notation import PASS, square_name  # noqa: E402
-from selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer  # noqa: E402
-from selfplay.players import Player  # noqa: E402
-from selfplay.registry import make_player  # noqa: E402
+from othello import bitboard as bb
+from othello.files import UserError, run_main
+from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move
+from othello.game import IllegalMoveError, Position
+from othello.notation import PASS, square_name
+from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
+from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.registry import make_player
 
 
 def move_text(sq: int) -> str:
@@ -74,7 +70,7 @@ class Analyst:
     def _net_out(self, positions: list[Position], histories: np.ndarray):
         import torch
 
-        from models.batch import from_arrays
+        from othello_learn.models.batch import from_arrays
 
         p = np.array([x.player for x in positions], dtype=np.uint64)
         o = np.array([x.opponent for x in positions], dtype=np.uint64)

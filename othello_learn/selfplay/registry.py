@@ -27,15 +27,15 @@ class PlayerSpecError(UserError, ValueError):
 
 # kind -> factory, or "module:attribute" of one (resolved on first use).
 PLAYER_FACTORIES: dict[str, Union[PlayerFactory, str]] = {
-    "random": "selfplay.players:RandomPlayer.from_args",
-    "greedy": "selfplay.players:GreedyPlayer.from_args",
-    "alphabeta": "selfplay.alphabeta:AlphaBetaPlayer.from_args",
-    "human": "selfplay.play:HumanPlayer.from_args",
-    "policy": "selfplay.nn_players:policy_from_args",
-    "mcts": "selfplay.nn_players:mcts_from_args",
-    "gumbel": "selfplay.nn_players:gumbel_from_args",
-    "nboard": "selfplay.external:nboard_from_args",
-    "gtp": "selfplay.external:gtp_from_args",
+    "random": "othello_learn.selfplay.players:RandomPlayer.from_args",
+    "greedy": "othello_learn.selfplay.players:GreedyPlayer.from_args",
+    "alphabeta": "othello_learn.selfplay.alphabeta:AlphaBetaPlayer.from_args",
+    "human": "othello_learn.selfplay.play:HumanPlayer.from_args",
+    "policy": "othello_learn.selfplay.nn_players:policy_from_args",
+    "mcts": "othello_learn.selfplay.nn_players:mcts_from_args",
+    "gumbel": "othello_learn.selfplay.nn_players:gumbel_from_args",
+    "nboard": "othello_learn.selfplay.external:nboard_from_args",
+    "gtp": "othello_learn.selfplay.external:gtp_from_args",
 }
 
 

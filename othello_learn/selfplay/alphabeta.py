@@ -11,7 +11,7 @@ import numpy as np
 
 from othello import bitboard as bb
 from othello.stability import stable_discs
-from selfplay.players import Player
+from othello_learn.selfplay.players import Player
 
 # Square weights of the classical Othello programs: corners good, the squares
 # that give a corner away (X and C squares) bad, edges mildly good.

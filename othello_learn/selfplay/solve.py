@@ -1,14 +1,14 @@
 """Ask a player about every position of an OBF file, like Edax's ``-solve``.
 
     python selfplay/solve.py problems.obf --player policy:checkpoints/cpu_rl_warm_long.pt
-    python -m selfplay.solve problems.obf --player alphabeta:4 --json answers.json
+    python -m othello_learn.selfplay.solve problems.obf --player alphabeta:4 --json answers.json
 
 One line per position: its number in the file, the side to move, the move the
 player chooses (``PA`` when the side to move must pass, ``game over`` when
 neither side can move). Network players add the policy's probability of that
 move, the value head's evaluation and the policy's top three moves; the
 evaluation is in discs from the side to move's view, the same figure the
-NBoard engine reports (``selfplay.nboard.Analyst`` computes both), as is
+NBoard engine reports (``othello_learn.selfplay.nboard.Analyst`` computes both), as is
 alpha-beta's search value. All positions go to the player in one ``select``
 call, so a network sees them as one batch.
 """
@@ -22,17 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from othello import bitboard as bb  # noqa: E402
-from othello.files import UserError, atomic_write, run_main  # noqa: E402
-from othello.formats import FormatError, ObfPosition, parse_obf  # noqa: E402
-from othello.game import Position  # noqa: E402
-from othello.notation import PASS, square_name  # noqa: E402
-from selfplay.nboard import Analyst  # noqa: E402
-from selfplay.players import Player  # noqa: E402
-from selfplay.registry import make_player  # noqa: E402
+from othello import bitboard as bb
+from othello.files import UserError, atomic_write, run_main
+from othello.formats import FormatError, ObfPosition, parse_obf
+from othello.game import Position
+from othello.notation import PASS, square_name
+from othello_learn.selfplay.nboard import Analyst
+from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.registry import make_player
 
 TOP = 3
 

@@ -3,8 +3,8 @@
 The interface is batched (``select`` takes N positions, returns N moves) so a
 network player can evaluate all the games of a match that wait on it in one
 forward pass. ``random`` and ``greedy`` are the floor every learned player
-must clear; alpha-beta is in ``selfplay.alphabeta``, the network players in
-``selfplay.nn_players``, and specs become players in ``selfplay.registry``.
+must clear; alpha-beta is in ``othello_learn.selfplay.alphabeta``, the network players in
+``othello_learn.selfplay.nn_players``, and specs become players in ``othello_learn.selfplay.registry``.
 """
 
 from __future__ import annotations

@@ -21,17 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from othello.files import UserError, atomic_write, run_main  # noqa: E402
-from othello.game import IllegalMoveError  # noqa: E402
-from othello.notation import PASS, format_transcript, square_name  # noqa: E402
-from othello.states import States  # noqa: E402
-from selfplay.elo import MatchResult  # noqa: E402
-from selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings  # noqa: E402
-from selfplay.players import Player  # noqa: E402
-from selfplay.registry import make_player  # noqa: E402
+from othello.files import UserError, atomic_write, run_main
+from othello.game import IllegalMoveError
+from othello.notation import PASS, format_transcript, square_name
+from othello.states import States
+from othello_learn.selfplay.elo import MatchResult
+from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings
+from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.registry import make_player
 
 
 # --------------------------------------------------------------------------
@@ -245,7 +242,7 @@ def main(argv=None) -> int:
     a, b = make_player(args.a), make_player(args.b)  # a bad spec: PlayerSpecError, one line naming it
     if args.games_out and args.games_out.suffix.lower() not in (".csv", ".ggf"):
         parser.error(f"--games-out {args.games_out}: expected a .csv or .ggf file name")
-    from selfplay.play import HumanQuit
+    from othello_learn.selfplay.play import HumanQuit
 
     try:
         result = play_match(a, b, args.games, seed=args.seed, opening_plies=args.opening_plies,

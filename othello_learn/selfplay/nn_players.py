@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from models.batch import from_arrays
-from models.nets import load_network
 from othello.states import States
+from othello_learn.models.batch import from_arrays
+from othello_learn.models.nets import load_network
 
 from .gumbel import GumbelConfig, GumbelMCTS
 from .mcts import BatchedMCTS, Evaluator, MCTSConfig
@@ -23,7 +23,7 @@ def default_device() -> torch.device:
 
 
 def _states(batch: dict) -> States:
-    """The search's game states from a model batch (``models.batch.from_arrays``)."""
+    """The search's game states from a model batch (``othello_learn.models.batch.from_arrays``)."""
     return States(batch["player"], batch["opponent"], batch["black_to_move"], batch["history"])
 
 
