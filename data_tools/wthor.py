@@ -1,0 +1,12 @@
+"""A wrapper kept so the documented ``python data_tools/wthor.py`` works from a checkout;
+the command is ``othello_learn.data.wthor``
+(console script ``othello-dataset``, or ``python -m othello_learn.data.wthor``)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout without ``pip install -e .``
+
+from othello_learn.data.wthor import cli  # noqa: E402
+
+cli()

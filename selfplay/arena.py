@@ -1,0 +1,12 @@
+"""A wrapper kept so the documented ``python selfplay/arena.py`` works from a checkout;
+the command is ``othello_learn.selfplay.arena``
+(console script ``othello-arena``, or ``python -m othello_learn.selfplay.arena``)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout without ``pip install -e .``
+
+from othello_learn.selfplay.arena import cli  # noqa: E402
+
+cli()

@@ -1,0 +1,12 @@
+"""A wrapper kept so the documented ``python train/curves.py`` works from a checkout;
+the command is ``othello_learn.train.curves``
+(console script ``othello-curves``, or ``python -m othello_learn.train.curves``)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout without ``pip install -e .``
+
+from othello_learn.train.curves import cli  # noqa: E402
+
+cli()

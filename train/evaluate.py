@@ -1,0 +1,12 @@
+"""A wrapper kept so the documented ``python train/evaluate.py`` works from a checkout;
+the command is ``othello_learn.train.evaluate``
+(console script ``othello-eval``, or ``python -m othello_learn.train.evaluate``)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout without ``pip install -e .``
+
+from othello_learn.train.evaluate import cli  # noqa: E402
+
+cli()
