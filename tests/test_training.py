@@ -248,3 +248,46 @@ def test_runs_started_by_the_old_module_resume_and_export(dataset_dir, tmp_path,
     new = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert new["hyper_parameters"]["net"] == NetConfig(depth=1, width=4).to_dict()
     assert isinstance(MovePredictor.load_from_checkpoint(out / "checkpoints" / "last.ckpt").net.config, NetConfig)
+
+
+def test_weight_averaging_is_what_validation_tests_and_export_see(dataset_dir, tmp_path, monkeypatch):
+    """optim.ema: the checkpoints' state_dict, model.pt and the end-of-run test all hold the
+    averaged weights; the current ones are kept for resuming, and resuming works."""
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import train as train_main
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    tested = []
+    original = MovePredictor.test_step
+
+    def record_then_test(self, batch, batch_idx):
+        if batch_idx == 0:
+            tested.append({k: v.detach().clone() for k, v in self.net.state_dict().items()})
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(MovePredictor, "test_step", record_then_test)
+    out = tmp_path / "run"
+    common = ["--data", str(dataset_dir), "--out", str(out), "--logger", "none", "--precision", "32",
+              "--set", "model.depth=2", "--set", "model.width=8", "--set", "optim.ema=0.9", "--set", "optim.lr=0.01",
+              "--set", "data.train_years=2001", "--set", "data.val_years=2002", "--set", "data.test_years=2003",
+              "--set", "data.batch_size=64", "--set", "trainer.enable_progress_bar=false",
+              "--set", "trainer.enable_model_summary=false"]
+    first = train_main(common + ["--max-epochs", "1"])
+    second = train_main(common + ["--max-epochs", "2"])
+    assert second["global_step"] == 2 * first["global_step"]
+    best = torch.load(second["best_checkpoint"], map_location="cpu", weights_only=True)
+    averaged = {k.removeprefix("net."): v for k, v in best["state_dict"].items() if k.startswith("net.")}
+    current = {k.removeprefix("net."): v for k, v in best["current_model_state"].items() if k.startswith("net.")}
+    weights = [k for k in averaged if k.endswith("weight")]
+    assert any(not torch.equal(averaged[k], current[k]) for k in weights)
+    for k, v in load_network(out / "model.pt").state_dict().items():
+        assert torch.equal(v, averaged[k]), k
+    assert len(tested) == 2 and all(torch.equal(tested[-1][k], averaged[k]) for k in averaged)
+
+
+def test_weight_averaging_setting_is_checked(tmp_path):
+    from othello.files import UserError
+    from othello_learn.train.train import train as train_main
+
+    with pytest.raises(UserError, match="optim.ema: must be in"):
+        train_main(["--out", str(tmp_path / "r"), "--set", "optim.ema=1.5"])

@@ -6,7 +6,7 @@ import math
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Timer
+from lightning.pytorch.callbacks import EMAWeightAveraging, Timer
 from torchmetrics.classification import MulticlassAccuracy
 
 from othello.files import UserError
@@ -22,6 +22,10 @@ class MovePredictor(L.LightningModule):
     value head) MSE between the value and the game's outcome for the side to
     move (+1 win, 0 draw, -1 loss), weighted by ``value_weight``.
 
+    ``ema`` > 0 keeps an exponential moving average of the weights (decay per
+    step, e.g. 0.999): validation, the best checkpoint and the exported net use
+    the average, training goes on with the current weights.
+
     ``net``: the network, or its ``NetConfig`` (or that as a dict, as checkpoints
     store it under ``hyper_parameters["net"]``, plain so they load weights-only)."""
 
@@ -33,6 +37,7 @@ class MovePredictor(L.LightningModule):
         scheduler: str = "onecycle",
         value_weight: float = 0.5,
         label_smoothing: float = 0.0,
+        ema: float = 0.0,
     ):
         super().__init__()
         if isinstance(net, dict):
@@ -41,7 +46,7 @@ class MovePredictor(L.LightningModule):
             net = build_network(net)
         self.save_hyperparameters({"net": net.config.to_dict(), "lr": lr, "weight_decay": weight_decay,
                                    "scheduler": scheduler, "value_weight": value_weight,
-                                   "label_smoothing": label_smoothing})
+                                   "label_smoothing": label_smoothing, "ema": ema})
         self._total_steps = 1
         self._timer = None
         self.net = net
@@ -53,6 +58,11 @@ class MovePredictor(L.LightningModule):
             for split in ("train_", "val_", "test_")  # ModuleDict keys may not be "train"
         })
         self.phases = torch.nn.ModuleDict({"val_": PhaseAccuracy(), "test_": PhaseAccuracy()})
+
+    def configure_callbacks(self):
+        # A fresh callback at every fit/test (Lightning replaces one of the same type), so
+        # testing a checkpoint reads its averaged weights, never a fit's current ones.
+        return [_EMA(decay=self.hparams.ema)] if self.hparams.get("ema", 0.0) > 0 else []
 
     def setup(self, stage: str) -> None:
         # channels_last under bf16 on CPU: oneDNN's fast bf16 convolutions want it.
@@ -150,6 +160,16 @@ class MovePredictor(L.LightningModule):
 
         sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+class _EMA(EMAWeightAveraging):
+    """Lightning's EMA callback, quiet when a checkpoint is loaded to test it: its
+    ``state_dict`` holds the averaged weights already (the current ones, kept for
+    resuming, are under ``current_model_state``)."""
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        if self._average_model is not None:
+            super().on_load_checkpoint(trainer, pl_module, checkpoint)
 
 
 def checkpoint_net_config(hparams: dict) -> NetConfig:

@@ -34,7 +34,8 @@ SECTIONS = ("model", "optim", "data", "trainer")
 YEARS = (str, int)
 SCHEMA = {
     "model": {"arch": str, "encoder": str, "depth": int, "width": int, "blocks": int, "value_head": bool},
-    "optim": {"lr": float, "weight_decay": float, "scheduler": str, "value_weight": float, "label_smoothing": float},
+    "optim": {"lr": float, "weight_decay": float, "scheduler": str, "value_weight": float, "label_smoothing": float,
+              "ema": float},
     "data": {"batch_size": int, "symmetries": str, "train_years": YEARS, "val_years": YEARS, "test_years": YEARS,
              "train_positions": (int, None), "val_positions": (int, None), "num_workers": int},
 }
@@ -182,6 +183,8 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
             fail(section, key, f"must be at least {low}, got {value!r}")
     if cfg["optim"].get("lr", 1.0) <= 0:
         fail("optim", "lr", f"must be positive, got {cfg['optim']['lr']!r}")
+    if not 0 <= cfg["optim"].get("ema", 0.0) < 1:
+        fail("optim", "ema", f"must be in [0, 1) (0: off; e.g. 0.999), got {cfg['optim']['ema']!r}")
     if cfg["optim"].get("label_smoothing", 0.0) >= 1:
         fail("optim", "label_smoothing", f"must be below 1, got {cfg['optim']['label_smoothing']!r}")
     for key in ("train_years", "val_years", "test_years"):
