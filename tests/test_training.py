@@ -291,3 +291,26 @@ def test_weight_averaging_setting_is_checked(tmp_path):
 
     with pytest.raises(UserError, match="optim.ema: must be in"):
         train_main(["--out", str(tmp_path / "r"), "--set", "optim.ema=1.5"])
+
+
+def test_every_recipe_variant_is_a_valid_config():
+    """benchmarks/recipe_compare.py: each variant's overrides name real settings of the base config."""
+    import importlib.util
+    from pathlib import Path
+
+    from othello_learn.train.train import load_config
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "recipe_compare.py"
+    spec = importlib.util.spec_from_file_location("recipe_compare", path)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    base = load_config(compare.REPO / "train" / "configs" / "cpu_raw_resnet_fast.yaml", [])
+    for name, overrides in compare.VARIANTS.items():
+        cfg = load_config(compare.REPO / "train" / "configs" / "cpu_raw_resnet_fast.yaml", overrides)
+        assert (cfg != base) == bool(overrides), name
+    rows = [{"variant": "base", "final_val_acc": 0.50, "positions_per_s": 100.0},
+            {"variant": "cosine", "final_val_acc": 0.52, "positions_per_s": 90.0},
+            {"variant": "cosine", "final_val_acc": 0.51, "positions_per_s": 110.0}]
+    table = {t["variant"]: t for t in compare.summarize(rows)}
+    assert table["cosine"]["seeds"] == 2 and table["cosine"]["vs_base_points"] == 1.5
+    assert table["base"]["vs_base_points"] == 0.0
