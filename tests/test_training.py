@@ -314,3 +314,32 @@ def test_every_recipe_variant_is_a_valid_config():
     table = {t["variant"]: t for t in compare.summarize(rows)}
     assert table["cosine"]["seeds"] == 2 and table["cosine"]["vs_base_points"] == 1.5
     assert table["base"]["vs_base_points"] == 0.0
+
+
+@pytest.mark.parametrize("tta", [4, 8])
+def test_symmetry_averaging_keeps_the_recorded_opening_move(tta):
+    """--tta averages over symmetries, which ties equivalent moves in a symmetric position;
+    the untransformed view breaks the tie, so the start position still predicts f5."""
+    from othello.notation import parse_square
+    from othello.symmetry import SQUARE_MAP
+    from othello_learn.train.evaluate import predict
+
+    f5 = parse_square("f5")
+
+    class Biased(torch.nn.Module):
+        """Prefers f5 over the equivalent d3, c4, e6 in the view it is shown (an illegal-free toy)."""
+
+        def forward(self, b):
+            logits = torch.full((len(b["player"]), 64), -30.0)
+            legal = legal_mask(b["player"], b["opponent"])
+            logits[legal] = 0.0
+            logits[:, f5] += 0.5
+            return {"policy": logits}
+
+    batch = {"player": torch.tensor([bb.BLACK_START]), "opponent": torch.tensor([bb.WHITE_START]),
+             "history": torch.full((1, 8), -1, dtype=torch.long)}
+    probs = predict(Biased(), batch, tta)[0]
+    openings = [parse_square(s) for s in ("f5", "d3", "c4", "e6")]
+    assert probs.argmax().item() == f5
+    assert probs[openings].max() - probs[openings].min() < 1e-3  # the average itself treats them alike
+    assert sorted(SQUARE_MAP[k][f5] for k in (0, 2, 6, 7)) == sorted(openings)

@@ -39,8 +39,15 @@ REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpa
 @torch.no_grad()
 def predict(net, batch: dict, tta: int = 1) -> torch.Tensor:
     """Move probabilities (N, 64), optionally averaged over ``tta`` symmetries
-    (1, 4: those keeping the start position, or 8)."""
+    (1, 4: those keeping the start position, or 8).
+
+    In a position a symmetry leaves unchanged, the average gives equivalent moves
+    the same probability; the untransformed view breaks such ties (a weight of
+    1e-4), so the start position keeps the recorded convention (f5) and exact
+    accuracy is not lost to the order of the squares."""
     group = {1: (0,), 4: START_PRESERVING, 8: tuple(range(8))}[tta]
+    if len(group) == 1:
+        return torch.softmax(net(batch)["policy"].float(), -1)
     total = 0
     for k in group:
         b = dict(batch)
@@ -50,7 +57,9 @@ def predict(net, batch: dict, tta: int = 1) -> torch.Tensor:
             b["history"] = transform_square_each(h, torch.full((h.shape[0],), k, device=h.device))
         probs = torch.softmax(net(b)["policy"].float(), -1)
         total = total + probs[:, torch.as_tensor(SQUARE_MAP[k], device=probs.device)]
-    return total / len(group)
+        if k == 0:
+            identity = probs
+    return (total / len(group) + 1e-4 * identity) / (1 + 1e-4)
 
 
 def symmetric_hits(player, opponent, move, pred) -> np.ndarray:
