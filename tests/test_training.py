@@ -207,9 +207,11 @@ def test_symmetric_accuracy_counts_equivalent_first_moves():
 
 def _flatten_to_old_hparams(path):
     """Rewrite a checkpoint of train.py as the code before ``MovePredictor(net, ...)`` wrote
-    it: flat hyper_parameters (arch ... value_head, lr ... label_smoothing), same weights."""
+    it: flat hyper_parameters (arch ... value_head, lr ... label_smoothing; no ``ema``, which
+    came later), same weights."""
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     hp = dict(ckpt["hyper_parameters"])
+    hp.pop("ema")
     ckpt["hyper_parameters"] = {**hp.pop("net"), **hp}
     torch.save(ckpt, path)
     return ckpt
