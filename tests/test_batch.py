@@ -107,6 +107,21 @@ def test_policy_loss_against_a_slow_reference(eps):
         assert policy_loss(logits, moves, eps).item() < 10
 
 
+def test_label_smoothing_under_bf16_autocast_reads_the_mask_of_the_logits_dtype():
+    """A network under bf16 autocast masks with bf16's minimum: the loss must still see
+    those squares as illegal (regression: read after the cast to fp32, every square looked
+    legal, smoothing put weight on the masked ones, and the run learned nothing useful)."""
+    net = build_network(NetConfig("reference", depth=2, width=8))
+    b = from_states(_states(8))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = net(b)["policy"]
+    assert logits.dtype == torch.bfloat16
+    moves = logits.float().argmax(-1)
+    smoothed = policy_loss(logits, moves, 0.1).item()
+    assert smoothed < 10
+    assert smoothed == pytest.approx(_slow_policy_loss(logits.float(), moves.tolist(), 0.1), rel=1e-4)
+
+
 def test_move_losses_weigh_the_value_and_match_the_old_self_play_formula():
     torch.manual_seed(0)
     net = build_network(NetConfig("resnet", blocks=1, width=4, value_head=True))

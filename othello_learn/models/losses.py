@@ -18,10 +18,12 @@ def policy_loss(logits: torch.Tensor, target: torch.Tensor, label_smoothing: flo
     Illegal squares are out of the softmax (the networks mask them; ``legal`` [N, 64]
     says which they are, by default the unmasked logits), and label smoothing spreads
     its share over the legal squares only: spread over all 64 it would put weight on
-    the masked logits' huge negative log-probabilities."""
-    logits = logits.float()
+    the masked logits' huge negative log-probabilities. The default mask is read before
+    the cast to fp32: under bf16 autocast the networks mask with bf16's minimum, which is
+    above fp32's, so read after the cast every square would look legal."""
     if legal is None:
         legal = logits > torch.finfo(logits.dtype).min
+    logits = logits.float()
     if target.dtype in (torch.int64, torch.int32) and not label_smoothing:
         return F.cross_entropy(logits, target.long())  # the common case, one fused kernel
     logp = torch.log_softmax(logits.masked_fill(~legal, torch.finfo(logits.dtype).min), -1)
