@@ -89,6 +89,7 @@ def test_networks_mask_illegal_moves(dataset_dir, arch, encoder):
 
 
 def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
+    from othello_learn.models.fastpath import auto_precision
     from othello_learn.train.evaluate import evaluate_command as evaluate_main
     from othello_learn.train.train import train as train_main
 
@@ -125,6 +126,11 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     assert sum(p["positions"] for p in saved["phases"]) == saved["positions"]
     assert saved["symmetric_accuracy"] >= saved["accuracy"]
     assert report.with_suffix(".png").stat().st_size > 1000
+    # --precision auto runs the net as training's test did: the same figure on the test year
+    same = evaluate_main(["--checkpoint", str(out / "model.pt"), "--data", str(dataset_dir), "--years", "2003",
+                          "--precision", "auto"])
+    assert same["precision"] == auto_precision("cpu")
+    assert same["accuracy"] == pytest.approx(second["test"]["test/acc"], abs=1.5 / same["positions"])
 
 
 def test_the_wandb_run_id_is_kept_across_resumes_and_new_with_fresh(tmp_path):

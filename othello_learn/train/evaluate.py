@@ -12,6 +12,14 @@ Accuracy is exact (the predicted move is the move played). The reference's
 symmetric variant, where a move equivalent to the played one under a symmetry
 of the position also counts, is reported beside it. ``--tta 8`` (or 4)
 averages the predicted move distribution over the board's symmetries.
+
+``--precision auto`` (the default) runs the network as training and
+self-play's batched search run it: bf16 autocast + channels_last where the
+hardware has fast bf16, else fp32, so the figure agrees with the test at the
+end of training. A net trained under bf16 can read differently in fp32 (the
+reference FCN ``best_raw`` of 2026-11-22: 57.13 % bf16, 56.58 % fp32; the
+residual nets with batch norm agree to 0.01 point); ``--precision 32`` gives
+the fp32 figure.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from othello.files import UserError, atomic_path, atomic_write, run_main
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each
 from othello_learn.data.dataset import WthorDataset, build, parse_years
 from othello_learn.models.batch import from_records
+from othello_learn.models.fastpath import BF16, FP32, auto_precision, autocast, prepare
 from othello_learn.models.nets import load_network, read_checkpoint
 from othello_learn.train.metrics import PhaseAccuracy
 
@@ -82,15 +91,17 @@ def load_any_network(path):
     return load_network(path)
 
 
-def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, device="cpu", progress=True) -> dict:
-    net = net.to(device).eval()
+def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, device="cpu", progress=True,
+             precision: str = FP32) -> dict:
+    net = prepare(net.to(device).eval(), device, precision)
     preds, top3 = [], []
     from tqdm.auto import tqdm
 
     for s in tqdm(range(0, len(positions), batch_size), disable=None if progress else True, desc="evaluating",
                   file=sys.stderr):
         batch = {k: v.to(device) for k, v in from_records(positions[s:s + batch_size]).items()}
-        probs = predict(net, batch, tta)
+        with autocast(device, precision):
+            probs = predict(net, batch, tta)
         preds.append(probs.argmax(-1).cpu().numpy())
         top3.append((probs.topk(3, -1).indices == batch["move"][:, None]).any(-1).cpu().numpy())
     pred = np.concatenate(preds) if preds else np.zeros(0, np.int64)
@@ -118,6 +129,7 @@ def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, d
         "top3_accuracy": float(in_top3.mean()),
         "positions": int(len(positions)),
         "tta": tta,
+        "precision": str(precision),
         "phases": phases,
     }
 
@@ -217,6 +229,9 @@ def evaluate_command(argv=None) -> dict:
                     help="positions a forward pass (default: %(default)s)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                     help="torch device (default: cuda when there is a GPU, else cpu)")
+    ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16"],
+                    help="auto: bf16 autocast + channels_last where the device has fast bf16 (as in training), "
+                         "else fp32; 32: fp32 (default: %(default)s)")
     ap.add_argument("--limit", type=_positive_int, help="evaluate only the first N positions (smoke tests)")
     args = ap.parse_args(argv)
 
@@ -244,7 +259,8 @@ def evaluate_command(argv=None) -> dict:
     if len(positions) == 0:
         raise UserError(f"{source}: no positions for --years {args.years}")
     t = time.perf_counter()
-    result = evaluate(net, positions, args.batch_size, args.tta, args.device)
+    precision = {"auto": auto_precision(args.device), "32": FP32, "bf16": BF16}[args.precision]
+    result = evaluate(net, positions, args.batch_size, args.tta, args.device, precision=precision)
     result.update(checkpoint=str(args.checkpoint), years=args.years, seconds=round(time.perf_counter() - t, 2),
                   model=net.config.to_dict())
     print(format_table(result))
