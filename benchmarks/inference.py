@@ -2,6 +2,10 @@
 reference 10x64 network, raw and handcrafted planes, batch of one position.
 
     python benchmarks/inference.py [--repeats 300] [--rounds 5] [--threads 2] [--depth 10]
+    python benchmarks/inference.py --checkpoints checkpoints/best_raw.pt checkpoints/best_handcrafted.pt
+
+With ``--checkpoints``, the shipped networks instead (fp32, as play and the
+engine run a single position).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import torch  # noqa: E402
 
 from othello import Position  # noqa: E402
 from othello_learn.models.batch import from_arrays  # noqa: E402
-from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
+from othello_learn.models.nets import NetConfig, build_network, load_network  # noqa: E402
 
 
 def main() -> None:
@@ -29,15 +33,22 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--depth", type=int, default=10)
+    ap.add_argument("--checkpoints", nargs="+", type=Path, help="time these networks instead of the reference nets")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     pos = Position.from_transcript("f5d6c3d3c4f4c5b3c2e6c6b4b5d2e3a6c1b1")
     batch = from_arrays([pos.player], [pos.opponent], [pos.black_to_move], [[8, 9, 41, 33]])
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
                platform.machine()) if os.path.exists("/proc/cpuinfo") else platform.machine()
-    print(f"{cpu}, {args.threads} threads, torch {torch.__version__}; reference net {args.depth}x64; one position")
-    for encoder in ("raw", "handcrafted"):
-        net = build_network(NetConfig("reference", encoder=encoder, depth=args.depth, width=64)).eval()
+    if args.checkpoints:
+        nets = {str(path): load_network(path) for path in args.checkpoints}
+        print(f"{cpu}, {args.threads} threads, torch {torch.__version__}; one position")
+    else:
+        nets = {encoder: build_network(NetConfig("reference", encoder=encoder, depth=args.depth, width=64))
+                for encoder in ("raw", "handcrafted")}
+        print(f"{cpu}, {args.threads} threads, torch {torch.__version__}; reference net {args.depth}x64; one position")
+    for name, net in nets.items():
+        net.eval()
         rounds = []
         with torch.inference_mode():
             for _ in range(20):
@@ -49,7 +60,7 @@ def main() -> None:
                     move = int(net(batch)["policy"].argmax())
                     times.append((time.perf_counter() - t) * 1e3)
                 rounds.append(statistics.median(times))
-        print(f"{encoder:>12}: median {statistics.median(rounds):.3f} ms (round medians {min(rounds):.3f} .. "
+        print(f"{name:>12}: median {statistics.median(rounds):.3f} ms (round medians {min(rounds):.3f} .. "
               f"{max(rounds):.3f} over {args.rounds} rounds of {args.repeats}), move {move}")
 
 if __name__ == "__main__":
