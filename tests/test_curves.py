@@ -40,3 +40,65 @@ def test_untimed_runs_and_metric_units(tmp_path):
     assert not is_fraction("val/value_loss") and not is_fraction("train/loss")
     assert curves_main([str(run), "--metric", "val/value_loss", "--out", str(tmp_path / "v.png")]) == 0
     assert curves_main([str(run), "--metric", "val/nope", "--out", str(tmp_path / "n.png")]) == 2
+
+
+def _wandb_file(path: Path, rows: list[dict], pad: int = 0) -> bytes:
+    """A W&B run file written the plain way: records chunked into 32 KiB blocks
+    (LevelDB's log format) after the 7-byte header; ``pad`` bytes of console output
+    before the history, so a record straddles a block boundary."""
+    import json
+    import struct
+    from zlib import crc32
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    records = []
+    if pad:
+        out = pb.Record()
+        out.output_raw.line = "x" * pad
+        records.append(out.SerializeToString())
+    for row in rows:
+        rec = pb.Record()
+        for key, value in row.items():
+            item = rec.history.item.add()
+            item.key, item.value_json = key, json.dumps(value)
+        records.append(rec.SerializeToString())
+    data = bytearray(b":W&B\xe1\xbe\x00")
+    for payload in records:
+        first = True
+        while True:
+            room = 32768 - len(data) % 32768
+            if room < 7:
+                data += b"\0" * room
+                continue
+            chunk, payload = payload[: room - 7], payload[room - 7 :]
+            kind = (1 if first else 4) if not payload else (2 if first else 3)
+            data += struct.pack("<IHB", crc32(chunk), len(chunk), kind) + chunk
+            first = False
+            if not payload:
+                break
+    path.parent.mkdir(parents=True)
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_a_run_logged_to_wandb_is_read_from_its_run_files(tmp_path):
+    run = tmp_path / "run"
+    (run / "config.yaml").parent.mkdir()
+    (run / "config.yaml").write_text("data: {batch_size: 10}\n")
+    # two resumes (two run folders, ordered by their timestamp), the later winning step 19;
+    # the first has 70 KB of console output first, so its history spans blocks
+    _wandb_file(run / "wandb" / "offline-run-20260101_000000-abc" / "run-abc.wandb",
+                [{"trainer/global_step": 9, "val/acc": 0.3, "time/hours": 0.1}, {"train/loss": 2.0},
+                 {"trainer/global_step": 19, "val/acc": 0.35, "time/hours": 0.2}], pad=70_000)
+    data = _wandb_file(run / "wandb" / "offline-run-20260102_000000-abc" / "run-abc.wandb",
+                       [{"trainer/global_step": 19, "val/acc": 0.36, "time/hours": 0.21},
+                        {"trainer/global_step": 29, "val/acc": 0.4, "time/hours": 0.3, "val/top3": 0.7}])
+    curve = load_curve(run)
+    assert curve["positions"].tolist() == [100, 200, 300]
+    assert curve["val/acc"].tolist() == [0.3, 0.36, 0.4] and curve["hours"].tolist() == [0.1, 0.21, 0.3]
+    # a run killed while writing: the truncated record is dropped, the rest read
+    (run / "wandb" / "offline-run-20260102_000000-abc" / "run-abc.wandb").write_bytes(data[:-5])
+    assert load_curve(run)["val/acc"].tolist() == [0.3, 0.36]
+    assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 0
+    assert curves_main([str(run), "--metric", "val/nope", "--out", str(tmp_path / "n.png")]) == 2

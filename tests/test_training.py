@@ -115,6 +115,12 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     assert len(runs) == 2 == len(list((out / "wandb").glob("offline-run-*")))
     table = json.loads(next(runs[-1].glob("files/media/table/test/phases_*.table.json")).read_text())
     assert table["columns"] == ["moves", "accuracy"] and table["data"][0][0] == "1-12"
+    # the learning curve reads W&B's own run files: one validation per epoch, across the resume
+    from othello_learn.train.curves import load_curve
+
+    curve = load_curve(out)
+    assert curve["positions"].tolist() == [steps_per_epoch * 64, 2 * steps_per_epoch * 64]
+    assert curve["val/acc"].between(0, 1).all()
 
     net = load_network(out / "model.pt")
     assert net.config == NetConfig("resnet", blocks=1, width=8, value_head=True)

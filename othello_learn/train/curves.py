@@ -1,8 +1,10 @@
-"""Learning curves of one or more runs logged with ``--logger csv``: validation
-accuracy against training positions seen and, where the run logged its
-training time (``time/hours``), against wall-clock hours, in one PNG (W&B runs
-get these plots in W&B itself). A resumed run writes a new CSV version each
-time; all versions are joined, the later one winning a step both logged.
+"""Learning curves of one or more training runs: validation accuracy against
+training positions seen and, where the run logged its training time
+(``time/hours``), against wall-clock hours, in one PNG. Reads the run's CSV
+logs (``--logger csv``) or, without them, its W&B run files (the default
+logger, offline or online: ``OUT/wandb/*run-*/run-*.wandb``), so a run need
+not be synced to be plotted. A resumed run writes a new CSV version (a new W&B
+run file) each time; all are joined, the later one winning a step both logged.
 
     python train/curves.py runs/cpu_raw_long runs/cpu_hc_long --out results/cpu_long_curves.png
     python train/curves.py runs/cpu_value_fast --metric val/value_loss --out value_loss.png
@@ -11,6 +13,8 @@ time; all versions are joined, the later one winning a step both logged.
 from __future__ import annotations
 
 import argparse
+import json
+import struct
 import sys
 from pathlib import Path
 
@@ -23,15 +27,84 @@ from othello.files import run_main
 HOURS = "time/hours"
 
 
+_LOG_BLOCK = 32768
+_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+
+
+def _log_records(data: bytes):
+    """Payloads of a W&B run file: a 7-byte header, then LevelDB's log format
+    (32 KiB blocks of chunks, each with a 7-byte header: CRC, length, kind;
+    a record too long for the rest of a block is split first/middle/last).
+    Stops at a truncated chunk (a run killed while writing)."""
+    pos, pending = 7, b""
+    while pos + 7 <= len(data):
+        room = _LOG_BLOCK - pos % _LOG_BLOCK
+        if room < 7:  # a block's tail too short for a header is padding
+            pos += room
+            continue
+        _crc, length, kind = struct.unpack_from("<IHB", data, pos)
+        chunk = data[pos + 7 : pos + 7 + length]
+        if len(chunk) < length:
+            return
+        pos += 7 + length
+        if kind == _FULL:
+            yield chunk
+        elif kind == _FIRST:
+            pending = chunk
+        elif kind == _MIDDLE:
+            pending += chunk
+        elif kind == _LAST:
+            yield pending + chunk
+            pending = b""
+
+
+def wandb_history(path: Path) -> list[dict]:
+    """The history rows (``wandb.log`` calls) of one W&B run file. W&B reads these
+    files only in its compiled core; its protobuf schema ships with the Python package."""
+    from google.protobuf.message import DecodeError
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    if data[:4] != b":W&B":
+        raise ValueError(f"{path}: not a W&B run file")
+    rows = []
+    for payload in _log_records(data):
+        record = wandb_internal_pb2.Record()
+        try:
+            record.ParseFromString(payload)
+        except DecodeError as e:
+            raise ValueError(f"{path}: a corrupt record after {len(rows)} history rows ({e})") from e
+        if record.WhichOneof("record_type") == "history":
+            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                         for item in record.history.item})
+    return rows
+
+
+def _wandb_frame(run: Path) -> pd.DataFrame:
+    # run folders are named [offline-]run-YYYYMMDD_HHMMSS-ID: the timestamp orders the resumes
+    files = sorted((run / "wandb").glob("*run-*/run-*.wandb"), key=lambda p: p.parent.name.split("run-", 1)[1])
+    rows = [row for f in files for row in wandb_history(f) if "trainer/global_step" in row]
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns={"trainer/global_step": "step"}) if len(frame) else frame
+
+
+def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
+    logs = sorted((run / "csv").glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
+    if logs:
+        return pd.concat([pd.read_csv(p) for p in logs], ignore_index=True), "CSV logs"
+    frame = _wandb_frame(run)
+    if len(frame):
+        return frame, "W&B run files"
+    raise FileNotFoundError(f"{run}: no training log: neither csv/version_*/metrics.csv nor wandb/*run-*/run-*.wandb "
+                            "with logged steps (is it a train/train.py run folder?)")
+
+
 def load_curve(run: Path, metric: str = "val/acc") -> pd.DataFrame:
     """``positions`` seen, ``hours`` of training (NaN where not logged) and ``metric``
-    at each validation of a run, over all its CSV versions (one per resume)."""
-    logs = sorted((run / "csv").glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
-    if not logs:
-        raise FileNotFoundError(f"{run}: no csv/version_*/metrics.csv (was it trained with --logger csv?)")
-    frame = pd.concat([pd.read_csv(p) for p in logs], ignore_index=True)
+    at each validation of a run, over all its CSV versions or W&B run files (one per resume)."""
+    frame, source = _log_frame(run)
     if metric not in frame:
-        raise ValueError(f"{run}: no column {metric!r} in its CSV logs (has {', '.join(frame.columns)})")
+        raise ValueError(f"{run}: no column {metric!r} in its {source} (has {', '.join(map(str, frame.columns))})")
     cfg_path = run / "config.yaml"
     cfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
     batch = int((cfg.get("data") or {}).get("batch_size", 256))
