@@ -17,7 +17,7 @@ averages the predicted move distribution over the board's symmetries.
 self-play's batched search run it: bf16 autocast + channels_last where the
 hardware has fast bf16, else fp32, so the figure agrees with the test at the
 end of training. A net trained under bf16 can read differently in fp32 (the
-reference FCN ``best_raw`` of 2026-11-22: 57.13 % bf16, 56.58 % fp32; the
+reference FCN ``checkpoints/cpu_raw_fast.pt``: 57.13 % bf16, 56.58 % fp32; the
 residual nets with batch norm agree to 0.01 point); ``--precision 32`` gives
 the fp32 figure.
 """
