@@ -358,6 +358,21 @@ def test_openings_are_distinct_up_to_symmetry_and_played_with_both_colours():
     assert len(set(keys)) == 20
 
 
+def test_large_matches_take_longer_openings_so_deterministic_players_do_not_repeat_games():
+    import warnings
+
+    from othello_learn.selfplay.arena import default_opening_plies
+
+    assert default_opening_plies(120) == 4 and default_opening_plies(122) == 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "openings reused" warning: every pair has its own
+        r = play_match(GreedyPlayer(), GreedyPlayer(), 130, seed=1, progress=False)
+    assert r.distinct_openings == 65 == len(set(r.openings))
+    assert all(len(parse_transcript(o)) == 6 for o in r.openings)
+    # below the limit the 4-ply openings stay, as before
+    assert all(len(parse_transcript(o)) == 4 for o in play_match(GreedyPlayer(), RandomPlayer(), 8, progress=False).openings)
+
+
 def test_random_openings_find_every_class():
     """All 4-ply positions up to symmetry, counted by brute force."""
     classes = set()

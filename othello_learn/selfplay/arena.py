@@ -61,18 +61,30 @@ def _validate(player: Player, moves, state: States, legal: np.ndarray, games_idx
     return mv
 
 
+FEW_OPENING_PLIES, MANY_OPENING_PLIES = 4, 6
+FEW_OPENINGS = 60  # distinct 4-ply openings up to symmetry that random play finds
+
+
+def default_opening_plies(games: int) -> int:
+    """4 random plies while there are enough distinct 4-ply openings for one
+    per pair of games, else 6 (thousands): a 400-game match of deterministic
+    players then plays 400 different games instead of repeating 120."""
+    return FEW_OPENING_PLIES if (games + 1) // 2 <= FEW_OPENINGS else MANY_OPENING_PLIES
+
+
 def play_match(
     a: Player,
     b: Player,
     games: int,
     seed: int = 0,
-    opening_plies: int = 4,
+    opening_plies: int | None = None,
     progress: bool = True,
 ) -> MatchResult:
     """Play ``games`` games of A against B, all at once in lockstep.
 
     Game ``2i`` has A black and game ``2i + 1`` A white, both from opening
-    ``i``. When fewer distinct openings exist than pairs of games, they are
+    ``i`` of ``opening_plies`` random plies (None: ``default_opening_plies``).
+    When fewer distinct openings exist than pairs of games, they are
     reused in turn (with a warning). The openings and each player's choices
     draw from separate streams of ``seed``, so a match replays exactly.
 
@@ -80,6 +92,8 @@ def play_match(
     ends, however it ends: an engine process must not outlive its match, and
     one used again later simply starts afresh.
     """
+    if opening_plies is None:
+        opening_plies = default_opening_plies(games)
     try:
         result = _play_match(a, b, games, seed, opening_plies, progress)
     except BaseException:
@@ -225,8 +239,9 @@ def main(argv=None) -> int:
     parser.add_argument("--games", type=int, default=100, help="number of games (default 100)")
     parser.add_argument("--json", type=Path, help="write the result here as JSON")
     parser.add_argument("--seed", type=int, default=0, help="seed of the openings and the players' draws (default 0)")
-    parser.add_argument("--opening-plies", type=int, default=4,
-                        help="random plies before the players take over (default 4)")
+    parser.add_argument("--opening-plies", type=int, default=None,
+                        help=f"random plies before the players take over (default {FEW_OPENING_PLIES}, or "
+                             f"{MANY_OPENING_PLIES} for more than {2 * FEW_OPENINGS} games: one distinct opening a pair)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--games-out", type=Path, metavar="FILE",
                         help="write every game played: FILE.csv (opening, colours, players, transcript, result) or FILE.ggf")
@@ -255,7 +270,8 @@ def main(argv=None) -> int:
         write_games(args.games_out, result)
     if args.json:
         out = result.to_dict()
-        out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=args.opening_plies)
+        plies = args.opening_plies if args.opening_plies is not None else default_opening_plies(args.games)
+        out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=plies)
         atomic_write(args.json, json.dumps(out, indent=2) + "\n")
     return 0
 
@@ -265,7 +281,7 @@ def check_settings(args) -> None:
     is loaded or game played: a bad setting should cost a second, not a match."""
     if args.games < 1:
         raise UserError(f"--games must be at least 1, got {args.games}")
-    if not 0 <= args.opening_plies <= MAX_OPENING_PLIES:
+    if args.opening_plies is not None and not 0 <= args.opening_plies <= MAX_OPENING_PLIES:
         raise UserError(f"--opening-plies must be 0..{MAX_OPENING_PLIES} (a game has at most 60 moves), "
                         f"got {args.opening_plies}")
     if args.seed < 0:
