@@ -88,15 +88,27 @@ def test_augmented_policy_targets_stay_on_legal_moves(games):
     assert not torch.equal(aug["player"], batch["player"])
 
 
-def test_training_lowers_the_loss(games, tiny_net):
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_training_lowers_the_loss(games, tiny_net, precision):
     import copy
 
     net = copy.deepcopy(tiny_net)
-    first = train_network(net, games, steps=3, batch_size=64, lr=3e-3, seed=0)
-    later = train_network(net, games, steps=40, batch_size=64, lr=3e-3, seed=1)
+    first = train_network(net, games, steps=3, batch_size=64, lr=3e-3, seed=0, precision=precision)
+    later = train_network(net, games, steps=40, batch_size=64, lr=3e-3, seed=1, precision=precision)
     assert later["loss"] < first["loss"]
+    assert next(net.parameters()).dtype == torch.float32  # autocast: the weights stay fp32
     with pytest.raises(ValueError, match="value head"):
         train_network(build_network(NetConfig("reference", depth=1, width=4)), games, steps=1)
+
+
+def test_the_fast_path_trains_on_the_same_losses(games, tiny_net):
+    """One step from the same weights on the same batch: bf16 autocast reads the losses fp32 does, to bf16's precision."""
+    import copy
+
+    fp32 = train_network(copy.deepcopy(tiny_net), games, steps=1, batch_size=64, precision="32-true")
+    bf16 = train_network(copy.deepcopy(tiny_net), games, steps=1, batch_size=64, precision="bf16-mixed")
+    for key in ("policy_loss", "value_loss"):
+        assert bf16[key] == pytest.approx(fp32[key], rel=0.03)
 
 
 def test_network_players_in_the_arena(tmp_path, tiny_net):

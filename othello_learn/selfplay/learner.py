@@ -1,12 +1,16 @@
 """Training the network on self-play samples: value MSE + policy cross-entropy
 against the search's visit distribution + L2, with a random D4 symmetry per
-sample applied on the device (boards, history and the policy target alike)."""
+sample applied on the device (boards, history and the policy target alike).
+On the fast path where the hardware has it (bf16 autocast + channels_last,
+``othello_learn.models.fastpath``), as supervised training; the weights and the
+optimizer stay fp32."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays
 from othello_learn.models.losses import l2_penalty, move_losses
 
@@ -32,10 +36,15 @@ def losses(net, batch: dict, l2: float) -> dict:
 
 
 def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,
-                  device="cpu", seed: int = 0, symmetries: bool = True, progress: bool = False) -> dict:
-    """``steps`` Adam steps on uniform samples of ``games``; returns mean losses."""
+                  device="cpu", seed: int = 0, symmetries: bool = True, progress: bool = False,
+                  precision: str = "auto") -> dict:
+    """``steps`` Adam steps on uniform samples of ``games``; returns mean losses.
+    ``precision``: "auto" (the fast path where supported), or a Lightning precision string."""
     if getattr(net, "value_head", None) is None:
         raise ValueError("self-play training needs a network with a value head (arch: resnet, value_head: true)")
+    if precision == "auto":
+        precision = fastpath.auto_precision(device)
+    fastpath.prepare(net, device, precision)
     net.train()
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     rng = np.random.default_rng(seed)
@@ -48,7 +57,8 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
         batch = to_device_batch(games, idx, device)
         if symmetries:
             batch = augment(batch, generator=gen)
-        parts = losses(net, batch, l2)
+        with fastpath.autocast(device, precision):
+            parts = losses(net, batch, l2)
         opt.zero_grad(set_to_none=True)
         parts["loss"].backward()
         opt.step()
