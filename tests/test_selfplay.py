@@ -218,7 +218,7 @@ def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, cap
     for key in ("black_wins", "resign_threshold", "false_resign_rate", "games_per_hour", "gate_score", "elo_best",
                 "train_value_loss", "train_policy_loss"):
         assert key in rec
-    assert rec["train_lr"] == 3e-4 and rec["train_l2"] == 1e-4  # the settings this generation trained with
+    assert rec["train_lr"] == 3e-4 and rec["train_l2_weight"] == 1e-4 and rec["train_l2"] > 1  # settings; the penalty
     assert not [f for f in _files(out) if f.endswith(".tmp")]
     # the same command again does nothing more
     before = _files(out)

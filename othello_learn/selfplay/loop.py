@@ -492,7 +492,7 @@ def train(cfg: RunConfig, gen: int) -> Path:
                           dev, seed=generation_seeds(cfg, gen)["train"], progress=not cfg.quiet)
     stats["seconds"] = time.time() - t0
     stats["window_positions"] = int(sum(len(w.player) for w in window))
-    stats["lr"], stats["l2"] = cfg.lr, cfg.l2  # may change on resume: each generation records its own
+    stats["lr"], stats["l2_weight"] = cfg.lr, cfg.l2  # may change on resume: each generation records its own
     save_net(trainee.cpu(), p["net"], generation=gen)
     write_json(p["train"], stats)
     return p["net"]
