@@ -101,6 +101,17 @@ def test_training_lowers_the_loss(games, tiny_net, precision):
         train_network(build_network(NetConfig("reference", depth=1, width=4)), games, steps=1)
 
 
+def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
+    out = tmp_path / "rl"
+    argv = LOOP + ["--out", str(out), "--logger", "none", "--continuous", "--generations", "1", "--eval-vs", "random",
+                   "--eval-games", "4"]
+    assert cli(argv, capsys)[0] == 0
+    rec = json.loads((out / "stats" / "gen_0001.json").read_text())
+    assert rec["eval_vs"] == "random" and 0 <= rec["eval_score"] <= 1 and "eval_elo" in rec
+    assert rec["promoted"] and rec["gate_score"] is None
+    assert (out / "elo.png").stat().st_size > 1000
+
+
 def test_the_fast_path_trains_on_the_same_losses(games, tiny_net):
     """One step from the same weights on the same batch: bf16 autocast reads the losses fp32 does, to bf16's precision."""
     import copy

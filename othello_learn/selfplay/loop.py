@@ -337,6 +337,11 @@ def plot_elo(history: list[dict], path: Path) -> None:
     ax.plot(gens, [h["elo_candidate"] for h in history], "x", color="gray", label="candidate (gating match)")
     promoted = [h for h in history if h["promoted"]]
     ax.plot([h["generation"] for h in promoted], [h["elo_best"] for h in promoted], "o", color="green", label="promoted")
+    # The --eval-vs match: the one measure of a --continuous run (it has no gate), against a fixed opponent.
+    evals = [h for h in history if h.get("eval_elo") is not None]
+    if evals:
+        ax.plot([h["generation"] for h in evals], [h["eval_elo"] for h in evals], "s--", color="tab:orange",
+                label=f"candidate's 1-ply policy vs {evals[-1]['eval_vs']}")
     ax.set_xlabel("generation")
     ax.set_ylabel("Elo (relative to the initial network)")
     ax.grid(alpha=0.3)
@@ -571,7 +576,9 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
         "seeds": generation_seeds(cfg, gen),
     }
     if "eval_vs" in result:
+        record["eval_vs"] = result["eval_vs"]["spec"]
         record["eval_score"] = result["eval_vs"]["score"]
+        record["eval_elo"] = result["eval_vs"]["elo"]
     write_json(p["record"], record)
     state = {**state, "generation": gen, "trainee": f"nets/{p['tag']}.pt",
              "best": f"nets/{p['tag']}.pt" if promoted else state["best"], "elo_best": record["elo_best"],
