@@ -259,9 +259,9 @@ def main(argv=None) -> int:
         parser.error(f"--games-out {args.games_out}: expected a .csv or .ggf file name")
     from othello_learn.selfplay.play import HumanQuit
 
+    plies = args.opening_plies if args.opening_plies is not None else default_opening_plies(args.games)
     try:
-        result = play_match(a, b, args.games, seed=args.seed, opening_plies=args.opening_plies,
-                            progress=not args.quiet)
+        result = play_match(a, b, args.games, seed=args.seed, opening_plies=plies, progress=not args.quiet)
     except HumanQuit as e:
         print(f"match abandoned: {e}", file=sys.stderr)
         return 1
@@ -270,7 +270,6 @@ def main(argv=None) -> int:
         write_games(args.games_out, result)
     if args.json:
         out = result.to_dict()
-        plies = args.opening_plies if args.opening_plies is not None else default_opening_plies(args.games)
         out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=plies)
         atomic_write(args.json, json.dumps(out, indent=2) + "\n")
     return 0
