@@ -223,7 +223,7 @@ def test_make_player_specs():
     ab = make_player("alphabeta:4")
     assert isinstance(ab, AlphaBetaPlayer) and ab.depth == 4 and ab.name == "alphabeta:4"
     for bad in ("nosuch", "alphabeta:x", "alphabeta:0", "random:1", "alphabeta:1:2"):
-        with pytest.raises(ValueError, match="known kinds are alphabeta, greedy" if bad == "nosuch" else "bad player spec"):
+        with pytest.raises(ValueError, match="known kinds are alphabeta, endgame, greedy" if bad == "nosuch" else "bad player spec"):
             make_player(bad)
 
 

@@ -36,6 +36,7 @@ PLAYER_FACTORIES: dict[str, Union[PlayerFactory, str]] = {
     "gumbel": "othello_learn.selfplay.nn_players:gumbel_from_args",
     "nboard": "othello_learn.selfplay.external:nboard_from_args",
     "gtp": "othello_learn.selfplay.external:gtp_from_args",
+    "endgame": "othello_learn.selfplay.endgame:EndgamePlayer.from_args",
 }
 
 

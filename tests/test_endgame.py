@@ -1,0 +1,114 @@
+"""The exact endgame solver against plain minimax on the reference engine's
+boards, its move generator against the bitboard engine, and the
+``endgame:E:SPEC`` player."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import reference_engine as ref
+from othello import bitboard as bb
+from othello_learn.selfplay import endgame
+from othello_learn.selfplay.arena import play_match
+from othello_learn.selfplay.endgame import EndgamePlayer, solve
+from othello_learn.selfplay.players import Player, RandomPlayer
+from othello_learn.selfplay.registry import make_player
+
+
+def _endings(n_games: int, seed: int, max_empties: int):
+    """(reference board, colour to move) of positions with a legal move and at
+    most ``max_empties`` empty squares, from random games: passes included."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n_games):
+        record, _, _ = ref.random_game(rng)
+        out += [(board, color) for board, color, mv in record
+                if mv != 64 and sum(v == 0 for row in board for v in row) <= max_empties]
+    return out
+
+
+def _minimax(board, color) -> int:
+    """Perfect-play final disc difference for ``color``, every line searched: no pruning, no ordering."""
+    moves = ref.legal(board, color)
+    if not moves:
+        if not ref.legal(board, -color):
+            return color * ref.final_score(board)
+        return -_minimax(board, -color)
+    return max(-_minimax(ref.apply(board, color, r, c), -color) for r, c in moves)
+
+
+def test_solve_equals_plain_minimax_on_the_reference_boards():
+    ends = _endings(12, seed=3, max_empties=7)
+    assert len(ends) > 50
+    for board, color in ends[::2]:
+        children = {8 * r + c: -_minimax(ref.apply(board, color, r, c), -color) for r, c in ref.legal(board, color)}
+        best = max(children.values())
+        value, moves = solve(*ref.to_bitboards(board, color))
+        assert value == best
+        assert moves == sorted(sq for sq, v in children.items() if v == best)
+
+
+def test_move_generator_and_play_equal_the_bitboard_engine():
+    rng = random.Random(5)
+    for _ in range(6):
+        record, _, _ = ref.random_game(rng)
+        for board, color, mv in record:
+            p, o = ref.to_bitboards(board, color)
+            assert endgame._moves(p, o) == bb.legal_moves(p, o)
+            if mv != 64:
+                assert endgame._play(p, o, 1 << mv) == bb.play(p, o, 1 << mv)
+
+
+def test_solve_refuses_what_it_cannot_do():
+    with pytest.raises(ValueError, match="at most 14 empty squares, this position has 60"):
+        solve(bb.BLACK_START, bb.WHITE_START)
+    board, color = _endings(4, seed=1, max_empties=4)[0]
+    p, o = ref.to_bitboards(board, color)
+    with pytest.raises(ValueError, match="legal move"):
+        solve(p | o, 0)  # a side that owns every disc has nothing to flip
+
+
+class Recorder(Player):
+    """Random, and keeps what it was asked, to check what the wrapper hands on."""
+
+    uses_history = uses_moves = True
+
+    def __init__(self):
+        self.asked = []
+
+    def select(self, player, opponent, black_to_move, rng, history=None, moves=None):
+        assert len(history) == len(player) == len(moves)
+        self.asked += [64 - bb.popcount(int(p) | int(o)) for p, o in zip(player, opponent)]
+        return RandomPlayer().select(player, opponent, black_to_move, rng)
+
+
+def test_endgame_player_hands_early_moves_on_and_plays_the_end_perfectly():
+    inner = Recorder()
+    player = EndgamePlayer(inner, 6)
+    assert player.uses_history and player.uses_moves
+    ends = _endings(6, seed=9, max_empties=12)
+    p = np.array([ref.to_bitboards(b, c)[0] for b, c in ends], dtype=np.uint64)
+    o = np.array([ref.to_bitboards(b, c)[1] for b, c in ends], dtype=np.uint64)
+    left = 64 - bb.popcount(p | o).astype(int)
+    assert (left <= 6).any() and (left > 6).any()
+    history = np.full((len(p), 4), -1)
+    chosen = player.select(p, o, np.ones(len(p), bool), np.random.default_rng(0), history=history,
+                           moves=[[] for _ in p])
+    assert sorted(inner.asked) == sorted(left[left > 6].tolist())
+    for i in np.nonzero(left <= 6)[0]:
+        assert chosen[i] in solve(int(p[i]), int(o[i]))[1]
+    for i in np.nonzero(left > 6)[0]:
+        assert bb.legal_moves(int(p[i]), int(o[i])) >> int(chosen[i]) & 1
+
+
+def test_endgame_spec_and_a_perfect_end_beats_random_play():
+    player = make_player("endgame:8:random")
+    assert isinstance(player, EndgamePlayer) and player.empties == 8 and player.name == "endgame:8:random"
+    for bad in ("endgame:8", "endgame:x:random", "endgame:15:random", "endgame:8:nosuch"):
+        with pytest.raises(ValueError, match="bad player spec|unknown player spec"):
+            make_player(bad)
+    result = play_match(make_player("endgame:10:random"), make_player("random"), 20, seed=0, progress=False)
+    assert result.score > 0.8
