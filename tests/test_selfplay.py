@@ -59,6 +59,38 @@ def test_self_play_records_are_consistent(games):
     assert (np.diff(discs.astype(int))[same_game] == 1).all()
 
 
+@pytest.mark.parametrize("search", ["puct", "gumbel"])
+def test_self_play_solves_the_endgame_exactly(tiny_net, search):
+    """From ``solve_empties`` on, every record's target is uniform over the
+    optimal moves, its value the exact result's sign, the move played optimal,
+    and the game ends in perfect play (its winner is the solved result's)."""
+    from othello_learn.selfplay.endgame import solve
+    from othello_learn.selfplay.gumbel import GumbelConfig
+
+    cfg = GumbelConfig(simulations=4) if search == "gumbel" else MCTSConfig(simulations=3)
+    games = play_games(Evaluator(tiny_net, "cpu"), 6, cfg, SelfPlayConfig(resign_threshold=-0.5, solve_empties=7),
+                       seed=3, progress=False)
+    left = 64 - bb.popcount(games.player | games.opponent).astype(int)
+    late = np.nonzero(left <= 7)[0]
+    assert late.size > 6 and (left > 7).any()
+    reached = set()
+    for i in late:
+        value, best = solve(int(games.player[i]), int(games.opponent[i]))
+        target = np.zeros(64)
+        target[best] = 1 / len(best)
+        assert np.allclose(games.policy[i].astype(np.float64), target, atol=1e-3)
+        assert games.value[i] == np.sign(value) and games.outcome[i] == np.sign(value)
+        g = int(games.game[i])
+        played = [m for m in games.game_moves(g) if m != 64][int(games.ply[i])]
+        assert played in best
+        if g not in reached:  # the first solved position of a game decides it
+            reached.add(g)
+            assert not games.resigned[g]
+            black = 1 if games.black_to_move[i] else -1
+            assert games.winner[g] == black * np.sign(value)
+            assert games.disc_diff[g] == black * value
+
+
 def test_resign_calibration():
     n = 40
     g = SelfPlayGames(**{k: np.zeros(0) for k in SelfPlayGames.__dataclass_fields__})
@@ -137,7 +169,7 @@ def test_network_players_in_the_arena(tmp_path, tiny_net):
 # later generation resumed part by part), 2 simulations, 1 in gating.
 LOOP = ["--init", "random", "--generations", "2", "--games", "6", "--parallel", "3", "--simulations", "2",
         "--train-steps", "3", "--batch-size", "16", "--gate-games", "2", "--gate-simulations", "1",
-        "--arch-blocks", "1", "--arch-width", "8", "--quiet"]
+        "--arch-blocks", "1", "--arch-width", "8", "--solve-empties", "4", "--quiet"]
 
 
 def cli(argv, capsys):
@@ -254,7 +286,7 @@ def test_loop_refuses_a_changed_run_setting(rl_run, capsys, flag, value):
     ("--eval-games", "0"), ("--arch-blocks", "0"), ("--arch-width", "0"), ("--temperature-plies", "-1"),
     ("--seed", "-1"), ("--c-puct", "0"), ("--lr", "0"), ("--lr", "nan"), ("--l2", "-1"), ("--lr", "inf"),
     ("--dirichlet-weight", "1.5"), ("--dirichlet-alpha-scale", "0"), ("--resign-threshold", "-2"),
-    ("--no-resign-fraction", "1.5"), ("--gate-threshold", "2"), ("--arch-encoder", "nosuch"),
+    ("--no-resign-fraction", "1.5"), ("--solve-empties", "15"), ("--solve-empties", "-1"), ("--gate-threshold", "2"), ("--arch-encoder", "nosuch"),
     ("--eval-vs", "alphabeta:99"), ("--eval-vs", "nosuch"), ("--init", "no/such/file.pt"),
 ])
 def test_loop_refuses_bad_settings_before_any_work(tmp_path, capsys, flag, value):

@@ -84,6 +84,9 @@ class RunConfig:
                                   limits=(-1, 1, True))
     no_resign: bool = opt(False, "never resign", resumable=True)
     no_resign_fraction: float = opt(0.1, "share of games always played out", resumable=True, limits=(0, 1, True))
+    solve_empties: int = opt(0, "in self-play, solve positions with at most this many empty squares exactly: "
+                             "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game)", resumable=True,
+                             limits=(0, 14, True))
     window: int = opt(4, "generations of games in the replay window", limits=(1, None, True))
     train_steps: int = opt(1000, "training steps per generation", limits=(1, None, True))
     batch_size: int = opt(512, "training batch size", limits=(1, None, True))
@@ -455,7 +458,7 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         dev = torch.device(cfg.device)
         ev = Evaluator(load_net(cfg.out / state["best"], dev, COMMITTED).to(dev), dev)
         sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=state["resign_threshold"],
-                            no_resign_fraction=cfg.no_resign_fraction)
+                            no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
         seeds = generation_seeds(cfg, gen)["self_play"]
         parts, played, t0 = [], 0, time.time()
         for k, start in enumerate(range(0, cfg.games, cfg.parallel)):

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from othello import bitboard as bb
 from othello.notation import PASS, format_transcript
 from othello.states import States
 
+from .endgame import solve
 from .gumbel import GumbelMCTS, make_search
 from .mcts import Evaluator, MCTSConfig
 from .tree import put
@@ -29,6 +31,10 @@ class SelfPlayConfig:
     temperature_plies: int = 12  # sample moves by visit counts for this many plies, then the most visited
     resign_threshold: float | None = -0.9  # resign below this root value; None: never
     no_resign_fraction: float = 0.1  # share of games always played to the end
+    # From this many empty squares on, moves are solved exactly instead of searched
+    # (endgame.solve): a random optimal move is played, the policy target is uniform
+    # over the optimal moves and the recorded value is the exact result's sign. 0: off.
+    solve_empties: int = 0
 
 
 @dataclass
@@ -136,6 +142,15 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
         has_move = now.legal_squares() != 0
         movers = live[has_move]  # the others must pass: nothing to search or record
         action = torch.full((B,), PASS, dtype=torch.long, device=dev)
+        s = now[has_move]
+        if cfg.solve_empties and movers.numel():
+            exact = (64 - bb.popcount(s.player | s.opponent)) <= cfg.solve_empties
+            if exact.any():  # solved, not searched: never resigns, the game ends in perfect play
+                e, g = s[exact], movers[exact]
+                value, pi, action[g] = solve_positions(e.player, e.opponent, rng, dev)
+                records.append((g.cpu(), e.player.cpu(), e.opponent.cpu(), e.history.cpu(), e.black_to_move.cpu(),
+                                pi.half().cpu(), moves_played[g].cpu(), value.half().cpu()))
+                movers, s = movers[~exact], s[~exact]
         if movers.numel():
             search.search(movers, noise=True)
             value = search.root_value(movers)
@@ -147,7 +162,6 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
             else:
                 visits = search.root_visits(movers)[:, :64]
                 pi = visits / visits.sum(1, keepdim=True).clamp(min=1)
-            s = now[has_move]
             records.append((movers.cpu(), s.player.cpu(), s.opponent.cpu(), s.history.cpu(),
                             s.black_to_move.cpu(), pi.half().cpu(), moves_played[movers].cpu(), value.half().cpu()))
             if quit_.any():
@@ -190,6 +204,22 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
         length=plies.cpu().numpy().astype(np.int16),
         moves=move_log[:, : int(plies.max()) if B else 0].cpu().numpy(),
     )
+
+
+def solve_positions(player: torch.Tensor, opponent: torch.Tensor, rng: np.random.Generator, device):
+    """Exact solves of positions with a legal move: (the result's sign for the
+    side to move, the uniform policy over the optimal moves [n, 64], a random
+    optimal move), as tensors on ``device``."""
+    n = len(player)
+    value = torch.zeros(n, device=device)
+    pi = torch.zeros(n, 64, device=device)
+    move = torch.zeros(n, dtype=torch.long, device=device)
+    for i, (p, o) in enumerate(zip(player.tolist(), opponent.tolist())):
+        v, best = solve(p & bb.FULL, o & bb.FULL)  # the engine's int64 boards, as unsigned ints
+        value[i] = float(np.sign(v))
+        pi[i, best] = 1.0 / len(best)
+        move[i] = best[int(rng.integers(len(best)))]
+    return value, pi, move
 
 
 def false_resign_rate(games: SelfPlayGames, threshold: float) -> tuple[float, int]:
