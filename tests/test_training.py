@@ -359,3 +359,73 @@ def test_symmetry_averaging_keeps_the_recorded_opening_move(tta):
     assert probs.argmax().item() == f5
     assert probs[openings].max() - probs[openings].min() < 1e-3  # the average itself treats them alike
     assert sorted(SQUARE_MAP[k][f5] for k in (0, 2, 6, 7)) == sorted(openings)
+
+
+@pytest.mark.parametrize("have,grown", [
+    (NetConfig("resnet", "handcrafted", blocks=1, width=8, value_head=True),
+     NetConfig("resnet", "handcrafted", blocks=3, width=8, value_head=True)),
+    (NetConfig("resnet", blocks=2, width=8, value_head=False), NetConfig("resnet", blocks=2, width=8, value_head=True)),
+    (NetConfig("reference", depth=2, width=8), NetConfig("reference", depth=4, width=8)),
+])
+def test_a_grown_network_starts_as_its_source(dataset_dir, have, grown):
+    from othello_learn.models.nets import grow_network
+
+    torch.manual_seed(0)
+    source = build_network(have)
+    for m in source.modules():  # batch norm statistics and scales that are not the defaults
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2), m.weight.data.uniform_(0.5, 1.5)
+    source.eval()
+    net = grow_network(source, grown).eval()
+    assert net.config == grown
+    batch = from_records(np.asarray(_dm(dataset_dir).splits["val"][:256]))
+    with torch.no_grad():
+        a, b = source(batch), net(batch)
+    assert torch.equal(a["policy"], b["policy"])
+    if have.value_head and grown.value_head:
+        assert torch.equal(a["value"], b["value"])
+    assert "value" in b if grown.value_head else "value" not in b
+
+
+@pytest.mark.parametrize("grown,message", [
+    (NetConfig("resnet", blocks=2, width=16, value_head=True), "model.width is 8 there and 16 in the config"),
+    (NetConfig("resnet", "handcrafted", blocks=2, width=8), "model.encoder is 'raw' there"),
+    (NetConfig("reference", depth=2, width=8), "model.arch is 'resnet' there"),
+    (NetConfig("resnet", blocks=1, width=8, value_head=True), "has model.blocks=2, more than the config's 1"),
+])
+def test_what_a_warm_start_cannot_carry_over_is_named(grown, message):
+    from othello.files import UserError
+    from othello_learn.models.nets import grow_network
+
+    with pytest.raises(UserError, match="^--init x.pt: " + message):
+        grow_network(build_network(NetConfig("resnet", blocks=2, width=8, value_head=True)), grown, "--init x.pt")
+
+
+def test_training_from_init_starts_from_its_weights_and_the_seed_fixes_a_fresh_start(dataset_dir, tmp_path, monkeypatch):
+    from othello_learn.models.nets import save_network
+    from othello_learn.train.train import train as train_main
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    source = build_network(NetConfig("resnet", blocks=1, width=8, value_head=True))
+    save_network(source, tmp_path / "init.pt")
+    common = ["--data", str(dataset_dir), "--logger", "none", "--no-test", "--max-steps", "2",
+              "--set", "data.train_years=2001", "--set", "data.val_years=2002", "--set", "data.test_years=2003",
+              "--set", "data.batch_size=64", "--set", "trainer.enable_progress_bar=false",
+              "--set", "trainer.enable_model_summary=false", "--set", "trainer.num_sanity_val_steps=0"]
+    # the init's settings fill the model section; --set adds a block on top of it
+    summary = train_main(common + ["--out", str(tmp_path / "grown"), "--init", str(tmp_path / "init.pt"),
+                                   "--set", "model.blocks=2", "--set", "optim.lr=1e-7"])
+    assert summary["init"] == str(tmp_path / "init.pt")
+    grown = load_network(tmp_path / "grown" / "model.pt")
+    assert grown.config == NetConfig("resnet", blocks=2, width=8, value_head=True)
+    theirs = source.state_dict()
+    for key, value in grown.state_dict().items():
+        if key in theirs and value.is_floating_point() and "running" not in key:
+            assert torch.allclose(value, theirs[key], atol=1e-5), key
+    assert grown.blocks[1].bn2.weight.abs().max() < 1e-5  # the added block is still (nearly) an identity
+    # without --init, --seed decides the initial weights: two fresh runs with one seed end equal
+    fresh = ["--set", "model.arch=resnet", "--set", "model.blocks=1", "--set", "model.width=8"]
+    for name in ("a", "b"):
+        train_main(common + fresh + ["--out", str(tmp_path / name), "--seed", "3"])
+    a, b = (load_network(tmp_path / n / "model.pt").state_dict() for n in "ab")
+    assert all(torch.equal(a[k], b[k]) for k in a)

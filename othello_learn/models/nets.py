@@ -229,6 +229,44 @@ def network_from_state(cfg: NetConfig, state_dict: dict, path) -> MoveNet:
     return net.eval()
 
 
+def grow_network(source: MoveNet, cfg: NetConfig, where="the network") -> MoveNet:
+    """``cfg``'s network starting as ``source``: a warm start that may be deeper.
+
+    Every weight of ``source`` is copied; the residual blocks (or reference layers) that
+    ``cfg`` adds at the top of the tower start as identities (a block's last batch norm at
+    zero, a layer's kernel a Dirac on ReLU outputs), so the grown net plays exactly as
+    ``source`` does and training adds capacity instead of starting over. A value head that
+    ``source`` lacks starts fresh; one that ``cfg`` drops is left behind. Anything else that
+    differs (architecture, encoder, width, fewer layers) cannot be carried over: a UserError
+    naming ``where`` and the setting."""
+    have = source.config
+    for key in ("arch", "encoder", "width"):
+        if getattr(have, key) != getattr(cfg, key):
+            raise UserError(f"{where}: model.{key} is {getattr(have, key)!r} there and {getattr(cfg, key)!r} in the "
+                            f"config; a warm start keeps {key} (it can add residual blocks or layers)")
+    depth_key = "blocks" if cfg.arch == "resnet" else "depth"
+    if getattr(cfg, depth_key) < getattr(have, depth_key):
+        raise UserError(f"{where}: has model.{depth_key}={getattr(have, depth_key)}, more than the config's "
+                        f"{getattr(cfg, depth_key)}; a warm start can add {depth_key}, not remove them")
+    net = build_network(cfg)
+    if cfg.arch == "resnet":
+        for block in list(net.blocks)[len(source.blocks):]:
+            nn.init.zeros_(block.bn2.weight)
+            nn.init.zeros_(block.bn2.bias)
+    else:
+        convs = [m for m in net.body if isinstance(m, nn.Conv2d)]
+        for conv in convs[have.depth:]:
+            nn.init.dirac_(conv.weight)
+            nn.init.zeros_(conv.bias)
+    state = net.state_dict()  # the source's keys name the same layers here (the heads sit after the tower)
+    for key, value in source.state_dict().items():
+        if key.startswith("value_head.") and not cfg.value_head:
+            continue
+        state[key] = value.detach().clone()
+    net.load_state_dict(state)
+    return net
+
+
 def plain(obj, where: str = "checkpoint"):
     """``obj`` as what ``torch.load(weights_only=True)`` accepts: tensors, dicts, lists,
     tuples, str, numbers, bool and None. Dict subclasses (Lightning's ``AttributeDict``),

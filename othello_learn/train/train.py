@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import sys
 import time
@@ -24,6 +25,23 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello.files import UserError, atomic_write, run_main
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as people write numbers: PyYAML follows YAML 1.1, where ``1e-4`` (no dot) is a
+    string, so ``lr: 1e-4`` or ``--set optim.lr=1e-4`` would be refused as "not a number"."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?"
+               r"|[0-9][0-9_]*[eE][-+]?[0-9]+|\.(?:inf|Inf|INF)|[-+]\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=_Loader)
+
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 SECTIONS = ("model", "optim", "data", "trainer")
@@ -86,7 +104,7 @@ def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
     origin = {}
     if path is not None:
         try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
+            loaded = _yaml(Path(path).read_text()) or {}
         except yaml.YAMLError as e:
             raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
         if not isinstance(loaded, dict):
@@ -108,7 +126,7 @@ def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
         if not sep or not dot or not name or section not in SECTIONS:
             raise UserError(f"--set {item}: expected SECTION.KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
         try:
-            cfg[section][name] = yaml.safe_load(value)
+            cfg[section][name] = _yaml(value)
         except yaml.YAMLError:
             cfg[section][name] = value
         origin[(section, name)] = f"from --set {item}"
@@ -131,7 +149,7 @@ def gpu_recipe_warning(path: Path | None, on_gpu: bool) -> str | None:
     days where the CPU recipes take two hours, which is better said before than found after."""
     if path is None or on_gpu:
         return None
-    recipe = (yaml.safe_load(Path(path).read_text()) or {}).get("recipe") or {}
+    recipe = (_yaml(Path(path).read_text()) or {}).get("recipe") or {}
     if recipe.get("device") != "gpu":
         return None
     instead = recipe.get("on_cpu")
@@ -294,6 +312,11 @@ def parse_args(argv=None):
                    help="steps between saves of OUT/checkpoints/last.ckpt (default: 2000)")
     p.add_argument("--checkpoint-minutes", type=_positive_number, default=5.0,
                    help="also save last.ckpt when this long has passed since the last save (default 5)")
+    p.add_argument("--init", type=Path, metavar="NET.pt",
+                   help="start from this exported network's weights (a shipped checkpoint or a run's model.pt) "
+                        "instead of random ones; its settings fill the model section, which may add residual "
+                        "blocks or layers (they start as identities, so training starts as strong as NET); "
+                        "a resumed run continues from last.ckpt")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override any config value")
     p.add_argument("--fresh", action="store_true", help="ignore OUT/checkpoints/last.ckpt and start over")
     p.add_argument("--no-test", action="store_true", help="skip testing the best checkpoint at the end")
@@ -356,7 +379,7 @@ def train(argv=None) -> dict:
 
     from othello_learn.data.datamodule import WthorDataModule
     from othello_learn.models.fastpath import auto_precision
-    from othello_learn.models.nets import NetConfig, save_network
+    from othello_learn.models.nets import NetConfig, grow_network, load_network, save_network
     from othello_learn.train.checkpoints import AtomicCheckpointIO, LastCheckpoint
     from othello_learn.train.lock import RunLock
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
@@ -372,6 +395,10 @@ def train(argv=None) -> dict:
         cfg["trainer"]["max_time"] = {"seconds": round(args.max_minutes * 60)}
         origin[("trainer", "max_time")] = "from --max-minutes"
     cfg["trainer"].setdefault("max_epochs", 10)
+    init = None
+    if args.init is not None:
+        init = load_network(args.init)
+        cfg["model"] = {**init.config.to_dict(), **cfg["model"]}
     check_config(cfg, origin)
     on_gpu = torch.cuda.is_available() and str(args.accelerator).lower() in ("auto", "gpu", "cuda")
     warning = gpu_recipe_warning(args.config, on_gpu)
@@ -380,7 +407,10 @@ def train(argv=None) -> dict:
 
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
     check_dataset(dm, args.data)
-    model = MovePredictor(NetConfig.from_dict(cfg["model"]), **cfg["optim"])
+    L.seed_everything(args.seed, workers=True)  # before the network: --seed fixes its initial weights
+    net_config = NetConfig.from_dict(cfg["model"])
+    net = grow_network(init, net_config, where=f"--init {args.init}") if init is not None else net_config
+    model = MovePredictor(net, **cfg["optim"])
     ckpt_dir = args.out / "checkpoints"
     last = ckpt_dir / "last.ckpt"
 
@@ -391,7 +421,6 @@ def train(argv=None) -> dict:
             print(f"resuming from {resume} (step {step})", file=sys.stderr)
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
 
-        L.seed_everything(args.seed, workers=True)
         torch.set_float32_matmul_precision("high")
         # The best-by-validation checkpoint keeps the settings (hence the state key) of the
         # runs before LastCheckpoint, so resuming them keeps their best score.
@@ -422,6 +451,8 @@ def train(argv=None) -> dict:
         best_path = best.best_model_path or str(last)
         summary = {"best_checkpoint": best_path, "best_val_acc": float(best.best_model_score or float("nan")),
                    "config": cfg, "global_step": trainer.global_step}
+        if args.init is not None:
+            summary["init"] = str(args.init)
         if not args.no_test:
             result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
             summary["test"] = {k: float(v) for k, v in result.items()}
