@@ -86,6 +86,22 @@ def test_module_and_script_path_run_as_commands(argv):
     assert proc.stdout.startswith("usage:")
 
 
+def test_help_and_bad_flags_do_not_import_lightning():
+    """``--help`` answers in well under a second: Lightning and torchmetrics take seconds to
+    import, so the training and evaluation commands load them only once work starts."""
+    code = ("import sys\n"
+            "from othello_learn.train import train, evaluate\n"
+            "for main in (train.main, evaluate.main):\n"
+            "    for argv in (['--help'], ['--out', 'x', '--batch-size', '0']):\n"
+            "        try:\n"
+            "            main(argv)\n"
+            "        except SystemExit:\n"
+            "            pass\n"
+            "print(sorted(m for m in ('lightning', 'torchmetrics') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"  # (the help texts come first)
+
 
 SCRIPT_PATHS = {
     "data_tools/wthor.py": "othello-dataset", "train/train.py": "othello-train", "train/evaluate.py": "othello-eval",

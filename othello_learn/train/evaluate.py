@@ -40,7 +40,6 @@ from othello_learn.data.dataset import WthorDataset, build, parse_years
 from othello_learn.models.batch import from_records
 from othello_learn.models.fastpath import BF16, FP32, auto_precision, autocast, prepare
 from othello_learn.models.nets import load_network, read_checkpoint
-from othello_learn.train.metrics import PhaseAccuracy
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 
@@ -96,6 +95,8 @@ def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, d
     net = prepare(net.to(device).eval(), device, precision)
     preds, top3 = [], []
     from tqdm.auto import tqdm
+
+    from othello_learn.train.metrics import PhaseAccuracy  # torchmetrics: seconds to import, not for --help
 
     for s in tqdm(range(0, len(positions), batch_size), disable=None if progress else True, desc="evaluating",
                   file=sys.stderr):

@@ -466,12 +466,15 @@ def train(argv=None) -> dict:
 
 
 def main(argv=None) -> int:
-    from lightning.pytorch.utilities.exceptions import SIGTERMException
-
     try:
         train(argv)
-    except SIGTERMException:
-        # Lightning raises this at the next step after SIGTERM, once LastCheckpoint has saved.
+    except SystemExit as e:
+        # Lightning raises its SIGTERMException (a SystemExit) at the next step after SIGTERM,
+        # once LastCheckpoint has saved. Looked up, not imported: --help and a bad flag exit
+        # before training imports Lightning, and stay fast.
+        lightning_exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
+        if lightning_exceptions is None or not isinstance(e, lightning_exceptions.SIGTERMException):
+            raise
         print(f"{Path(sys.argv[0]).name}: terminated; last.ckpt holds the progress: rerun the same command "
               "to resume", file=sys.stderr)
         return 143
