@@ -67,7 +67,6 @@ def greedy_positions(n_games):
             got.append((s[keep], np.full(len(keep), ply)))
         s = s.step_where(~over, act)
         ply += 1
-    st = got[0][0]
     parts = [x[0] for x in got]
     cat = lambda f: np.concatenate([getattr(p, f) for p in parts])
     return States(cat("player"), cat("opponent"), cat("black_to_move"), cat("history")), np.concatenate([x[1] for x in got])
