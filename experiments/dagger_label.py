@@ -37,11 +37,17 @@ net.eval()
 
 
 @torch.inference_mode()
-def argmax_moves(s: States, idx):
+def argmax_moves(s: States, idx, legal=None):
+    """The policy's argmax over the legal squares of s[idx] (``legal``: s's [N, 65] mask, when the caller has it)."""
     with fastpath.autocast(dev, prec):
         lg = net(from_arrays(s.player[idx], s.opponent[idx], s.black_to_move[idx], s.history[idx], dev))["policy"].float()
-    legal = torch.from_numpy(s.legal_actions()[idx, :64])
+    legal = torch.from_numpy((s.legal_actions() if legal is None else legal)[idx, :64])
     return lg.masked_fill(~legal, -1e9).argmax(-1).numpy()
+
+
+def concat(parts):
+    """One numpy States from a list of them."""
+    return States(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("player", "opponent", "black_to_move", "history")))
 
 
 def greedy_positions(n_games):
@@ -62,14 +68,12 @@ def greedy_positions(n_games):
             act[i] = rng.choice(np.nonzero(legal[i, :64])[0])
         g = np.nonzero(move & (ply >= opening))[0]
         if len(g):
-            act[g] = argmax_moves(s, g)
+            act[g] = argmax_moves(s, g, legal)
             keep = g[legal[g, :64].sum(1) >= 2]
             got.append((s[keep], np.full(len(keep), ply)))
         s = s.step_where(~over, act)
         ply += 1
-    parts = [x[0] for x in got]
-    cat = lambda f: np.concatenate([getattr(p, f) for p in parts])
-    return States(cat("player"), cat("opponent"), cat("black_to_move"), cat("history")), np.concatenate([x[1] for x in got])
+    return concat([x[0] for x in got]), np.concatenate([x[1] for x in got])
 
 
 if a.expert:
@@ -86,8 +90,7 @@ else:
     while total < a.n:
         s, p = greedy_positions(1024)
         parts.append((s, p)); total += len(p)
-    cat = lambda f: np.concatenate([getattr(x[0], f) for x in parts])
-    S0 = States(cat("player"), cat("opponent"), cat("black_to_move"), cat("history"))
+    S0 = concat([x[0] for x in parts])
     plies = np.concatenate([x[1] for x in parts])
     pick = np.sort(rng.choice(len(plies), a.n, replace=False))
     S0, plies = S0[pick], plies[pick]
