@@ -137,7 +137,19 @@ def test_evaluator_fast_path_spares_small_batches():
     (pe, ve), (pf, vf) = exact(p, o, h, b), fast(p, o, h, b)
     assert not torch.equal(ve, vf), "the batch of 16 ran in bf16"
     assert torch.allclose(ve, vf, atol=0.05) and torch.allclose(pe, pf, atol=0.05)
-    assert Evaluator(net, "cpu", autocast=False).precision == FP32
+    assert Evaluator(net, "cpu", precision="32").precision == FP32
+
+
+def test_one_precision_setting_for_every_caller(monkeypatch):
+    """Evaluator, the self-play learner, training and evaluate.py read precision through
+    fastpath.resolve: "auto" follows the CPU's bf16 instructions, the shorthands expand."""
+    from othello_learn.models import fastpath
+
+    for has, auto in ((True, BF16), (False, FP32)):
+        monkeypatch.setattr(fastpath, "cpu_has_bf16", lambda has=has: has)
+        assert fastpath.resolve("auto", "cpu") == fastpath.resolve(None, "cpu") == auto
+    assert fastpath.resolve("32", "cpu") == FP32 and fastpath.resolve("bf16", "cuda") == BF16
+    assert fastpath.resolve("16-mixed", "cuda") == "16-mixed"
 
 
 def test_batched_search_equals_reference(ev):

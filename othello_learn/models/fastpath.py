@@ -37,6 +37,16 @@ def auto_precision(device: str | torch.device) -> str:
     return FP32
 
 
+def resolve(precision, device: str | torch.device) -> str:
+    """A precision setting as the Lightning string every caller passes on: "auto" (or
+    None) is the fast path on ``device``; "32" and "bf16" are short for "32-true" and
+    "bf16-mixed"; any other Lightning string stands as given."""
+    p = "auto" if precision is None else str(precision)
+    if p == "auto":
+        return auto_precision(device)
+    return {"32": FP32, "bf16": BF16}.get(p, p)
+
+
 def is_bf16(precision) -> bool:
     return "bf16" in str(precision)
 

@@ -42,8 +42,7 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
     ``precision``: "auto" (the fast path where supported), or a Lightning precision string."""
     if getattr(net, "value_head", None) is None:
         raise ValueError("self-play training needs a network with a value head (arch: resnet, value_head: true)")
-    if precision == "auto":
-        precision = fastpath.auto_precision(device)
+    precision = fastpath.resolve(precision, device)
     fastpath.prepare(net, device, precision)
     net.train()
     opt = torch.optim.Adam(net.parameters(), lr=lr)

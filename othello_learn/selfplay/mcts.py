@@ -48,18 +48,12 @@ class Evaluator:
     cost more than bf16 saves (RESULTS.md, self-play fast path).
     """
 
-    def __init__(self, net, device=None, autocast: bool | None = None, precision: str | None = None,
-                 min_fast_batch: int = 8):
+    def __init__(self, net, device=None, precision: str = "auto", min_fast_batch: int = 8):
         from othello_learn.models import fastpath
 
         self.net = net.eval()
         self.device = torch.device(device) if device is not None else next(net.parameters()).device
-        if precision is None:
-            if autocast is None:  # CUDA: bf16 autocast, as always; CPU: bf16 only with the instructions
-                precision = fastpath.BF16 if self.device.type == "cuda" else fastpath.auto_precision(self.device)
-            else:
-                precision = fastpath.BF16 if autocast else fastpath.FP32
-        self.precision = precision
+        self.precision = precision = fastpath.resolve(precision, self.device)
         self.min_fast_batch = min_fast_batch if self.device.type == "cpu" else 0
         fastpath.prepare(self.net, self.device, precision)
         self._autocast = lambda: fastpath.autocast(self.device, precision)

@@ -38,7 +38,7 @@ from othello.files import UserError, atomic_path, atomic_write, run_main
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each
 from othello_learn.data.dataset import WthorDataset, build, parse_years
 from othello_learn.models.batch import from_records
-from othello_learn.models.fastpath import BF16, FP32, auto_precision, autocast, prepare
+from othello_learn.models.fastpath import autocast, prepare, resolve
 from othello_learn.models.nets import load_network, read_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
@@ -91,7 +91,8 @@ def load_any_network(path):
 
 
 def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, device="cpu", progress=True,
-             precision: str = FP32) -> dict:
+             precision: str = "32") -> dict:
+    precision = resolve(precision, device)
     net = prepare(net.to(device).eval(), device, precision)
     preds, top3 = [], []
     from tqdm.auto import tqdm
@@ -260,8 +261,7 @@ def evaluate_command(argv=None) -> dict:
     if len(positions) == 0:
         raise UserError(f"{source}: no positions for --years {args.years}")
     t = time.perf_counter()
-    precision = {"auto": auto_precision(args.device), "32": FP32, "bf16": BF16}[args.precision]
-    result = evaluate(net, positions, args.batch_size, args.tta, args.device, precision=precision)
+    result = evaluate(net, positions, args.batch_size, args.tta, args.device, precision=args.precision)
     result.update(checkpoint=str(args.checkpoint), years=args.years, seconds=round(time.perf_counter() - t, 2),
                   model=net.config.to_dict())
     print(format_table(result))

@@ -378,7 +378,7 @@ def train(argv=None) -> dict:
     from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
     from othello_learn.data.datamodule import WthorDataModule
-    from othello_learn.models.fastpath import auto_precision
+    from othello_learn.models.fastpath import resolve
     from othello_learn.models.nets import NetConfig, grow_network, load_network, save_network
     from othello_learn.train.checkpoints import AtomicCheckpointIO, LastCheckpoint
     from othello_learn.train.lock import RunLock
@@ -431,8 +431,8 @@ def train(argv=None) -> dict:
         callbacks = [best, saver] + ([LearningRateMonitor("step")] if logger else [])
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         if str(trainer_cfg.get("precision", "auto")) == "auto":
-            trainer_cfg["precision"] = auto_precision(args.accelerator)
-            print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
+            print(f"precision: {resolve(None, args.accelerator)} (auto)", file=sys.stderr)
+        trainer_cfg["precision"] = resolve(trainer_cfg.get("precision"), args.accelerator)
         try:
             trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
                                 logger=logger, callbacks=callbacks, use_distributed_sampler=False,
