@@ -1,6 +1,7 @@
 """How often nets' 1-ply argmax equals the search's move of relabelled positions
 (reanalyse.py output), overall and by phase (plies 0-19 / 20-39 / 40-59).
-Usage: python experiments/agreement.py LABELS.npz NET.pt [NET.pt ...]"""
+Usage: python experiments/agreement.py LABELS.npz NET.pt [NET.pt ...]
+With dagger_label.py labels, also how often the nets fix its clear mistakes (root Q gap)."""
 import sys
 
 import numpy as np
@@ -18,3 +19,10 @@ for ck in sys.argv[2:]:
         a = net(b)["policy"].argmax(1).numpy()
     phases = [(d["ply"] >= lo) & (d["ply"] < hi) for lo, hi in [(0, 20), (20, 40), (40, 60)]]
     print(ck, "agreement", round(float((a == m).mean()), 3), [round(float((a[s] == m[s]).mean()), 3) for s in phases])
+    if "q_move" in d.files:  # dagger_label.py output: how the labelling net's clear mistakes fare
+        own, gap = d["own"].astype(int), d["q_move"].astype(float) - d["q_own"].astype(float)
+        for t in (0.1, 0.2):
+            wrong = (m != own) & (gap >= t)
+            print(f"  where the search leads the labelling net's move by >= {t} in Q ({wrong.mean():.3f} of positions):"
+                  f" plays the search's move {(a[wrong] == m[wrong]).mean():.3f}")
+        print(f"  where the search agrees with the labelling net: keeps that move {(a[m == own] == m[m == own]).mean():.3f}")

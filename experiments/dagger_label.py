@@ -96,9 +96,18 @@ else:
     S0, plies = S0[pick], plies[pick]
 print("positions", len(plies), flush=True)
 
+def root_q(gi):
+    """[n, 65] mean backed-up value of each root child, from the root's side to move (0 if unvisited)."""
+    tree = S.tree
+    ch = tree.children[gi, 0]
+    ch0 = ch.clamp(min=0)
+    n = torch.where(ch >= 0, tree.visits[gi[:, None], ch0], 0).double()
+    return torch.where(n > 0, tree.value_sum[gi[:, None], ch0].double() / n.clamp(min=1), 0.0).numpy()
+
+
 ev = Evaluator(net, "cpu")
 S = GumbelMCTS(ev, a.batch, GumbelConfig(simulations=a.sims, max_considered=a.k))
-out = {k: [] for k in ("pi01", "move", "value", "own")}
+out = {k: [] for k in ("pi01", "move", "value", "own", "q_move", "q_own")}
 t0 = time.time()
 for s0 in range(0, len(plies), a.batch):
     i = np.arange(s0, min(s0 + a.batch, len(plies))); n = len(i)
@@ -110,7 +119,11 @@ for s0 in range(0, len(plies), a.batch):
     out["pi01"].append(S.improved_policy(gi)[:, :64].half().numpy())
     out["move"].append(S.chosen_action(gi).numpy().astype(np.int8))
     out["value"].append(S.root_value(gi).half().numpy())
-    out["own"].append(argmax_moves(sub, np.arange(n)).astype(np.int8))
+    own = argmax_moves(sub, np.arange(n))
+    out["own"].append(own.astype(np.int8))
+    q = root_q(gi)  # the root's mean values of its children, the side to move's view (0 where unvisited)
+    out["q_move"].append(q[np.arange(n), out["move"][-1].astype(np.int64)].astype(np.float16))
+    out["q_own"].append(q[np.arange(n), own].astype(np.float16))
     if (s0 // a.batch) % 20 == 0:
         print(s0 + n, f"{time.time()-t0:.0f}s", flush=True)
 res = {k: np.concatenate(v) for k, v in out.items()}

@@ -28,12 +28,21 @@ ap.add_argument("--end", nargs="*", default=[])
 ap.add_argument("--end-frac", type=float, default=0.0)
 ap.add_argument("--lab", nargs="*", default=[])
 ap.add_argument("--lab-target", default="move", choices=["move","pi01","mix"])
+ap.add_argument("--lab-min-gap", type=float, default=None,
+                help="with --lab-target move: keep the net's own argmax as the label unless the search's move "
+                     "leads it by this much in root Q (labels from dagger_label.py, which records q_move and q_own)")
 a = ap.parse_args()
 torch.manual_seed(a.seed)
 sp = None if not a.games else SelfPlayGames.concat([SelfPlayGames.load(f) for f in sorted(set(sum((glob.glob(g) for g in a.games), [])))])
 keep = np.nonzero(sp.ply < a.max_ply)[0] if sp else None
 END = {k: np.concatenate([np.load(f)[k] for f in a.end]) for k in ("player","opponent","black","history","best","value")} if a.end else None
 LAB = {k: np.concatenate([np.load(f)[k] for f in a.lab]) for k in ("player","opponent","black","history","move","pi01","value")} if a.lab else None
+if LAB and a.lab_min_gap is not None:
+    gap = np.concatenate([np.load(f)["q_move"].astype(np.float32) - np.load(f)["q_own"].astype(np.float32) for f in a.lab])
+    own = np.concatenate([np.load(f)["own"] for f in a.lab])
+    LAB["move"] = np.where(gap >= a.lab_min_gap, LAB["move"], own)
+    print(f"labels: the search's move where it leads by >= {a.lab_min_gap} in Q, else the net's own: "
+          f"{(LAB['move'] != own).mean():.3f} of positions corrected", flush=True)
 if LAB: print("labelled positions", len(LAB["player"]), flush=True)
 if END: print("endgame positions", len(END["player"]), flush=True)
 pos = np.load("data/wthor/positions.npy", mmap_mode="r")
