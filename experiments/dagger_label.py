@@ -13,6 +13,7 @@ from othello.states import States
 from othello_learn.models import fastpath
 from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network
+from othello_learn.selfplay import tree as T
 from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS
 from othello_learn.selfplay.mcts import Evaluator
 
@@ -99,10 +100,9 @@ print("positions", len(plies), flush=True)
 def root_q(gi):
     """[n, 65] mean backed-up value of each root child, from the root's side to move (0 if unvisited)."""
     tree = S.tree
-    ch = tree.children[gi, 0]
-    ch0 = ch.clamp(min=0)
-    n = torch.where(ch >= 0, tree.visits[gi[:, None], ch0], 0).double()
-    return torch.where(n > 0, tree.value_sum[gi[:, None], ch0].double() / n.clamp(min=1), 0.0).numpy()
+    n = T.root_visits(tree, gi).double()
+    total = tree.value_sum[gi[:, None], tree.children[gi, T.ROOT].clamp(min=0)].double()
+    return torch.where(n > 0, total / n.clamp(min=1), 0.0).numpy()
 
 
 ev = Evaluator(net, "cpu")
@@ -117,12 +117,13 @@ for s0 in range(0, len(plies), a.batch):
     gi = torch.arange(n)
     S.set_roots(gi, st); S.search(gi, noise=False)
     out["pi01"].append(S.improved_policy(gi)[:, :64].half().numpy())
-    out["move"].append(S.chosen_action(gi).numpy().astype(np.int8))
+    move = S.chosen_action(gi).numpy()
+    out["move"].append(move.astype(np.int8))
     out["value"].append(S.root_value(gi).half().numpy())
     own = argmax_moves(sub, np.arange(n))
     out["own"].append(own.astype(np.int8))
     q = root_q(gi)  # the root's mean values of its children, the side to move's view (0 where unvisited)
-    out["q_move"].append(q[np.arange(n), out["move"][-1].astype(np.int64)].astype(np.float16))
+    out["q_move"].append(q[np.arange(n), move].astype(np.float16))
     out["q_own"].append(q[np.arange(n), own].astype(np.float16))
     if (s0 // a.batch) % 20 == 0:
         print(s0 + n, f"{time.time()-t0:.0f}s", flush=True)

@@ -36,10 +36,11 @@ torch.manual_seed(a.seed)
 sp = None if not a.games else SelfPlayGames.concat([SelfPlayGames.load(f) for f in sorted(set(sum((glob.glob(g) for g in a.games), [])))])
 keep = np.nonzero(sp.ply < a.max_ply)[0] if sp else None
 END = {k: np.concatenate([np.load(f)[k] for f in a.end]) for k in ("player","opponent","black","history","best","value")} if a.end else None
-LAB = {k: np.concatenate([np.load(f)[k] for f in a.lab]) for k in ("player","opponent","black","history","move","pi01","value")} if a.lab else None
+LAB_KEYS = ("player","opponent","black","history","move","pi01","value") + (("own","q_move","q_own") if a.lab_min_gap is not None else ())
+LAB = {k: np.concatenate([np.load(f)[k] for f in a.lab]) for k in LAB_KEYS} if a.lab else None
 if LAB and a.lab_min_gap is not None:
-    gap = np.concatenate([np.load(f)["q_move"].astype(np.float32) - np.load(f)["q_own"].astype(np.float32) for f in a.lab])
-    own = np.concatenate([np.load(f)["own"] for f in a.lab])
+    gap = LAB["q_move"].astype(np.float32) - LAB["q_own"].astype(np.float32)
+    own = LAB["own"]
     LAB["move"] = np.where(gap >= a.lab_min_gap, LAB["move"], own)
     print(f"labels: the search's move where it leads by >= {a.lab_min_gap} in Q, else the net's own: "
           f"{(LAB['move'] != own).mean():.3f} of positions corrected", flush=True)

@@ -430,9 +430,10 @@ def train(argv=None) -> dict:
         logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
         callbacks = [best, saver] + ([LearningRateMonitor("step")] if logger else [])
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
-        if str(trainer_cfg.get("precision", "auto")) == "auto":
-            print(f"precision: {resolve(None, args.accelerator)} (auto)", file=sys.stderr)
-        trainer_cfg["precision"] = resolve(trainer_cfg.get("precision"), args.accelerator)
+        requested = trainer_cfg.get("precision", "auto")
+        trainer_cfg["precision"] = resolve(requested, args.accelerator)
+        if str(requested) == "auto":
+            print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
         try:
             trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
                                 logger=logger, callbacks=callbacks, use_distributed_sampler=False,
