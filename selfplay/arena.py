@@ -9,4 +9,5 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout witho
 
 from othello_learn.selfplay.arena import cli  # noqa: E402
 
-cli()
+if __name__ == "__main__":  # not when a spawned worker process imports this file
+    cli()

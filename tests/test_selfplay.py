@@ -1,6 +1,7 @@
 """Self-play, the learner, network players and the resumable RL loop (tiny, on CPU)."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import shutil
@@ -169,7 +170,7 @@ def test_network_players_in_the_arena(tmp_path, tiny_net):
 # later generation resumed part by part), 2 simulations, 1 in gating.
 LOOP = ["--init", "random", "--generations", "2", "--games", "6", "--parallel", "3", "--simulations", "2",
         "--train-steps", "3", "--batch-size", "16", "--gate-games", "2", "--gate-simulations", "1",
-        "--arch-blocks", "1", "--arch-width", "8", "--solve-empties", "4", "--quiet"]
+        "--arch-blocks", "1", "--arch-width", "8", "--solve-empties", "4", "--workers", "1", "--quiet"]
 
 
 def cli(argv, capsys):
@@ -227,6 +228,40 @@ def rl_run(tmp_path_factory):
     return SimpleNamespace(out=out, calls=calls, interrupted=interrupted, message=err.getvalue(), wandb=wandb,
                            state_at_interrupt=state_at_interrupt, files_at_interrupt=files_at_interrupt,
                            resumed=resumed)
+
+
+def test_worker_processes_play_the_same_games_as_one_process(tmp_path, capsys):
+    """--workers 2 plays the generation's parts in two spawned processes: part
+    for part the games the main process plays (each part has its own seed)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the workers run one thread each: the same arithmetic in both runs
+    try:
+        played = {}
+        for workers in (1, 2):
+            out = tmp_path / f"w{workers}"
+            argv = LOOP + ["--out", str(out), "--logger", "none", "--generations", "1", "--workers", str(workers)]
+            assert cli(argv, capsys)[0] == 0
+            played[workers] = SelfPlayGames.load(out / "games" / "gen_0001.npz")
+            assert json.loads((out / "stats" / "gen_0001_selfplay.json").read_text())["workers"] == workers
+            assert not (out / "games" / "gen_0001").exists()
+    finally:
+        torch.set_num_threads(threads)
+    assert len(played[2].winner) == 6
+    for f in dataclasses.fields(SelfPlayGames):
+        np.testing.assert_array_equal(getattr(played[1], f.name), getattr(played[2], f.name), err_msg=f.name)
+
+
+@pytest.mark.parametrize("requested,device,threads,parts,expected", [
+    (0, "cpu", 2, 4, (2, 1)),  # the default on a CPU: one single-threaded process per thread
+    (0, "cpu", 16, 4, (4, 4)),  # never more processes than parts; the threads shared out
+    (0, "cpu", 2, 1, (1, 2)),
+    (0, "cuda", 8, 4, (1, 8)),  # a GPU: one process
+    (3, "cuda", 8, 4, (3, 2)),
+    (2, "cpu", 1, 4, (2, 1)),
+])
+def test_self_play_workers_share_out_the_threads(monkeypatch, requested, device, threads, parts, expected):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    assert rl_loop.self_play_workers(requested, torch.device(device), parts) == expected
 
 
 def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, capsys):

@@ -22,12 +22,15 @@ import argparse
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import pickle
 import sys
 import time
 import typing
 import zipfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +70,11 @@ class RunConfig:
     # A part is one file of --parallel games: a change mid-generation would replay or skip games.
     parallel: int = opt(512, "games played at once (one part file each)", limits=(1, None, True))
     simulations: int = opt(100, "MCTS simulations per move in self-play", limits=(1, None, True))
+    # On a CPU the tree search is single-threaded numpy between network calls: processes of one thread each
+    # keep every core busy where one process of N threads leaves them waiting (1.34x games/hour on 2 cores).
+    workers: int = opt(0, "self-play processes, each playing whole parts on its share of the CPU threads "
+                       "(0: one per thread on a CPU, 1 on a GPU; never more than the parts left)", resumable=True,
+                       limits=(0, None, True))
     search: typing.Optional[str] = opt(None, "self-play and gating search (None: the run's own; "
                                        f"{DEFAULT_SEARCH} for a new run). gumbel: Gumbel AlphaZero, the policy "
                                        "target is the improved policy", choices=["puct", "gumbel"],
@@ -448,29 +456,37 @@ def _search_config(cfg: RunConfig):
 
 def self_play(cfg: RunConfig, gen: int) -> Path:
     """Generation ``gen``'s games by the best network, played in parts of
-    ``--parallel`` games: a part on disk is never played again, the merged file
-    on disk means the stage is done."""
+    ``--parallel`` games (by ``--workers`` processes at once): a part on disk is
+    never played again, the merged file on disk means the stage is done."""
     p = _paths(cfg, gen)
     state = read_state(cfg.out / "state.json")
     if not p["games"].exists():
         print(f"generation {gen}: best {state['best']}, resign threshold {state['resign_threshold']}",
               file=sys.stderr)
         dev = torch.device(cfg.device)
-        ev = Evaluator(load_net(cfg.out / state["best"], dev, COMMITTED).to(dev), dev)
+        best = cfg.out / state["best"]
+        net = load_net(best, dev, COMMITTED).to(dev)  # checked here, before any worker starts
         sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=state["resign_threshold"],
                             no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
         seeds = generation_seeds(cfg, gen)["self_play"]
-        parts, played, t0 = [], 0, time.time()
-        for k, start in enumerate(range(0, cfg.games, cfg.parallel)):
-            part = p["parts"] / f"part_{k:03d}.npz"
-            if not part.exists():
-                n = min(cfg.parallel, cfg.games - start)
-                save_games(play_games(ev, n, _search_config(cfg), sp, seed=seeds[k], progress=not cfg.quiet), part)
-                played += n
-            parts.append(load_games(part, REPLAYED))
+        parts = [(p["parts"] / f"part_{k:03d}.npz", min(cfg.parallel, cfg.games - start), seeds[k])
+                 for k, start in enumerate(range(0, cfg.games, cfg.parallel))]
+        kept = {path: load_games(path, REPLAYED) for path, _, _ in parts if path.exists()}  # checked before playing
+        todo = [(path, n, seed) for path, n, seed in parts if path not in kept]
+        workers, threads = self_play_workers(cfg.workers, dev, len(todo))
+        t0 = time.time()
+        if workers <= 1:
+            ev = Evaluator(net, dev)
+            for path, n, seed in todo:
+                save_games(play_games(ev, n, _search_config(cfg), sp, seed=seed, progress=not cfg.quiet), path)
+        else:
+            del net
+            _play_parts_in_workers(cfg, best, sp, todo, workers, threads)
         seconds = time.time() - t0
-        save_games(SelfPlayGames.concat(parts), p["games"])
-        write_json(p["self_play"], {"seconds": seconds, "games_played": played,
+        played = sum(n for _, n, _ in todo)
+        merged = [kept[path] if path in kept else load_games(path, REPLAYED) for path, _, _ in parts]
+        save_games(SelfPlayGames.concat(merged), p["games"])
+        write_json(p["self_play"], {"seconds": seconds, "games_played": played, "workers": workers,
                                     "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None})
     if p["parts"].exists():  # our parts, now in the merged file (also after a kill during this clean-up)
         for part in p["parts"].glob("part_[0-9][0-9][0-9].npz"):
@@ -480,6 +496,53 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         except OSError:  # something we did not write is in there: leave it
             pass
     return p["games"]
+
+
+def self_play_workers(requested: int, dev: torch.device, parts: int) -> tuple[int, int]:
+    """(processes, torch threads each) for ``parts`` parts: ``--workers 0``
+    is one single-threaded process per thread torch would use on a CPU, and
+    one process on a GPU. Threads are shared out so the total stays that of
+    this process (OMP_NUM_THREADS)."""
+    total = torch.get_num_threads()
+    wanted = requested or (total if dev.type == "cpu" else 1)
+    workers = max(1, min(wanted, parts))
+    return workers, max(1, total // workers)
+
+
+def _play_part(best: Path, device: str, search, sp: SelfPlayConfig, n: int, seed: int, path: Path,
+               threads: int) -> None:
+    """One part in a worker process: the same games as the same part played in the main process."""
+    torch.set_num_threads(threads)
+    dev = torch.device(device)
+    ev = Evaluator(load_net(best, dev, COMMITTED).to(dev), dev)
+    save_games(play_games(ev, n, search, sp, seed=seed, progress=False), path)
+
+
+def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo: list, workers: int,
+                           threads: int) -> None:
+    """The parts in ``todo`` played by ``workers`` processes. Each writes its
+    part atomically as it finishes, so a crash or Ctrl-C keeps the finished
+    ones. Spawned, not forked: a fork of a process whose torch thread pool is
+    running can deadlock."""
+    from tqdm.auto import tqdm
+
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        jobs = {pool.submit(_play_part, best, cfg.device, _search_config(cfg), sp, n, seed, path, threads): n
+                for path, n, seed in todo}
+        bar = tqdm(total=sum(jobs.values()), unit="game", desc=f"self-play ({workers} processes)",
+                   disable=cfg.quiet)
+        try:
+            for job in as_completed(jobs):
+                job.result()
+                bar.update(jobs[job])
+        except BrokenProcessPool as e:
+            raise UserError(f"a self-play worker process died ({_one_line(e)}; out of memory?): rerun the same "
+                            "command to play the missing parts again, with fewer --workers if it recurs") from e
+        finally:
+            for job in jobs:  # on an error, the parts not started yet are not played
+                job.cancel()
+            bar.close()
 
 
 def train(cfg: RunConfig, gen: int) -> Path:
