@@ -1,0 +1,73 @@
+"""Benchmark: the loop's self-play stage played by one process with every
+thread against ``--workers`` processes sharing them out (``selfplay/loop.py
+--workers``), side by side on the same parts and seeds.
+
+    OMP_NUM_THREADS=2 python benchmarks/selfplay_workers.py --init checkpoints/best_handcrafted.pt --games 512 --parallel 256
+    OMP_NUM_THREADS=2 python benchmarks/selfplay_workers.py --init random --games 128 --parallel 64 --rounds 3
+
+Each round runs the real stage (``othello_learn.selfplay.loop.self_play``) on
+a fresh run folder, once per worker count, in turn, so a load change on a
+shared machine hits both alike; it reports the medians of the stage's own
+games/hour. Gumbel search, resignation off (every game played out), exact
+endgames from ``--solve-empties``: the CPU recipe of RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from othello_learn.selfplay import loop as rl_loop  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--init", default="random", help="checkpoint with a value head, or random (a 4x64 raw net)")
+    ap.add_argument("--games", type=int, default=512)
+    ap.add_argument("--parallel", type=int, default=256, help="games per part (at once in one process)")
+    ap.add_argument("--simulations", type=int, default=32)
+    ap.add_argument("--solve-empties", type=int, default=10)
+    ap.add_argument("--workers", type=int, default=0, help="the processes to compare with one (0: the loop's default)")
+    ap.add_argument("--rounds", type=int, default=1)
+    args = ap.parse_args(argv)
+    threads = torch.get_num_threads()
+    workers = rl_loop.self_play_workers(args.workers, torch.device("cpu"), -(-args.games // args.parallel))[0]
+    figures: dict[int, list[float]] = {1: [], workers: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for w in figures:
+                out = Path(tmp) / f"round{r}_workers{w}"
+                cfg = rl_loop.RunConfig.from_args([
+                    "--init", args.init, "--out", str(out), "--games", str(args.games), "--parallel", str(args.parallel),
+                    "--simulations", str(args.simulations), "--search", "gumbel", "--no-resign",
+                    "--solve-empties", str(args.solve_empties), "--arch-blocks", "4", "--workers", str(w),
+                    "--device", "cpu", "--logger", "none", "--quiet", "--seed", str(r)])
+                cfg.check()
+                rl_loop.open_run(cfg)
+                rl_loop.self_play(cfg, 1)
+                stats = json.loads((out / "stats" / "gen_0001_selfplay.json").read_text())
+                figures[w].append(stats["games_per_hour"])
+                print(f"round {r + 1}: {w} process(es): {stats['games_per_hour']:8,.0f} games/h "
+                      f"({stats['seconds']:.1f} s)", file=sys.stderr, flush=True)
+    print(f"{threads} threads; {args.init}; {args.games} games in parts of {args.parallel}; Gumbel-{args.simulations}, "
+          f"exact from {args.solve_empties} empties; medians of {args.rounds} alternating rounds")
+    print("| processes x threads | games/hour |")
+    print("|---|---:|")
+    for w, runs in figures.items():
+        print(f"| {w} x {max(1, threads // w) if w > 1 else threads} | {statistics.median(runs):,.0f} |")
+    if workers > 1:
+        print(f"{workers} processes: {statistics.median(figures[workers]) / statistics.median(figures[1]):.2f}x "
+              "one process's games/hour")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
