@@ -230,7 +230,7 @@ def rl_run(tmp_path_factory):
                            resumed=resumed)
 
 
-def test_worker_processes_play_the_same_games_as_one_process(tmp_path, capsys):
+def test_worker_processes_play_the_same_games_as_one_process(tmp_path):
     """--workers 2 plays the generation's parts in two spawned processes: part
     for part the games the main process plays (each part has its own seed)."""
     threads = torch.get_num_threads()
@@ -239,9 +239,9 @@ def test_worker_processes_play_the_same_games_as_one_process(tmp_path, capsys):
         played = {}
         for workers in (1, 2):
             out = tmp_path / f"w{workers}"
-            argv = LOOP + ["--out", str(out), "--logger", "none", "--generations", "1", "--workers", str(workers)]
-            assert cli(argv, capsys)[0] == 0
-            played[workers] = SelfPlayGames.load(out / "games" / "gen_0001.npz")
+            cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(out), "--logger", "none", "--workers", str(workers)])
+            rl_loop.open_run(cfg)
+            played[workers] = SelfPlayGames.load(rl_loop.self_play(cfg, 1))  # the stage alone
             assert json.loads((out / "stats" / "gen_0001_selfplay.json").read_text())["workers"] == workers
             assert not (out / "games" / "gen_0001").exists()
     finally:
@@ -249,6 +249,22 @@ def test_worker_processes_play_the_same_games_as_one_process(tmp_path, capsys):
     assert len(played[2].winner) == 6
     for f in dataclasses.fields(SelfPlayGames):
         np.testing.assert_array_equal(getattr(played[1], f.name), getattr(played[2], f.name), err_msg=f.name)
+
+
+def test_a_failing_worker_is_named_and_the_finished_parts_are_kept(tmp_path, capfd):
+    """A worker that cannot write its part (its folder is a file) is one line
+    naming the worker and one naming the file; the other worker's part stays."""
+    net = tmp_path / "net.pt"
+    save_network(build_network(NetConfig(**TINY)), net)
+    (tmp_path / "a_file").write_text("mine")
+    todo = [(tmp_path / "parts" / "part_000.npz", 2, 0), (tmp_path / "a_file" / "part_001.npz", 2, 1)]
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path / "rl")])
+    with pytest.raises(rl_loop.UserError, match=r"self-play worker 1 failed \(exit status 2\): rerun the same command"):
+        rl_loop._play_parts_in_workers(cfg, net, SelfPlayConfig(resign_threshold=None), todo, 2, 1)
+    err = capfd.readouterr().err
+    assert "self-play worker: error: " in err and "a_file" in err and "Traceback" not in err, err
+    assert len(SelfPlayGames.load(todo[0][0]).winner) == 2
+    assert (tmp_path / "a_file").read_text() == "mine"
 
 
 @pytest.mark.parametrize("requested,device,threads,parts,expected", [

@@ -25,12 +25,11 @@ import math
 import multiprocessing
 import os
 import pickle
+import signal
 import sys
 import time
 import typing
 import zipfile
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -509,40 +508,60 @@ def self_play_workers(requested: int, dev: torch.device, parts: int) -> tuple[in
     return workers, max(1, total // workers)
 
 
-def _play_part(best: Path, device: str, search, sp: SelfPlayConfig, n: int, seed: int, path: Path,
-               threads: int) -> None:
-    """One part in a worker process: the same games as the same part played in the main process."""
-    torch.set_num_threads(threads)
-    dev = torch.device(device)
-    ev = Evaluator(load_net(best, dev, COMMITTED).to(dev), dev)
-    save_games(play_games(ev, n, search, sp, seed=seed, progress=False), path)
+def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list, threads: int) -> None:
+    """A worker process: its share of the parts, each the same games as the
+    main process would play for it. Errors are one line and exit status 2
+    (the main process names the worker); Ctrl-C exits quietly."""
+    try:
+        torch.set_num_threads(threads)
+        dev = torch.device(device)
+        ev = Evaluator(load_net(best, dev, COMMITTED).to(dev), dev)
+        for path, n, seed in parts:
+            save_games(play_games(ev, n, search, sp, seed=seed, progress=False), path)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (UserError, OSError) as e:
+        print(f"self-play worker: error: {describe_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo: list, workers: int,
                            threads: int) -> None:
-    """The parts in ``todo`` played by ``workers`` processes. Each writes its
-    part atomically as it finishes, so a crash or Ctrl-C keeps the finished
-    ones. Spawned, not forked: a fork of a process whose torch thread pool is
+    """The parts in ``todo`` dealt out to ``workers`` processes. Each part is
+    written atomically as it finishes, so a crash or Ctrl-C keeps the finished
+    ones, and on either the workers are stopped at once (nothing queued plays
+    on). Spawned, not forked: a fork of a process whose torch threads are
     running can deadlock."""
     from tqdm.auto import tqdm
 
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        jobs = {pool.submit(_play_part, best, cfg.device, _search_config(cfg), sp, n, seed, path, threads): n
-                for path, n, seed in todo}
-        bar = tqdm(total=sum(jobs.values()), unit="game", desc=f"self-play ({workers} processes)",
-                   disable=cfg.quiet)
-        try:
-            for job in as_completed(jobs):
-                job.result()
-                bar.update(jobs[job])
-        except BrokenProcessPool as e:
-            raise UserError(f"a self-play worker process died ({_one_line(e)}; out of memory?): rerun the same "
-                            "command to play the missing parts again, with fewer --workers if it recurs") from e
-        finally:
-            for job in jobs:  # on an error, the parts not started yet are not played
-                job.cancel()
-            bar.close()
+    procs = [ctx.Process(target=_play_parts, args=(best, cfg.device, _search_config(cfg), sp, todo[i::workers],
+                                                   threads), name=f"self-play worker {i}") for i in range(workers)]
+    bar = tqdm(total=sum(n for _, n, _ in todo), unit="game", desc=f"self-play ({workers} processes)",
+               disable=cfg.quiet)
+    try:
+        for proc in procs:
+            proc.start()
+        while any(proc.is_alive() for proc in procs):
+            time.sleep(0.2)
+            bar.update(sum(n for path, n, _ in todo if path.exists()) - bar.n)  # a part file is whole
+        failed = [proc for proc in procs if proc.exitcode != 0]
+        if failed:
+            code = failed[0].exitcode
+            why = f"killed by signal {-code}, out of memory?" if code < 0 else f"exit status {code}"
+            raise UserError(f"{failed[0].name} failed ({why}): rerun the same command to "
+                            "play the missing parts again (finished parts are kept), with fewer --workers if it "
+                            "ran out of memory")
+    finally:
+        for proc in procs:  # Ctrl-C (to a worker too): a part being written is left whole or not at all
+            if proc.is_alive():
+                os.kill(proc.pid, signal.SIGINT)
+        for proc in (proc for proc in procs if proc.pid is not None):  # started
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+        bar.close()
 
 
 def train(cfg: RunConfig, gen: int) -> Path:
