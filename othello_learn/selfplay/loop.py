@@ -70,7 +70,8 @@ class RunConfig:
     parallel: int = opt(512, "games played at once (one part file each)", limits=(1, None, True))
     simulations: int = opt(100, "MCTS simulations per move in self-play", limits=(1, None, True))
     # On a CPU the tree search is single-threaded numpy between network calls: processes of one thread each
-    # keep every core busy where one process of N threads leaves them waiting (1.34x games/hour on 2 cores).
+    # keep every core busy where one process of N threads leaves them waiting (1.40x games/hour on 2 cores:
+    # benchmarks/selfplay_workers.py).
     workers: int = opt(0, "self-play processes, each playing whole parts on its share of the CPU threads "
                        "(0: one per thread on a CPU, 1 on a GPU; never more than the parts left)", resumable=True,
                        limits=(0, None, True))
