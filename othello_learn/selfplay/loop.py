@@ -476,9 +476,7 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         workers, threads = self_play_workers(cfg.workers, dev, len(todo))
         t0 = time.time()
         if workers <= 1:
-            ev = Evaluator(net, dev)
-            for path, n, seed in todo:
-                save_games(play_games(ev, n, _search_config(cfg), sp, seed=seed, progress=not cfg.quiet), path)
+            _play_into(Evaluator(net, dev), _search_config(cfg), sp, todo, progress=not cfg.quiet)
         else:
             del net
             _play_parts_in_workers(cfg, best, sp, todo, workers, threads)
@@ -509,6 +507,12 @@ def self_play_workers(requested: int, dev: torch.device, parts: int) -> tuple[in
     return workers, max(1, total // workers)
 
 
+def _play_into(ev: Evaluator, search, sp: SelfPlayConfig, parts: list, progress: bool) -> None:
+    """Each (path, games, seed) of ``parts`` played and saved, in this process."""
+    for path, n, seed in parts:
+        save_games(play_games(ev, n, search, sp, seed=seed, progress=progress), path)
+
+
 def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list, threads: int) -> None:
     """A worker process: its share of the parts, each the same games as the
     main process would play for it. Errors are one line and exit status 2
@@ -516,9 +520,7 @@ def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list
     try:
         torch.set_num_threads(threads)
         dev = torch.device(device)
-        ev = Evaluator(load_net(best, dev, COMMITTED).to(dev), dev)
-        for path, n, seed in parts:
-            save_games(play_games(ev, n, search, sp, seed=seed, progress=False), path)
+        _play_into(Evaluator(load_net(best, dev, COMMITTED).to(dev), dev), search, sp, parts, progress=False)
     except KeyboardInterrupt:
         sys.exit(130)
     except (UserError, OSError) as e:
