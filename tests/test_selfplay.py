@@ -145,6 +145,18 @@ def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     assert (out / "elo.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize("games, score, expected", [
+    (2, 1.0, 400 * np.log10(3)),   # a 2-0 sweep counts as 1.5-0.5: +191, not its 95 % bound (-291)
+    (2, 0.0, -400 * np.log10(3)),
+    (200, 1.0, 400 * np.log10(399)),
+])
+def test_a_clean_sweep_of_the_gate_raises_the_curve_by_a_finite_gain(games, score, expected):
+    result = {"games": games, "score": score, "elo": None, "elo_low": None, "elo_high": None}
+    assert rl_loop.gate_elo_gain(result) == pytest.approx(expected)
+    assert rl_loop.gate_elo_gain({"games": 10, "score": 0.6, "elo": 70.4}) == 70.4
+    assert rl_loop.gate_elo_gain({"games": 0, "score": None, "elo": 0.0}) == 0.0  # --continuous
+
+
 def test_the_fast_path_trains_on_the_same_losses(games, tiny_net):
     """One step from the same weights on the same batch: bf16 autocast reads the losses fp32 does, to bf16's precision."""
     import copy

@@ -40,6 +40,7 @@ from othello.files import UserError, atomic_path, atomic_write, describe_os_erro
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.nets import NetConfig, build_network, load_network, save_network
 from othello_learn.selfplay.arena import play_match
+from othello_learn.selfplay.elo import elo_from_score
 from othello_learn.selfplay.gumbel import GumbelConfig
 from othello_learn.selfplay.learner import train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
@@ -635,10 +636,7 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
     # Runs from before the self-play statistics file have none for a generation in flight.
     sp_stats = read_json(p["self_play"], REDONE) if p["self_play"].exists() else {"games_per_hour": None}
     promoted = cfg.continuous or (result["score"] is not None and result["score"] > cfg.gate_threshold)
-    elo_gain = result["elo"]
-    if elo_gain is None and result["score"] is not None:  # a clean sweep: its finite (inner) bound
-        elo_gain = result["elo_low"] if result["score"] >= 0.5 else result["elo_high"]
-    elo_candidate = state["elo_best"] + (elo_gain or 0.0)
+    elo_candidate = state["elo_best"] + gate_elo_gain(result)
     threshold = state["resign_threshold"]
     frr, n_low = false_resign_rate(games, threshold) if threshold is not None else (0.0, 0)
     n = len(games.winner)
@@ -680,6 +678,17 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
           f"gate score {result['score']}, {'promoted' if promoted else 'kept best'}; Elo {record['elo_best']:+.0f}",
           file=sys.stderr)
     return state
+
+
+def gate_elo_gain(result: dict) -> float:
+    """The Elo a gate match adds to the run's curve: its estimate, or for a
+    clean sweep (an infinite estimate) the score with half a game given to the
+    loser, (n - 1/2) / n. Why not the sweep's 95 % bound: for a few games it
+    lies on the wrong side of 0 (a 2-0 win read -291)."""
+    if result["elo"] is not None or result["score"] is None:
+        return result["elo"] or 0.0
+    n = result["games"]
+    return elo_from_score((n - 0.5) / n if result["score"] >= 0.5 else 0.5 / n)
 
 
 def _finite(x):
