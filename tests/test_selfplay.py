@@ -150,7 +150,7 @@ def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     (2, 0.0, -400 * np.log10(3)),
     (200, 1.0, 400 * np.log10(399)),
 ])
-def test_a_clean_sweep_of_the_gate_raises_the_curve_by_a_finite_gain(games, score, expected):
+def test_a_clean_sweep_of_the_gate_moves_the_curve_by_a_finite_amount(games, score, expected):
     result = {"games": games, "score": score, "elo": None, "elo_low": None, "elo_high": None}
     assert rl_loop.gate_elo_gain(result) == pytest.approx(expected)
     assert rl_loop.gate_elo_gain({"games": 10, "score": 0.6, "elo": 70.4}) == 70.4
