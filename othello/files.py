@@ -67,6 +67,13 @@ def describe_os_error(e: OSError) -> str:
     return f"{e.strerror or e}{where}"
 
 
+def one_line(e: BaseException) -> str:
+    """The first line of an exception's message (a library's may run to a
+    traceback), or its type's name: what a one-line error quotes."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
 def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
     """Run a command's ``main``: user errors and OS errors become one line and exit 2,
     Ctrl-C a short message and exit 130; ``--debug`` in argv shows tracebacks."""

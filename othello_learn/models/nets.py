@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from othello import bitboard as bb
-from othello.files import UserError, atomic_path
+from othello.files import UserError, atomic_path, one_line
 
 from .encoders import ENCODERS
 
@@ -172,8 +172,7 @@ def build_network(cfg: NetConfig) -> MoveNet:
 
 
 def _first_line(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    line = lines[0] if lines else type(e).__name__
+    line = one_line(e)
     return line.split(". ")[0] if len(line) > 120 else line  # torch appends paragraphs of advice
 
 

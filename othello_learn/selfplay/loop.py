@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import UserError, atomic_path, atomic_write, describe_os_error, run_main
+from othello.files import UserError, atomic_path, atomic_write, describe_os_error, one_line, run_main
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.nets import NetConfig, build_network, load_network, save_network
 from othello_learn.selfplay.arena import play_match
@@ -188,7 +188,7 @@ class RunConfig:
         try:
             torch.device(self.device)
         except RuntimeError as e:
-            raise UserError(f"--device {self.device}: {_one_line(e)}") from e
+            raise UserError(f"--device {self.device}: {one_line(e)}") from e
         if self.init != "random" and not Path(self.init).is_file():
             raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         if self.eval_vs:
@@ -223,11 +223,6 @@ REDONE = "delete it and rerun the same command: this step of the generation is d
 COMMITTED = "the run cannot go on without it: restore it from a backup, or start a new --out"
 
 
-def _one_line(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return lines[0] if lines else type(e).__name__
-
-
 def load_games(path: Path, remedy: str) -> SelfPlayGames:
     """The games at ``path``, or a UserError naming the file and what to do:
     a truncated .npz would otherwise surface as a bare zipfile error."""
@@ -236,7 +231,7 @@ def load_games(path: Path, remedy: str) -> SelfPlayGames:
     except OSError as e:
         raise UserError(f"{describe_os_error(e)}: {remedy}") from e
     except (zipfile.BadZipFile, ValueError, EOFError, KeyError, TypeError) as e:
-        raise UserError(f"{path}: unreadable self-play games, truncated or corrupt ({_one_line(e)}): {remedy}") from e
+        raise UserError(f"{path}: unreadable self-play games, truncated or corrupt ({one_line(e)}): {remedy}") from e
 
 
 def load_net(path: Path, dev, remedy: str):
@@ -247,7 +242,7 @@ def load_net(path: Path, dev, remedy: str):
     except OSError as e:
         raise UserError(f"{describe_os_error(e)}: {remedy}") from e
     except (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, KeyError) as e:
-        raise UserError(f"{path}: unreadable network, truncated or corrupt ({_one_line(e)}): {remedy}") from e
+        raise UserError(f"{path}: unreadable network, truncated or corrupt ({one_line(e)}): {remedy}") from e
 
 
 def read_json(path: Path, remedy: str):
@@ -256,7 +251,7 @@ def read_json(path: Path, remedy: str):
     except OSError as e:
         raise UserError(f"{describe_os_error(e)}: {remedy}") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not valid JSON, truncated or corrupt ({_one_line(e)}): {remedy}") from e
+        raise UserError(f"{path}: not valid JSON, truncated or corrupt ({one_line(e)}): {remedy}") from e
 
 
 STATE_FIELDS = {"generation": int, "best": str, "trainee": str, "elo_best": (int, float), "history": list,
@@ -407,7 +402,7 @@ def open_run(cfg: RunConfig) -> dict:
         try:
             saved = RunConfig.from_json(saved)
         except TypeError as e:
-            raise UserError(f"{cfg_path}: corrupt run settings ({_one_line(e)}): restore it, or start a new --out")
+            raise UserError(f"{cfg_path}: corrupt run settings ({one_line(e)}): restore it, or start a new --out")
         for f in dataclasses.fields(cfg):
             if getattr(cfg, f.name) is None and not f.metadata["resumable"]:
                 setattr(cfg, f.name, getattr(saved, f.name))

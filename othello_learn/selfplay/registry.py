@@ -14,7 +14,7 @@ import importlib
 import pickle
 from typing import Callable, Union
 
-from othello.files import UserError, describe_os_error
+from othello.files import UserError, describe_os_error, one_line
 
 PlayerFactory = Callable[[list], object]  # spec arguments -> Player
 
@@ -62,11 +62,6 @@ def _resolve(kind: str) -> PlayerFactory:
     return factory
 
 
-def _one_line(e: Exception) -> str:
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    return lines[0] if lines else type(e).__name__
-
-
 def make_player(spec: str):
     """Build a player from ``kind[:arg...]``; the player's name becomes the spec
     so match reports say exactly what was played."""
@@ -79,13 +74,13 @@ def make_player(spec: str):
     except PlayerSpecError:
         raise
     except ImportError as e:  # the kind's module, or what it needs (torch), is not installed
-        raise PlayerSpecError(f"bad player spec {spec!r}: cannot load the {kind!r} players: {_one_line(e)}") from e
+        raise PlayerSpecError(f"bad player spec {spec!r}: cannot load the {kind!r} players: {one_line(e)}") from e
     except UserError as e:  # e.g. load_network on a file that is not a checkpoint: it names the file
         raise PlayerSpecError(f"bad player spec {spec!r}: {e}") from e
     except OSError as e:  # a checkpoint that is missing or unreadable
         raise PlayerSpecError(f"bad player spec {spec!r}: {describe_os_error(e)}") from e
     except (ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         # RuntimeError / EOFError / UnpicklingError: what torch.load says of a corrupt or truncated file
-        raise PlayerSpecError(f"bad player spec {spec!r}: {_one_line(e)}") from e
+        raise PlayerSpecError(f"bad player spec {spec!r}: {one_line(e)}") from e
     player.name = spec.strip()
     return player

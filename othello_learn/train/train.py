@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import UserError, atomic_write, run_main
+from othello.files import UserError, atomic_write, one_line, run_main
 
 
 class _Loader(yaml.SafeLoader):
@@ -323,17 +323,12 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def _first_line(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return lines[0] if lines else type(e).__name__
-
-
 def check_dataset(dm, data_dir: Path) -> None:
     """Open the dataset and its splits now, so a missing or damaged folder is one line, not a traceback mid-run."""
     try:
         dm.setup()
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise UserError(f"--data {data_dir}: not a usable dataset ({_first_line(e)}); "
+        raise UserError(f"--data {data_dir}: not a usable dataset ({one_line(e)}); "
                         "build it with python data_tools/wthor.py --out DIR") from e
 
 
@@ -439,7 +434,7 @@ def train(argv=None) -> dict:
                                 logger=logger, callbacks=callbacks, use_distributed_sampler=False,
                                 plugins=[AtomicCheckpointIO()], **trainer_cfg)
         except (MisconfigurationException, ValueError, TypeError) as e:
-            raise UserError(f"trainer settings: {_first_line(e)}") from e
+            raise UserError(f"trainer settings: {one_line(e)}") from e
         try:
             trainer.fit(model, datamodule=dm, ckpt_path=resume)
         except SystemExit:
