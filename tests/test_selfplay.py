@@ -143,6 +143,22 @@ def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     assert rec["eval_vs"] == "random" and 0 <= rec["eval_score"] <= 1 and "eval_elo" in rec
     assert rec["promoted"] and rec["gate_score"] is None
     assert (out / "elo.png").stat().st_size > 1000
+    # No gate, so no flat best-network curve: the plot is the eval match with its 95 % interval.
+    (label, (gens, elo, bars)), = rl_loop.elo_series([rec]).items()
+    assert label == "candidate's 1-ply policy vs random" and gens == [1] and elo == [rec["eval_elo"]]
+    if rec["eval_elo_low"] is not None and rec["eval_elo_high"] is not None:
+        assert bars == [[rec["eval_elo"] - rec["eval_elo_low"]], [rec["eval_elo_high"] - rec["eval_elo"]]]
+
+
+def test_a_gated_run_plots_its_best_network_curve():
+    hist = [{"generation": 1, "gate_score": 0.7, "elo_candidate": 120.0, "promoted": True, "elo_best": 120.0},
+            {"generation": 2, "gate_score": 0.4, "elo_candidate": 50.0, "promoted": False, "elo_best": 120.0,
+             "eval_vs": "random", "eval_elo": 300.0}]  # an old record: no interval, no error bars
+    series = rl_loop.elo_series(hist)
+    assert series["best network"] == ([0, 1, 2], [0.0, 120.0, 120.0], None)
+    assert series["candidate (gating match)"] == ([1, 2], [120.0, 50.0], None)
+    assert series["promoted"] == ([1], [120.0], None)
+    assert series["candidate's 1-ply policy vs random"] == ([2], [300.0], None)
 
 
 @pytest.mark.parametrize("games, score, expected", [

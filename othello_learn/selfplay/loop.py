@@ -332,25 +332,45 @@ class Logger:
             self.run.finish()
 
 
+def elo_series(history: list[dict]) -> dict[str, tuple[list, list, list | None]]:
+    """What the run's Elo plot draws: label -> (generations, Elo, 95 % error bars or None).
+
+    A --continuous run has no gate, so its best-network curve would be a flat 0: it
+    draws only its --eval-vs match, the one measure it has, with each match's interval
+    (in records that have one), which shows how much of the zigzag is noise."""
+    out = {}
+    gated = [h for h in history if h.get("gate_score") is not None]
+    if gated or not history:
+        promoted = [h for h in history if h["promoted"]]
+        out["best network"] = ([0] + [h["generation"] for h in history], [0.0] + [h["elo_best"] for h in history], None)
+        out["candidate (gating match)"] = ([h["generation"] for h in gated], [h["elo_candidate"] for h in gated], None)
+        out["promoted"] = ([h["generation"] for h in promoted], [h["elo_best"] for h in promoted], None)
+    evals = [h for h in history if h.get("eval_elo") is not None]
+    if evals:
+        bars = None
+        if all(h.get("eval_elo_low") is not None and h.get("eval_elo_high") is not None for h in evals):
+            bars = [[h["eval_elo"] - h["eval_elo_low"] for h in evals], [h["eval_elo_high"] - h["eval_elo"] for h in evals]]
+        out[f"candidate's 1-ply policy vs {evals[-1]['eval_vs']}"] = (
+            [h["generation"] for h in evals], [h["eval_elo"] for h in evals], bars)
+    return out
+
+
 def plot_elo(history: list[dict], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    gens = [h["generation"] for h in history]
+    styles = {"best network": dict(fmt="o-"), "candidate (gating match)": dict(fmt="x", color="gray"),
+              "promoted": dict(fmt="o", color="green")}
     fig, ax = plt.subplots(figsize=(8, 4))
-    ax.plot([0] + gens, [0.0] + [h["elo_best"] for h in history], "o-", label="best network")
-    ax.plot(gens, [h["elo_candidate"] for h in history], "x", color="gray", label="candidate (gating match)")
-    promoted = [h for h in history if h["promoted"]]
-    ax.plot([h["generation"] for h in promoted], [h["elo_best"] for h in promoted], "o", color="green", label="promoted")
-    # The --eval-vs match: the one measure of a --continuous run (it has no gate), against a fixed opponent.
-    evals = [h for h in history if h.get("eval_elo") is not None]
-    if evals:
-        ax.plot([h["generation"] for h in evals], [h["eval_elo"] for h in evals], "s--", color="tab:orange",
-                label=f"candidate's 1-ply policy vs {evals[-1]['eval_vs']}")
+    for label, (gens, elo, bars) in elo_series(history).items():
+        style = styles.get(label, dict(fmt="s--", color="tab:orange", capsize=2, elinewidth=0.8))
+        ax.errorbar(gens, elo, yerr=bars, label=label, **style)
+    ax.axhline(0, color="black", lw=0.6)
     ax.set_xlabel("generation")
-    ax.set_ylabel("Elo (relative to the initial network)")
+    ax.set_ylabel("Elo (relative to the initial network)" if any(h.get("gate_score") is not None for h in history)
+                  else "Elo against the --eval-vs opponent (95 % interval where recorded)")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -611,7 +631,9 @@ def gate(cfg: RunConfig, gen: int) -> Path:
     if cfg.eval_vs:
         r = play_match(PolicyPlayer(cand, dev), make_player(cfg.eval_vs), cfg.eval_games, seed=seeds["eval"],
                        progress=not cfg.quiet)
-        result["eval_vs"] = {"spec": cfg.eval_vs, "score": r.score, "elo": _finite(r.elo()[0])}
+        elo, lo, hi = r.elo()
+        result["eval_vs"] = {"spec": cfg.eval_vs, "score": r.score, "elo": _finite(elo), "elo_low": _finite(lo),
+                             "elo_high": _finite(hi)}
     write_json(p["gate"], result)
     return p["gate"]
 
@@ -660,6 +682,8 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
         record["eval_vs"] = result["eval_vs"]["spec"]
         record["eval_score"] = result["eval_vs"]["score"]
         record["eval_elo"] = result["eval_vs"]["elo"]
+        record["eval_elo_low"] = result["eval_vs"].get("elo_low")  # absent in gate files from before 2026-11-24
+        record["eval_elo_high"] = result["eval_vs"].get("elo_high")
     write_json(p["record"], record)
     state = {**state, "generation": gen, "trainee": f"nets/{p['tag']}.pt",
              "best": f"nets/{p['tag']}.pt" if promoted else state["best"], "elo_best": record["elo_best"],
