@@ -6,7 +6,9 @@ action). Games: the policy's argmax on both sides after a random opening of
 Label: a noise-free Gumbel search (--sims, k auto: 8 simulations = the prior's
 top 2, 4 visits each, which beats the bare policy by +265 Elo). Output: the
 format of reanalyse.py, for finetune.py --lab, plus the net's own argmax.
-Research script, not tested."""
+Or --solve-empties E: only the positions with <= E empty squares, labelled by
+the exact solver (every optimal square and the disc difference), in the format
+of solve_wthor.py, for finetune.py --end. Research script, not tested."""
 import argparse, time
 import numpy as np, pandas as pd, torch
 from othello.states import States
@@ -26,6 +28,8 @@ ap.add_argument("--batch", type=int, default=1024)
 ap.add_argument("--open-min", type=int, default=4)
 ap.add_argument("--open-max", type=int, default=10)
 ap.add_argument("--expert", action="store_true", help="label expert positions of 1977-2014 instead")
+ap.add_argument("--solve-empties", type=int, default=0,
+                help="keep only positions with at most this many empty squares and solve them exactly")
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--out", required=True)
 a = ap.parse_args()
@@ -71,6 +75,9 @@ def greedy_positions(n_games):
         if len(g):
             act[g] = argmax_moves(s, g, legal)
             keep = g[legal[g, :64].sum(1) >= 2]
+            if a.solve_empties:
+                filled = np.array([bin(int(x) | int(y)).count("1") for x, y in zip(s.player[keep], s.opponent[keep])], int)
+                keep = keep[64 - filled <= a.solve_empties]
             got.append((s[keep], np.full(len(keep), ply)))
         s = s.step_where(~over, act)
         ply += 1
@@ -96,6 +103,41 @@ else:
     pick = np.sort(rng.choice(len(plies), a.n, replace=False))
     S0, plies = S0[pick], plies[pick]
 print("positions", len(plies), flush=True)
+
+if a.solve_empties:
+    from othello_learn.selfplay.endgame import solve, _moves, _play, _negamax
+    n = len(plies)
+    best, value, t0 = np.zeros((n, 64), bool), np.zeros(n, np.int8), time.time()
+    wdl = np.full((n, 64), -2, np.int8)  # each legal move's result under perfect play (-1/0/1), -2 if illegal
+    for j in range(n):
+        P, O = int(S0.player[j]), int(S0.opponent[j])
+        value[j], sq = solve(P, O)
+        best[j, sq] = True
+        E, m = 64 - (P | O).bit_count(), _moves(P, O)
+        for q in range(64):
+            if m >> q & 1:  # a null window around 0: only the sign is exact
+                cp, co = _play(P, O, 1 << q)
+                wdl[j, q] = np.sign(-_negamax(cp, co, -1, 1, E - 1))
+        if j % 5000 == 0:
+            print(j, f"{time.time()-t0:.0f}s", flush=True)
+    with torch.inference_mode(), fastpath.autocast(dev, prec):
+        prior = torch.cat([torch.softmax(net(from_arrays(S0.player[i:i + 4096], S0.opponent[i:i + 4096],
+                    S0.black_to_move[i:i + 4096], S0.history[i:i + 4096], dev))["policy"].float().masked_fill(
+                    torch.from_numpy(wdl[i:i + 4096] == -2), -1e9), -1) for i in range(0, n, 4096)]).numpy()
+    own = prior.argmax(1)
+    # The smallest correction: the net's own prior, renormalised over the moves that keep the position's
+    # perfect-play result (a win or a draw); in a lost position, over the moves that lose by least.
+    top = wdl.max(1)
+    keepmask = np.where((top >= 0)[:, None], wdl == top[:, None], best)
+    pi = prior * keepmask
+    pi /= pi.sum(1, keepdims=True)
+    ok = keepmask[np.arange(n), own]
+    print("the net's argmax is optimal in", f"{best[np.arange(n), own].mean():.3f}", "of them; keeps the result in",
+          f"{ok.mean():.3f} (won {(top > 0).mean():.2f}, drawn {(top == 0).mean():.2f}, lost {(top < 0).mean():.2f})")
+    np.savez(a.out, player=S0.player, opponent=S0.opponent, black=S0.black_to_move, history=S0.history.astype(np.int8),
+             ply=plies, best=best, value=value, wdl=wdl, pi=pi.astype(np.float16), own=own.astype(np.int8))
+    print("saved", a.out, f"{time.time()-t0:.0f}s")
+    raise SystemExit
 
 def root_q(gi):
     """[n, 65] mean backed-up value of each root child, from the root's side to move (0 if unvisited)."""

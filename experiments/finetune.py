@@ -26,6 +26,14 @@ ap.add_argument("--max-ply", type=int, default=60)
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--end", nargs="*", default=[])
 ap.add_argument("--end-frac", type=float, default=0.0)
+ap.add_argument("--end-target", default="best", choices=["best", "pi"],
+                help="endgame policy target: uniform over the disc-optimal moves, or (pi, from dagger_label.py "
+                     "--solve-empties) the labelling net's prior over the moves that keep the perfect-play result")
+ap.add_argument("--anchor-self", action="store_true",
+                help="the expert part of each batch is labelled by the initial net's own policy (self-distillation: "
+                     "keep what it plays) instead of the experts' moves")
+ap.add_argument("--freeze-bn", action="store_true",
+                help="keep batch norm's running statistics as they are (batches skewed to one phase would move them)")
 ap.add_argument("--lab", nargs="*", default=[])
 ap.add_argument("--lab-target", default="move", choices=["move","pi01","mix"])
 ap.add_argument("--lab-min-gap", type=float, default=None,
@@ -35,7 +43,8 @@ a = ap.parse_args()
 torch.manual_seed(a.seed)
 sp = None if not a.games else SelfPlayGames.concat([SelfPlayGames.load(f) for f in sorted(set(sum((glob.glob(g) for g in a.games), [])))])
 keep = np.nonzero(sp.ply < a.max_ply)[0] if sp else None
-END = {k: np.concatenate([np.load(f)[k] for f in a.end]) for k in ("player","opponent","black","history","best","value")} if a.end else None
+END_KEYS = ("player","opponent","black","history","best","value") + (("pi",) if a.end_target == "pi" else ())
+END = {k: np.concatenate([np.load(f)[k] for f in a.end]) for k in END_KEYS} if a.end else None
 LAB_KEYS = ("player","opponent","black","history","move","pi01","value") + (("own","q_move","q_own") if a.lab_min_gap is not None else ())
 LAB = {k: np.concatenate([np.load(f)[k] for f in a.lab]) for k in LAB_KEYS} if a.lab else None
 if LAB and a.lab_min_gap is not None:
@@ -54,7 +63,14 @@ net = load_network(a.init)
 dev = torch.device("cpu")
 prec = fastpath.auto_precision(dev)
 fastpath.prepare(net, dev, prec)
+teacher = None
+if a.anchor_self:
+    teacher = load_network(a.init); fastpath.prepare(teacher, dev, prec); teacher.eval()
 net.train()
+if a.freeze_bn:
+    for m in net.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.eval()
 opt = torch.optim.Adam(net.parameters(), lr=a.lr)
 rng = np.random.default_rng(a.seed); gen = torch.Generator().manual_seed(a.seed)
 nd = int(round(a.batch * a.end_frac)); ne = int(round(a.batch * a.expert)); ns = a.batch - ne - nd
@@ -87,13 +103,19 @@ for step in range(a.steps):
             b["policy"] = torch.nn.functional.one_hot(torch.from_numpy(e["move"].astype(np.int64)), 64).float()
             b["outcome"] = torch.from_numpy(np.sign(e["result"]).astype(np.float32))
             b = augment(b, generator=gen)
+            if teacher is not None:
+                with torch.no_grad():
+                    b["policy"] = torch.softmax(teacher(b)["policy"].float(), -1)
             p = move_losses(net(b), b["policy"], b["outcome"], value_weight=a.expert_vw)
             loss = loss + p["loss"] * ne / a.batch
             tot["ex_pol"] = tot.get("ex_pol", 0) + float(p["policy_loss"]); tot["ex_val"] = tot.get("ex_val", 0) + float(p["value_loss"])
         if nd:
             i = rng.integers(0, len(END["player"]), nd)
             b = from_arrays(END["player"][i], END["opponent"][i], END["black"][i], END["history"][i].astype(np.int64), dev)
-            best = torch.from_numpy(END["best"][i].astype(np.float32)); b["policy"] = best / best.sum(1, keepdim=True)
+            if a.end_target == "pi":
+                b["policy"] = torch.from_numpy(END["pi"][i].astype(np.float32))
+            else:
+                best = torch.from_numpy(END["best"][i].astype(np.float32)); b["policy"] = best / best.sum(1, keepdim=True)
             b["outcome"] = torch.from_numpy(np.sign(END["value"][i]).astype(np.float32))
             b = augment(b, generator=gen)
             p = move_losses(net(b), b["policy"], b["outcome"], value_weight=a.expert_vw)
