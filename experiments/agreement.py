@@ -1,7 +1,10 @@
 """How often nets' 1-ply argmax equals the search's move of relabelled positions
 (reanalyse.py output), overall and by phase (plies 0-19 / 20-39 / 40-59).
 Usage: python experiments/agreement.py LABELS.npz NET.pt [NET.pt ...]
-With dagger_label.py labels, also how often the nets fix its clear mistakes (root Q gap)."""
+With dagger_label.py labels, also how often the nets fix its clear mistakes (root Q gap).
+With dagger_label.py --solve-empties labels: how often each net's move keeps a won or
+drawn position's perfect-play result, and how often it changes the labelling net's move
+where that move kept it."""
 import sys
 
 import numpy as np
@@ -11,6 +14,23 @@ from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network
 
 d = np.load(sys.argv[1])
+if "wdl" in d.files:  # solved endgames
+    wdl, own = d["wdl"].astype(int), d["own"].astype(int)
+    n, top = len(own), wdl.max(1)
+    good = wdl == top[:, None]
+    for ck in sys.argv[2:]:
+        net = load_network(ck).eval()
+        with torch.inference_mode():
+            b = from_arrays(d["player"], d["opponent"], d["black"], d["history"].astype(np.int64), "cpu")
+            a = net(b)["policy"].masked_fill(torch.from_numpy(wdl == -2), -1e9).argmax(1).numpy()
+        keep = good[np.arange(n), a]
+        ok_before = good[np.arange(n), own]
+        for name, s_ in (("won", top == 1), ("won or drawn", top >= 0)):
+            print(ck, f"{name} ({s_.mean():.3f}): keeps the result {keep[s_].mean():.3f}")
+        s_ = top >= 0
+        print(f"  fixes {(keep & ~ok_before)[s_].sum()} of the labelling net's {(~ok_before)[s_].sum()} result-losing moves, "
+              f"breaks {(~keep & ok_before)[s_].sum()} of its {ok_before[s_].sum()} good ones")
+    sys.exit()
 m = d["move"].astype(int)
 for ck in sys.argv[2:]:
     net = load_network(ck).eval()
