@@ -337,7 +337,7 @@ def elo_series(history: list[dict]) -> dict[str, tuple[list, list, list | None]]
 
     A --continuous run has no gate, so its best-network curve would be a flat 0: it
     draws only its --eval-vs match, the one measure it has, with each match's interval
-    (in records that have one), which shows how much of the zigzag is noise."""
+    (when every record has one), which shows how much of the zigzag is noise."""
     out = {}
     gated = [h for h in history if h.get("gate_score") is not None]
     if gated or not history:
