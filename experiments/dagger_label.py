@@ -7,8 +7,8 @@ Label: a noise-free Gumbel search (--sims, k auto: 8 simulations = the prior's
 top 2, 4 visits each, which beats the bare policy by +265 Elo). Output: the
 format of reanalyse.py, for finetune.py --lab, plus the net's own argmax.
 Or --solve-empties E: only the positions with <= E empty squares, labelled by
-the exact solver (every optimal square and the disc difference), in the format
-of solve_wthor.py, for finetune.py --end. Research script, not tested."""
+the exact solver (every optimal square and the disc difference, as solve_wthor.py;
+each move's win/draw/loss; the smallest-correction target pi), for finetune.py --end. Research script, not tested."""
 import argparse, time
 import numpy as np, pandas as pd, torch
 from othello.states import States
