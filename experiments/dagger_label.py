@@ -11,6 +11,7 @@ the exact solver (every optimal square and the disc difference, as solve_wthor.p
 each move's win/draw/loss; the smallest-correction target pi), for finetune.py --end. Research script, not tested."""
 import argparse, time
 import numpy as np, pandas as pd, torch
+from othello import bitboard as bb
 from othello.states import States
 from othello_learn.models import fastpath
 from othello_learn.models.batch import from_arrays
@@ -76,8 +77,7 @@ def greedy_positions(n_games):
             act[g] = argmax_moves(s, g, legal)
             keep = g[legal[g, :64].sum(1) >= 2]
             if a.solve_empties:
-                filled = np.array([bin(int(x) | int(y)).count("1") for x, y in zip(s.player[keep], s.opponent[keep])], int)
-                keep = keep[64 - filled <= a.solve_empties]
+                keep = keep[64 - bb.popcount(s.player[keep] | s.opponent[keep]) <= a.solve_empties]
             got.append((s[keep], np.full(len(keep), ply)))
         s = s.step_where(~over, act)
         ply += 1
@@ -105,7 +105,7 @@ else:
 print("positions", len(plies), flush=True)
 
 if a.solve_empties:
-    from othello_learn.selfplay.endgame import solve, _moves, _play, _negamax
+    from othello_learn.selfplay.endgame import move_results, solve
     n = len(plies)
     best, value, t0 = np.zeros((n, 64), bool), np.zeros(n, np.int8), time.time()
     wdl = np.full((n, 64), -2, np.int8)  # each legal move's result under perfect play (-1/0/1), -2 if illegal
@@ -113,11 +113,8 @@ if a.solve_empties:
         P, O = int(S0.player[j]), int(S0.opponent[j])
         value[j], sq = solve(P, O)
         best[j, sq] = True
-        E, m = 64 - (P | O).bit_count(), _moves(P, O)
-        for q in range(64):
-            if m >> q & 1:  # a null window around 0: only the sign is exact
-                cp, co = _play(P, O, 1 << q)
-                wdl[j, q] = np.sign(-_negamax(cp, co, -1, 1, E - 1))
+        for q, r in move_results(P, O).items():
+            wdl[j, q] = r
         if j % 5000 == 0:
             print(j, f"{time.time()-t0:.0f}s", flush=True)
     with torch.inference_mode(), fastpath.autocast(dev, prec):

@@ -49,6 +49,7 @@ def test_solve_equals_plain_minimax_on_the_reference_boards():
         value, moves = solve(*ref.to_bitboards(board, color))
         assert value == best
         assert moves == sorted(sq for sq, v in children.items() if v == best)
+        assert endgame.move_results(*ref.to_bitboards(board, color)) == {sq: int(np.sign(v)) for sq, v in children.items()}
 
 
 def test_move_generator_and_play_equal_the_bitboard_engine():

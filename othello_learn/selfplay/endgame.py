@@ -141,6 +141,27 @@ def solve(player: int, opponent: int) -> tuple[int, list[int]]:
     return best, best_moves
 
 
+def move_results(player: int, opponent: int) -> dict[int, int]:
+    """Each legal square's result under perfect play from the side to move's
+    view: 1 a win, 0 a draw, -1 a loss. Cheaper than the exact values: a null
+    window around 0 settles only the sign. Why: which moves keep a won game won
+    is what a 1-ply player needs to learn, more than the disc count."""
+    player, opponent = int(player), int(opponent)
+    n = empties(player, opponent)
+    if n > MAX_EMPTIES:
+        raise ValueError(f"an exact solve needs at most {MAX_EMPTIES} empty squares, this position has {n}")
+    moves = _moves(player, opponent)
+    if not moves:
+        raise ValueError("move_results needs a position where the side to move has a legal move")
+    out = {}
+    for sq in range(64):
+        if moves >> sq & 1:
+            cp, co = _play(player, opponent, 1 << sq)
+            v = -_negamax(cp, co, -1, 1, n - 1)  # fail-soft: the sign is exact, the size is not
+            out[sq] = (v > 0) - (v < 0)
+    return out
+
+
 class EndgamePlayer(Player):
     """``endgame:E:SPEC``: SPEC's move while more than E squares are empty, a
     perfect one from there (a random one of the optimal moves, so games vary)."""

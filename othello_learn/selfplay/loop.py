@@ -363,13 +363,14 @@ def plot_elo(history: list[dict], path: Path) -> None:
 
     styles = {"best network": dict(fmt="o-"), "candidate (gating match)": dict(fmt="x", color="gray"),
               "promoted": dict(fmt="o", color="green")}
+    series = elo_series(history)
     fig, ax = plt.subplots(figsize=(8, 4))
-    for label, (gens, elo, bars) in elo_series(history).items():
+    for label, (gens, elo, bars) in series.items():
         style = styles.get(label, dict(fmt="s--", color="tab:orange", capsize=2, elinewidth=0.8))
         ax.errorbar(gens, elo, yerr=bars, label=label, **style)
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xlabel("generation")
-    ax.set_ylabel("Elo (relative to the initial network)" if any(h.get("gate_score") is not None for h in history)
+    ax.set_ylabel("Elo (relative to the initial network)" if "best network" in series
                   else "Elo against the --eval-vs opponent (95 % interval where recorded)")
     ax.grid(alpha=0.3)
     ax.legend()
