@@ -116,16 +116,22 @@ def empties(player: int, opponent: int) -> int:
     return 64 - (player | opponent).bit_count()
 
 
-def solve(player: int, opponent: int) -> tuple[int, list[int]]:
-    """(the final disc difference under perfect play from the side to move's view,
-    every square that achieves it). The side to move must have a legal move."""
-    player, opponent = int(player), int(opponent)
+def _solvable(player: int, opponent: int, what: str) -> tuple[int, int]:
+    """(empty squares, legal moves) of a position an exact search can take, or a ValueError saying why not."""
     n = empties(player, opponent)
     if n > MAX_EMPTIES:
         raise ValueError(f"an exact solve needs at most {MAX_EMPTIES} empty squares, this position has {n}")
     moves = _moves(player, opponent)
     if not moves:
-        raise ValueError("solve needs a position where the side to move has a legal move")
+        raise ValueError(f"{what} needs a position where the side to move has a legal move")
+    return n, moves
+
+
+def solve(player: int, opponent: int) -> tuple[int, list[int]]:
+    """(the final disc difference under perfect play from the side to move's view,
+    every square that achieves it). The side to move must have a legal move."""
+    player, opponent = int(player), int(opponent)
+    n, moves = _solvable(player, opponent, "solve")
     best, best_moves = -65, []
     for sq in range(64):
         mv = 1 << sq
@@ -147,12 +153,7 @@ def move_results(player: int, opponent: int) -> dict[int, int]:
     window around 0 settles only the sign. Why: which moves keep a won game won
     is what a 1-ply player needs to learn, more than the disc count."""
     player, opponent = int(player), int(opponent)
-    n = empties(player, opponent)
-    if n > MAX_EMPTIES:
-        raise ValueError(f"an exact solve needs at most {MAX_EMPTIES} empty squares, this position has {n}")
-    moves = _moves(player, opponent)
-    if not moves:
-        raise ValueError("move_results needs a position where the side to move has a legal move")
+    n, moves = _solvable(player, opponent, "move_results")
     out = {}
     for sq in range(64):
         if moves >> sq & 1:
