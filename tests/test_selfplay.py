@@ -20,7 +20,7 @@ from othello_learn.models.nets import NetConfig, build_network, legal_mask, save
 from othello_learn.selfplay import loop as rl_loop
 from othello_learn.selfplay.learner import to_device_batch, train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
-from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
+from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_bound, false_resign_rate, play_games
 
 TINY = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
 
@@ -92,24 +92,46 @@ def test_self_play_solves_the_endgame_exactly(tiny_net, search):
             assert games.disc_diff[g] == black * value
 
 
-def test_resign_calibration():
-    n = 40
+def _resign_games(n: int) -> SelfPlayGames:
+    """``n`` played-out games of two samples each (black to move, then white),
+    all drawn, with the values at 0.3."""
     g = SelfPlayGames(**{k: np.zeros(0) for k in SelfPlayGames.__dataclass_fields__})
     g.no_resign = np.ones(n, bool)
-    g.game = np.repeat(np.arange(n), 2)  # two samples a game: black to move, then white
+    g.game = np.repeat(np.arange(n), 2)
     g.value = np.full(2 * n, 0.3, np.float16)
     g.outcome = np.zeros(2 * n, np.int8)
-    g.outcome[0:40] = np.tile([-1, 1], 20)  # games 0-19: black lost...
-    g.value[0:40:2] = -0.95  # ...and looked hopeless: right to resign
-    g.outcome[40:44] = [1, -1, 1, -1]  # games 20, 21: black won...
-    g.value[40:44:2] = -0.8  # ...though its value fell to -0.8 first
-    assert false_resign_rate(g, -0.9) == (0.0, 40)
-    assert false_resign_rate(g, -0.7) == (2 / 40, 40)
-    assert calibrate_resign_threshold(g, 0.05, -0.99) == pytest.approx(-0.8)  # -0.8 itself is not "< -0.8"
+    return g
+
+
+def test_resign_calibration():
+    g = _resign_games(200)
+    g.outcome[0:200] = np.tile([-1, 1], 100)  # games 0-99: black lost...
+    g.value[0:200:2] = -0.95  # ...and looked hopeless: right to resign
+    g.outcome[200:204] = [1, -1, 1, -1]  # games 100, 101: black won...
+    g.value[200:204:2] = -0.8  # ...though its value fell to -0.8 first
+    assert false_resign_rate(g, -0.9) == (0.0, 200)
+    assert false_resign_rate(g, -0.7) == (2 / 200, 200)
+    assert calibrate_resign_threshold(g, 0.05, -0.99) == pytest.approx(-0.5), "1 % wrong: under 5 % with confidence"
+    g.outcome[204:216] = np.tile([1, -1], 6)  # six more such games: 4 % wrong above -0.8, under 5 %...
+    g.value[204:216:2] = -0.8
+    assert false_resign_rate(g, -0.7) == (8 / 200, 200)
+    assert calibrate_resign_threshold(g, 0.05, -0.99) == pytest.approx(-0.8), "...but not with confidence"
     g.value[1] = -0.99  # white's first sample in game 0 is not what counts: black fell first, in play order
-    assert false_resign_rate(g, -0.9) == (0.0, 40)
+    assert false_resign_rate(g, -0.9) == (0.0, 200)
     g.no_resign[:] = False
     assert calibrate_resign_threshold(g, 0.05, -0.9) == -0.9, "too few played-out games: keep the threshold"
+
+
+def test_false_resign_bound():
+    """The Wilson score bound: at no errors it is z^2 / (n + z^2); it lies above
+    the observed rate and closes on it as the games grow."""
+    z = 1.6448536269514722
+    for n in (10, 40, 300):
+        assert false_resign_bound(0, n) == pytest.approx(z * z / (n + z * z))
+    assert false_resign_bound(0, 0) == 1.0
+    bounds = [false_resign_bound(n // 25, n) for n in (100, 400, 1600, 6400)]  # 4 % observed
+    assert all(b > 0.04 for b in bounds) and bounds == sorted(bounds, reverse=True) and bounds[-1] < 0.045
+    assert false_resign_bound(8, 200) == pytest.approx(0.0696, abs=1e-4)  # scipy's binomtest(8, 200) Wilson 90 %
 
 
 def test_augmented_policy_targets_stay_on_legal_moves(games):

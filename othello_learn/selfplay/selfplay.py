@@ -236,17 +236,31 @@ def false_resign_rate(games: SelfPlayGames, threshold: float) -> tuple[float, in
 GRID = np.round(np.arange(-0.99, -0.49, 0.01), 2)
 
 
+def false_resign_bound(wrong: int, n: int, z: float = 1.6448536269514722) -> float:
+    """The one-sided 95 % Wilson upper bound of a false-resign rate of
+    ``wrong`` in ``n`` played-out games. Calibrating the observed rate to
+    the target put the next generation's rate above it half the time (2.6 to
+    9.7 % measured at a 5 % target on ~300 games); the bound keeps it under."""
+    if n == 0:
+        return 1.0
+    p = wrong / n
+    centre = p + z * z / (2 * n)
+    spread = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return float((centre + spread) / (1 + z * z / n))
+
+
 def calibrate_resign_threshold(games: SelfPlayGames, target: float = 0.05, current: float = -0.9,
                                min_games: int = 10) -> float:
     """The highest threshold (in -0.99..-0.5) at and below which the
-    false-resign rate on the played-out games stays under ``target``;
-    ``current`` when fewer than ``min_games`` games were played out."""
+    false-resign rate on the played-out games is under ``target`` with 95 %
+    confidence (``false_resign_bound``); ``current`` when fewer than
+    ``min_games`` games were played out."""
     rates = [false_resign_rate(games, float(t)) for t in GRID]
     if rates[0][1] < min_games:
         return current
     best = float(GRID[0])
-    for t, (rate, _) in zip(GRID, rates):
-        if rate >= target:
+    for t, (rate, n) in zip(GRID, rates):
+        if false_resign_bound(round(rate * n), n) >= target:
             break
         best = float(t)
     return best
