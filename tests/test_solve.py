@@ -72,18 +72,21 @@ def test_network_answers_match_a_forward_pass_per_position(network_player):
     poss = positions()
     recs = solve(network_player, poss)
     net = network_player.net
+    device = next(net.parameters()).device  # the player's: a GPU where there is one
     from othello_learn.models.batch import from_arrays
 
     for pos, rec in zip(poss[:5], recs):
         with torch.inference_mode():
             out = net(from_arrays(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
-                                  np.array([pos.black_to_move]), np.full((1, 4), -1, np.int64), "cpu"))
+                                  np.array([pos.black_to_move]), np.full((1, 4), -1, np.int64), device))
+            out = {k: v.cpu() for k, v in out.items()}
         probs = torch.softmax(out["policy"].float(), -1)[0].numpy()
         legal = pos.legal_moves()
         best = max(legal, key=lambda s: probs[s])
         assert rec["move"] == square_name(one_by_one(network_player, pos)) == square_name(best)
-        assert rec["probability"] == pytest.approx(float(probs[best]), abs=1e-5)
-        assert rec["eval"] == pytest.approx(64.0 * float(out["value"][0]), abs=1e-3)
+        tol = 1e-5 if device.type == "cpu" else 2e-3  # a GPU's convolutions run TF32, batch shapes pick kernels
+        assert rec["probability"] == pytest.approx(float(probs[best]), abs=tol)
+        assert rec["eval"] == pytest.approx(64.0 * float(out["value"][0]), abs=100 * tol)
         top = sorted(legal, key=lambda s: -probs[s])[:3]
         assert [t["move"] for t in rec["top"]] == [square_name(s) for s in top]
         assert rec["top"][0]["move"] == rec["move"]

@@ -278,7 +278,7 @@ def test_weight_averaging_is_what_validation_tests_and_export_see(dataset_dir, t
 
     def record_then_test(self, batch, batch_idx):
         if batch_idx == 0:
-            tested.append({k: v.detach().clone() for k, v in self.net.state_dict().items()})
+            tested.append({k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()})  # on a GPU it trains there
         return original(self, batch, batch_idx)
 
     monkeypatch.setattr(MovePredictor, "test_step", record_then_test)
