@@ -127,11 +127,11 @@ def test_false_resign_bound():
     the observed rate and closes on it as the games grow."""
     z = 1.6448536269514722
     for n in (10, 40, 300):
-        assert false_resign_bound(0, n) == pytest.approx(z * z / (n + z * z))
-    assert false_resign_bound(0, 0) == 1.0
-    bounds = [false_resign_bound(n // 25, n) for n in (100, 400, 1600, 6400)]  # 4 % observed
+        assert false_resign_bound(0.0, n) == pytest.approx(z * z / (n + z * z))
+    assert false_resign_bound(0.0, 0) == 1.0
+    bounds = [false_resign_bound(0.04, n) for n in (100, 400, 1600, 6400)]
     assert all(b > 0.04 for b in bounds) and bounds == sorted(bounds, reverse=True) and bounds[-1] < 0.045
-    assert false_resign_bound(8, 200) == pytest.approx(0.0696, abs=1e-4)  # scipy's binomtest(8, 200) Wilson 90 %
+    assert false_resign_bound(8 / 200, 200) == pytest.approx(0.0696, abs=1e-4)  # scipy's binomtest(8, 200) Wilson 90 %
 
 
 def test_augmented_policy_targets_stay_on_legal_moves(games):

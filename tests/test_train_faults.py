@@ -366,6 +366,16 @@ def test_a_crafted_checkpoint_is_refused_without_running_it(dataset_dir, tmp_pat
     assert marker.exists()
 
 
+@pytest.mark.parametrize("content", [b"# a README\n", bytes(range(256))])
+def test_a_file_that_is_no_pickle_is_named_as_not_a_checkpoint(tmp_path, content):
+    """Text or random bytes are not Python objects to refuse: the error says what they are."""
+    path = tmp_path / "model.pt"
+    path.write_bytes(content)
+    with pytest.raises(UserError, match="not a checkpoint") as e:
+        read_checkpoint(path)
+    assert str(path) in str(e.value) and "Python objects" not in str(e.value)
+
+
 def test_export_refuses_what_weights_only_loading_would(tmp_path):
     net = build_network(NetConfig(depth=1, width=4))
     with pytest.raises(TypeError, match="metrics"):
