@@ -232,6 +232,8 @@ def test_make_player_specs():
     ("alphabeta:", "integer"), ("alphabeta:2.5", "integer"), ("nosuch:3", "known kinds"),
     ("policy:{missing}", "no such file"), ("policy:{garbage}", "{garbage}"), ("mcts:{garbage}:4", "{garbage}"),
     ("mcts:{missing}", "no such file"), ("policy", "expected policy:CHECKPOINT"),
+    ("mcts:{missing}:abc", "simulations must be an integer, got 'abc'"), ("gumbel:{missing}:0", "simulations must be >= 1"),
+    ("gumbel:{missing}:8:-1", "considered actions (0: automatic) must be >= 0"),
 ])
 def test_bad_specs_are_user_errors_naming_the_spec(tmp_path, spec, why):
     """A spec that can build no player is a one-line error naming it (exit 2
