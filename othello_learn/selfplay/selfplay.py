@@ -239,9 +239,9 @@ GRID = np.round(np.arange(-0.99, -0.49, 0.01), 2)
 def false_resign_bound(rate: float, n: int, z: float = 1.6448536269514722) -> float:
     """The one-sided 95 % Wilson upper bound of a false-resign ``rate`` seen in
     ``n`` played-out games. Calibrating the observed rate to the target put
-    the next generation's rate above it about half the time (2.6 to 9.7 % at
-    a 5 % target on ~300 games a generation); with the bound it ran 1.4 to
-    5.6 %, 2.9 % on average (RESULTS.md)."""
+    the next generation's rate over it a third of the time (up to 12 % at a
+    5 % target, on ~300 played-out games a generation); with the bound it
+    averaged 3.1 %, at most 5.8 % (RESULTS.md)."""
     if n == 0:
         return 1.0
     centre = rate + z * z / (2 * n)
