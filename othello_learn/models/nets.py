@@ -187,8 +187,8 @@ def read_checkpoint(path, map_location="cpu") -> dict:
     except pickle.UnpicklingError as e:
         lines = [ln.strip() for ln in str(e).splitlines()]
         operand = [ln for ln in lines if ln.startswith("Unsupported operand")]
-        if operand:  # the stream is no pickle at all: text, another format, random bytes
-            raise UserError(f"{path}: not a checkpoint (not a pickle stream: {operand[0]})") from e
+        if operand:  # text, another format, random bytes: nothing that names Python objects
+            raise UserError(f"{path}: not a checkpoint (the safe loader cannot read it: {operand[0]})") from e
         blocked = [ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln]
         raise UserError(f"{path}: refused to load: the file holds Python objects, not only tensors and plain "
                         f"values, and loading it could run code ({blocked[0] if blocked else _first_line(e)})") from e
