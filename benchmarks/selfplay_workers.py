@@ -4,6 +4,7 @@ thread against ``--workers`` processes sharing them out (``selfplay/loop.py
 
     OMP_NUM_THREADS=2 python benchmarks/selfplay_workers.py --init checkpoints/best_handcrafted.pt --games 512 --parallel 256
     OMP_NUM_THREADS=2 python benchmarks/selfplay_workers.py --init random --games 128 --parallel 64 --rounds 3
+    OMP_NUM_THREADS=16 python benchmarks/selfplay_workers.py --device cuda --workers 8 --games 2048   # processes sharing a GPU
 
 Each round runs the real stage (``othello_learn.selfplay.loop.self_play``) on
 a fresh run folder, once per worker count, in turn, so a load change on a
@@ -37,9 +38,11 @@ def main(argv=None) -> int:
     ap.add_argument("--solve-empties", type=int, default=10)
     ap.add_argument("--workers", type=int, default=0, help="the processes to compare with one (0: the loop's default)")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="where the network runs (on a GPU, --workers 0 means one process: "
+                                                  "name the count to compare)")
     args = ap.parse_args(argv)
     threads = torch.get_num_threads()
-    workers = rl_loop.self_play_workers(args.workers, torch.device("cpu"), -(-args.games // args.parallel))[0]
+    workers = rl_loop.self_play_workers(args.workers, torch.device(args.device), -(-args.games // args.parallel))[0]
     figures: dict[int, list[float]] = {1: [], workers: []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -49,7 +52,7 @@ def main(argv=None) -> int:
                     "--init", args.init, "--out", str(out), "--games", str(args.games), "--parallel", str(args.parallel),
                     "--simulations", str(args.simulations), "--search", "gumbel", "--no-resign",
                     "--solve-empties", str(args.solve_empties), "--arch-blocks", "4", "--workers", str(w),
-                    "--device", "cpu", "--logger", "none", "--quiet", "--seed", str(r)])
+                    "--device", args.device, "--logger", "none", "--quiet", "--seed", str(r)])
                 cfg.check()
                 rl_loop.open_run(cfg)
                 rl_loop.self_play(cfg, 1)
@@ -57,7 +60,7 @@ def main(argv=None) -> int:
                 figures[w].append(stats["games_per_hour"])
                 print(f"round {r + 1}: {w} process(es): {stats['games_per_hour']:8,.0f} games/h "
                       f"({stats['seconds']:.1f} s)", file=sys.stderr, flush=True)
-    print(f"{threads} threads; {args.init}; {args.games} games in parts of {args.parallel}; Gumbel-{args.simulations}, "
+    print(f"{args.device}, {threads} threads; {args.init}; {args.games} games in parts of {args.parallel}; Gumbel-{args.simulations}, "
           f"exact from {args.solve_empties} empties; medians of {args.rounds} alternating rounds")
     print("| processes x threads | games/hour |")
     print("|---|---:|")
