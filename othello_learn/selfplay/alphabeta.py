@@ -11,7 +11,7 @@ import numpy as np
 
 from othello import bitboard as bb
 from othello.stability import stable_discs
-from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.players import Player, spec_int
 
 # Square weights of the classical Othello programs: corners good, the squares
 # that give a corner away (X and C squares) bad, edges mildly good.
@@ -121,11 +121,7 @@ class AlphaBetaPlayer(Player):
         """``alphabeta[:DEPTH]``, depth 3 when not given."""
         if len(args) > 1:
             raise ValueError(f"'alphabeta' takes one argument (the depth), got {args}")
-        try:
-            depth = int(args[0]) if args else 3
-        except ValueError:
-            raise ValueError(f"alpha-beta depth must be an integer, got {args[0]!r}") from None
-        return cls(depth)
+        return cls(spec_int(args[0], "alpha-beta depth") if args else 3)
 
     def negamax(self, p: int, o: int, depth: int, alpha: int, beta: int) -> int:
         """Fail-soft negamax value of (p, o) for the side to move."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from othello import bitboard as bb
-from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.players import Player, spec_int
 
 MAX_EMPTIES = 14  # a solve beyond this takes minutes in Python
 FASTEST_FIRST = 7  # empties from which children are ordered by the opponent's mobility
@@ -182,10 +182,7 @@ class EndgamePlayer(Player):
 
         if len(args) < 2:
             raise ValueError("expected endgame:EMPTIES:SPEC, e.g. endgame:10:policy:checkpoints/best_value.pt")
-        try:
-            n = int(args[0])
-        except ValueError:
-            raise ValueError(f"endgame empties must be an integer, got {args[0]!r}") from None
+        n = spec_int(args[0], "endgame empties")
         return cls(make_player(":".join(args[1:])), n)
 
     def select(self, player, opponent, black_to_move, rng, **extra):

@@ -15,7 +15,7 @@ from othello_learn.models.nets import load_network
 
 from .gumbel import GumbelConfig, GumbelMCTS
 from .mcts import BatchedMCTS, Evaluator, MCTSConfig
-from .players import Player
+from .players import Player, spec_int
 
 
 def default_device() -> torch.device:
@@ -125,26 +125,16 @@ def policy_from_args(args):
     return PolicyPlayer(load_network(args[0]))
 
 
-def _count(text: str, what: str, least: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{what} must be an integer, got {text!r}") from None
-    if value < least:
-        raise ValueError(f"{what} must be >= {least}, got {value}")
-    return value
-
-
 def mcts_from_args(args):
     if len(args) not in (1, 2):
         raise ValueError("expected mcts:CHECKPOINT[:SIMULATIONS]")
-    sims = _count(args[1], "simulations", 1) if len(args) == 2 else 100
+    sims = spec_int(args[1], "simulations", 1) if len(args) == 2 else 100
     return MCTSPlayer(load_network(args[0]), sims)
 
 
 def gumbel_from_args(args):
     if len(args) not in (1, 2, 3):
         raise ValueError("expected gumbel:CHECKPOINT[:SIMULATIONS[:CONSIDERED]]")
-    sims = _count(args[1], "simulations", 1) if len(args) >= 2 else 100
-    k = _count(args[2], "considered actions (0: automatic)", 0) if len(args) == 3 else 0  # GumbelConfig.considered
+    sims = spec_int(args[1], "simulations", 1) if len(args) >= 2 else 100
+    k = spec_int(args[2], "considered actions (0: automatic)", 0) if len(args) == 3 else 0  # GumbelConfig.considered
     return GumbelPlayer(load_network(args[0]), sims, max_considered=k)

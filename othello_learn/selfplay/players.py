@@ -16,6 +16,18 @@ from othello import bitboard as bb
 _SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
 
 
+def spec_int(text: str, what: str, least: int | None = None) -> int:
+    """A spec's number argument, or a ValueError saying which one is bad and why
+    (the registry turns it into one line naming the spec)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{what} must be an integer, got {text!r}") from None
+    if least is not None and value < least:
+        raise ValueError(f"{what} must be >= {least}, got {value}")
+    return value
+
+
 class Player:
     """A move chooser over a batch of positions.
 
