@@ -42,6 +42,24 @@ def atomic_path(path: str | os.PathLike):
         tmp.unlink(missing_ok=True)
 
 
+def check_output(path: str | os.PathLike, flag: str, folder: bool = False) -> None:
+    """Refuse an output path that cannot be written before the work that would fill it:
+    a folder given for a file (or a file for a ``folder``), a path under a file, or a
+    folder this user may not write in. Missing folders are fine: writing creates them."""
+    path = Path(path)
+    if folder and path.exists() and not path.is_dir():
+        raise UserError(f"{flag} {path}: is a file; give a folder")
+    if not folder and path.is_dir():
+        raise UserError(f"{flag} {path}: is a folder; give a file name")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{flag} {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: cannot write in {parent} (permission denied)")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

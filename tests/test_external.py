@@ -30,6 +30,9 @@ def test_spec_keeps_colons_in_the_command_and_reads_options():
         make_player("gtp:timeout=3")
     with pytest.raises(ValueError, match="number"):
         make_player("gtp:timeout=soon:x")
+    for bad in ("timeout=0", "timeout=-1", "timeout=nan", "depth=0"):
+        with pytest.raises(ValueError, match=f"{bad.split('=')[0]}=.*must be more than 0"):
+            make_player(f"nboard:{bad}:x")
 
 
 def test_gtp_fake_engine_plays_a_match():
@@ -58,6 +61,18 @@ def test_gtp_hang_is_restarted_once_then_reported(tmp_path):
     hang.close()
     assert time.perf_counter() - t0 < 10
     assert isinstance(e.value, UserError)
+
+
+@pytest.mark.parametrize("kind", ["gtp", "nboard"])
+def test_engine_that_exits_at_once_is_an_error_not_a_traceback(kind):
+    """Its handshake fails on the restart too: that is the second failure, an EngineError."""
+    dead = make_player(f"{kind}:timeout=2:{sys.executable} -c pass")
+    pos = Position.from_transcript("f5")
+    with pytest.raises(EngineError, match=r"-c pass.*failed twice.*after f5"):
+        dead.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
+                    np.array([False]), None, moves=[[37]])
+    assert dead.restarts == 1
+    dead.close()
 
 
 def test_gtp_illegal_move_is_an_error_naming_the_game():

@@ -50,3 +50,18 @@ def test_run_main_turns_errors_into_one_line(capsys):
     assert run_main(lambda argv: argv.count("x"), ["x", "--debug"]) == 1  # --debug is taken out of argv
     with pytest.raises(UserError):
         run_main(bad_input, ["--debug"])
+
+
+def test_check_output_refuses_what_cannot_be_written_and_accepts_new_folders(tmp_path):
+    from othello.files import check_output
+
+    (tmp_path / "a_file").write_text("x")
+    check_output(tmp_path / "new" / "deeper" / "out.json", "--json")  # missing folders: writing makes them
+    check_output(tmp_path / "new_run", "--out", folder=True)
+    with pytest.raises(UserError, match=r"^--json .*: is a folder; give a file name$"):
+        check_output(tmp_path, "--json")
+    with pytest.raises(UserError, match=r"^--out .*a_file: is a file; give a folder$"):
+        check_output(tmp_path / "a_file", "--out", folder=True)
+    with pytest.raises(UserError, match=r"^--json .*a_file/x/y\.json: .*a_file is a file, not a folder$"):
+        check_output(tmp_path / "a_file" / "x" / "y.json", "--json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"], "a check writes nothing"

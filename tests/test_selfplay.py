@@ -394,7 +394,8 @@ def test_loop_refuses_a_changed_run_setting(rl_run, capsys, flag, value):
     ("--seed", "-1"), ("--c-puct", "0"), ("--lr", "0"), ("--lr", "nan"), ("--l2", "-1"), ("--lr", "inf"),
     ("--dirichlet-weight", "1.5"), ("--dirichlet-alpha-scale", "0"), ("--resign-threshold", "-2"),
     ("--no-resign-fraction", "1.5"), ("--solve-empties", "15"), ("--solve-empties", "-1"), ("--gate-threshold", "2"), ("--arch-encoder", "nosuch"),
-    ("--eval-vs", "alphabeta:99"), ("--eval-vs", "nosuch"), ("--init", "no/such/file.pt"),
+    ("--eval-vs", "alphabeta:99"), ("--eval-vs", "nosuch"), ("--init", "no/such/file.pt"), ("--device", "nosuch"),
+    ("--eval-vs", f"nboard:timeout=2:{sys.executable} -c pass"),  # an engine that exits at once: found before play
 ])
 def test_loop_refuses_bad_settings_before_any_work(tmp_path, capsys, flag, value):
     out = tmp_path / "rl"

@@ -389,3 +389,37 @@ def test_shipped_checkpoints_load_weights_only():
     for path in paths:
         torch.load(path, map_location="cpu", weights_only=True)
         assert load_network(path).config.arch in ("reference", "resnet")
+
+
+@pytest.mark.parametrize("extra,named", [
+    (["--max-steps", "0"], "trainer.max_steps: 0 trains nothing"),
+    (["--precision", "foo"], "trainer settings: Precision 'foo'"),
+    (["--max-steps", "3", "--set", "trainer.val_check_interval=500"], "trainer.val_check_interval: 500 batches"),
+])
+def test_a_refused_run_leaves_no_folder_behind(dataset_dir, tmp_path, capsys, extra, named):
+    from othello_learn.train.train import main
+
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, *extra), capsys)
+    assert code == 2 and named in err and err.count("\n") == 1, err
+    assert not out.exists(), "the folder the command made is taken back"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    code, err = _run(main, _args(dataset_dir, out, *extra), capsys)
+    assert code == 2 and sorted(p.name for p in out.iterdir()) == ["mine.txt"], "a user's folder is left as it was"
+
+
+def test_metrics_json_is_strict_json_when_no_validation_ran(dataset_dir, tmp_path, capsys):
+    import json
+
+    from othello_learn.train.train import main
+
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "2", "--set", "trainer.limit_val_batches=0"), capsys)
+    assert code == 0, err
+
+    def refuse(name):
+        raise ValueError(f"{name} in metrics.json")
+
+    summary = json.loads((out / "metrics.json").read_text(), parse_constant=refuse)
+    assert summary["best_val_acc"] is None and Path(summary["best_checkpoint"]).is_absolute()

@@ -15,6 +15,8 @@ import contextlib
 
 import torch
 
+from othello.files import UserError, one_line
+
 FP32 = "32-true"
 BF16 = "bf16-mixed"
 
@@ -25,6 +27,18 @@ def cpu_has_bf16() -> bool:
         return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     except AttributeError:  # an older torch without the probes: be safe
         return False
+
+
+def usable_device(name: str, flag: str = "--device") -> torch.device:
+    """``name`` as a device this machine has, tried with a one-element tensor: a typo,
+    or ``cuda`` where torch has no CUDA or there is no GPU, is a one-line error naming
+    ``flag`` before any work, rather than a traceback (or a misread checkpoint) later."""
+    try:
+        device = torch.device(name)
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError, ValueError) as e:
+        raise UserError(f"{flag} {name}: not usable on this machine ({one_line(e)})") from None
+    return device
 
 
 def auto_precision(device: str | torch.device) -> str:

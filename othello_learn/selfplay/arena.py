@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.files import UserError, atomic_write, run_main
+from othello.files import UserError, atomic_write, check_output, run_main
 from othello.game import IllegalMoveError
 from othello.notation import PASS, format_transcript, square_name
 from othello.states import States
 from othello_learn.selfplay.elo import MatchResult
 from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings
-from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.players import Player, check_seed
 from othello_learn.selfplay.registry import make_player
 
 
@@ -255,8 +255,6 @@ def main(argv=None) -> int:
         except ImportError as e:
             raise UserError(f"--import {module}: {e}") from e
     a, b = make_player(args.a), make_player(args.b)  # a bad spec: PlayerSpecError, one line naming it
-    if args.games_out and args.games_out.suffix.lower() not in (".csv", ".ggf"):
-        parser.error(f"--games-out {args.games_out}: expected a .csv or .ggf file name")
     from othello_learn.selfplay.play import HumanQuit
 
     plies = args.opening_plies if args.opening_plies is not None else default_opening_plies(args.games)
@@ -283,10 +281,12 @@ def check_settings(args) -> None:
     if args.opening_plies is not None and not 0 <= args.opening_plies <= MAX_OPENING_PLIES:
         raise UserError(f"--opening-plies must be 0..{MAX_OPENING_PLIES} (a game has at most 60 moves), "
                         f"got {args.opening_plies}")
-    if args.seed < 0:
-        raise UserError(f"--seed must be 0 or more, got {args.seed}")
-    if args.json is not None and args.json.is_dir():
-        raise UserError(f"--json {args.json}: is a folder; give a file name")
+    check_seed(args.seed)
+    if args.games_out is not None and args.games_out.suffix.lower() not in (".csv", ".ggf"):
+        raise UserError(f"--games-out {args.games_out}: expected a .csv or .ggf file name")
+    for flag, path in (("--json", args.json), ("--games-out", args.games_out)):
+        if path is not None:
+            check_output(path, flag)
 
 
 def cli() -> None:

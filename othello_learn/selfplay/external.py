@@ -176,16 +176,27 @@ class ExternalPlayer(Player):
         """The engine's move text for ``pos`` (reached from ``start`` by ``moves``)."""
         raise NotImplementedError
 
+    def sync(self) -> None:
+        """Wait until the engine has answered everything sent so far."""
+
     # --
+    def check(self) -> None:
+        """Start the engine and wait for one answer, then stop it: a loop finds a broken
+        ``--eval-vs`` engine before it plays a generation rather than after."""
+        try:
+            self._ensure_started()
+            self.sync()
+        except (EngineTimeout, EngineDied) as e:
+            tail = "; ".join(self.engine.stderr_tail)
+            raise EngineError(f"engine {self.command!r} ({self.protocol}) does not answer ({e})"
+                              + (f" [engine stderr: {tail}]" if tail else "")) from None
+        finally:
+            self.engine.close(polite=False)
+
     def _ensure_started(self) -> None:
         if not self.engine.running:
             self.engine.start()
             self.handshake()
-
-    def _restart(self) -> None:
-        self.engine.close(polite=False)
-        self.restarts += 1
-        self._ensure_started()
 
     def _where(self, start: Position, moves: list[int]) -> str:
         prefix = "" if start == Position() else "from a set-up position, "
@@ -207,7 +218,10 @@ class ExternalPlayer(Player):
                     err = self._fail(f"failed twice ({e})", start, moves)
                     self.engine.close(polite=False)
                     raise err from None
-                self._restart()
+                # The restart happens in the next attempt's try: an engine that dies
+                # again during its handshake is the second failure, not a traceback.
+                self.engine.close(polite=False)
+                self.restarts += 1
         try:
             sq = parse_move(text)
         except FormatError:
@@ -278,12 +292,15 @@ class NBoardPlayer(ExternalPlayer):
         self.engine.send("nboard 2")
         self.engine.send(f"set depth {self.depth}")
 
-    def ask(self, start, moves, pos):
+    def sync(self):
         self.ping += 1
-        self.engine.send("set game " + format_ggf(GameRecord(moves=list(moves), start=start)))
         self.engine.send(f"ping {self.ping}")
         while self.engine.read_line().split()[:2] != ["pong", str(self.ping)]:
             pass  # name, status and earlier lines
+
+    def ask(self, start, moves, pos):
+        self.engine.send("set game " + format_ggf(GameRecord(moves=list(moves), start=start)))
+        self.sync()
         self.engine.send("go")
         while True:
             line = self.engine.read_line()
@@ -349,6 +366,8 @@ def _external(cls, allowed):
                 opts[key] = _OPTIONS[key](value)
             except ValueError:
                 raise ValueError(f"{key}={value!r}: expected a number") from None
+            if not opts[key] > 0:  # nan too: a read would never wait, or wait forever
+                raise ValueError(f"{key}={value}: must be more than 0")
         command = ":".join(args).strip()
         if not command:
             raise ValueError(f"expected {cls.protocol}:[option=value:]COMMAND")

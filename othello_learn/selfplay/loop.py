@@ -36,11 +36,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import UserError, atomic_path, atomic_write, describe_os_error, one_line, run_main
+from othello.files import UserError, atomic_path, atomic_write, check_output, describe_os_error, one_line, run_main
 from othello_learn.models.encoders import ENCODERS
+from othello_learn.models.fastpath import usable_device
 from othello_learn.models.nets import NetConfig, build_network, load_network, save_network
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
+from othello_learn.selfplay.external import ExternalPlayer
 from othello_learn.selfplay.gumbel import GumbelConfig
 from othello_learn.selfplay.learner import train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
@@ -185,15 +187,15 @@ class RunConfig:
                     raise UserError(f"{flag} must be {want}, got {v}")
             if f.metadata["choices"] and v is not None and v not in f.metadata["choices"]:
                 raise UserError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
-        try:
-            torch.device(self.device)
-        except RuntimeError as e:
-            raise UserError(f"--device {self.device}: {one_line(e)}") from e
+        check_output(self.out, "--out", folder=True)
+        usable_device(self.device)
         if self.init != "random" and not Path(self.init).is_file():
             raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         if self.eval_vs:
             try:
-                make_player(self.eval_vs)
+                player = make_player(self.eval_vs)
+                if isinstance(player, ExternalPlayer):
+                    player.check()
             except UserError as e:
                 raise UserError(f"--eval-vs: {e}") from e
 

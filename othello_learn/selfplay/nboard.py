@@ -33,8 +33,8 @@ from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
 from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
-from othello_learn.selfplay.players import Player
-from othello_learn.selfplay.registry import make_player
+from othello_learn.selfplay.players import Player, check_seed
+from othello_learn.selfplay.registry import make_program
 
 
 def move_text(sq: int) -> str:
@@ -258,8 +258,9 @@ def main(argv=None) -> int:
     parser.add_argument("--name", help="name reported to the GUI (default: the spec)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
+    check_seed(args.seed)
     try:
-        player = make_player(args.player)
+        player = make_program(args.player)
     except (ValueError, OSError) as e:
         raise UserError(f"--player {args.player}: {e}") from None
     player.reset()

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.files import UserError, atomic_write, run_main
+from othello.files import UserError, atomic_write, check_output, run_main
 from othello.game import Position
 from othello.notation import PASS, format_transcript, parse_square, square_name
-from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.players import Player, check_seed
 from othello_learn.selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
@@ -374,7 +374,10 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     parser.add_argument("--save", metavar="GAME.ggf", type=Path, help="write the game here (GGF) when it ends")
     parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
+    check_seed(args.seed)
     inp, out = stdin or sys.stdin, stdout or sys.stdout
+    if args.save is not None:  # found before the game, not after it
+        check_output(args.save, "--save")
 
     spec = args.opponent
     if spec == DEFAULT_OPPONENT and not Path(spec.split(":", 1)[1]).exists():

@@ -84,3 +84,12 @@ def make_player(spec: str):
         raise PlayerSpecError(f"bad player spec {spec!r}: {one_line(e)}") from e
     player.name = spec.strip()
     return player
+
+
+def make_program(spec: str):
+    """``make_player`` for commands whose stdin is not the player's: the NBoard engine
+    speaks its protocol there and solve reads no input, so ``human`` is refused."""
+    if spec.strip().split(":")[0] == "human":
+        raise PlayerSpecError(f"player spec {spec!r}: a human cannot play here (this command has no board to "
+                              "show); pick a program: random, greedy, alphabeta:D, policy:CKPT, ...")
+    return make_player(spec)

@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import UserError, atomic_write, run_main
+from othello.files import UserError, atomic_write, check_output, run_main
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, square_name
 from othello_learn.selfplay.nboard import Analyst
-from othello_learn.selfplay.players import Player
-from othello_learn.selfplay.registry import make_player
+from othello_learn.selfplay.players import Player, check_seed
+from othello_learn.selfplay.registry import make_program
 
 TOP = 3
 
@@ -121,11 +121,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the answers here as a list of records")
     parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
-    if args.json is not None and args.json.is_dir():
-        raise UserError(f"--json {args.json}: is a folder; give a file name")
+    check_seed(args.seed)
+    if args.json is not None:
+        check_output(args.json, "--json")
     obf = read_obf(args.positions)  # a bad file costs nothing: read before loading any network
     try:
-        player = make_player(args.player)
+        player = make_program(args.player)
     except (ValueError, OSError) as e:
         raise UserError(f"--player {args.player}: {e}") from None
     player.reset()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from othello.files import run_main
+from othello.files import UserError, atomic_path, check_output, run_main
 
 
 HOURS = "time/hours"
@@ -121,6 +121,19 @@ def is_fraction(metric: str) -> bool:
     return "acc" in name or "top" in name
 
 
+def check_plot_path(path: Path, flag: str) -> None:
+    """A plot's file name checked before the work that draws it: writable, and with
+    an extension matplotlib writes (it picks the format by the extension)."""
+    check_output(path, flag)
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in kinds:
+        got = f"matplotlib cannot write .{suffix} files" if suffix else "no extension to pick the format by"
+        raise UserError(f"{flag} {path}: {got}; give a name ending in one of .{', .'.join(sorted(kinds))}")
+
+
 def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
     import matplotlib
 
@@ -143,9 +156,11 @@ def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_path(out) as tmp:  # the temporary name hides the format: name it
+            fig.savefig(tmp, dpi=120, format=out.suffix.lstrip(".").lower())
+    finally:
+        plt.close(fig)
     return out
 
 
@@ -156,6 +171,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="PNG to write")
     ap.add_argument("--metric", default="val/acc", help="logged metric to plot (default: %(default)s)")
     args = ap.parse_args(argv)
+    check_plot_path(args.out, "--out")
     try:
         print(plot(args.runs, args.out, args.metric))
     except (FileNotFoundError, ValueError) as err:  # returned, not raised: callers (tests) read the status

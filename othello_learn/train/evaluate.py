@@ -34,12 +34,13 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import UserError, atomic_path, atomic_write, run_main
+from othello.files import UserError, atomic_path, atomic_write, check_output, run_main
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each
 from othello_learn.data.dataset import WthorDataset, build, parse_years
 from othello_learn.models.batch import from_records
-from othello_learn.models.fastpath import autocast, prepare, resolve
+from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
 from othello_learn.models.nets import load_network, read_checkpoint
+from othello_learn.train.curves import check_plot_path
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 
@@ -238,9 +239,11 @@ def evaluate_command(argv=None) -> dict:
     args = ap.parse_args(argv)
 
     plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
-    for flag, path in (("--json", args.json), ("--plot", plot_path)):
-        if path is not None and path.is_dir():  # found now, not after the whole evaluation
-            raise UserError(f"{flag} {path}: is a folder; give a file name")
+    if args.json is not None:  # found now, not after the whole evaluation
+        check_output(args.json, "--json")
+    if plot_path is not None:
+        check_plot_path(plot_path, "--plot")
+    usable_device(args.device)
     try:
         years = parse_years(args.years)
     except ValueError as e:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import UserError, atomic_write, one_line, run_main
+from othello.files import UserError, atomic_write, check_output, one_line, run_main
 
 
 class _Loader(yaml.SafeLoader):
@@ -199,6 +199,9 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
         value = cfg[section].get(key)
         if value is not None and value < low:
             fail(section, key, f"must be at least {low}, got {value!r}")
+    for key in ("max_epochs", "max_steps"):
+        if cfg["trainer"].get(key) == 0:
+            fail("trainer", key, "0 trains nothing: give at least 1, or -1 for no limit")
     if cfg["optim"].get("lr", 1.0) <= 0:
         fail("optim", "lr", f"must be positive, got {cfg['optim']['lr']!r}")
     if not 0 <= cfg["optim"].get("ema", 0.0) < 1:
@@ -285,10 +288,15 @@ def _positive_number(text: str) -> float:
     return value
 
 
+BUILT_IN = ("the built-in defaults, the reference net (10 layers of 64) on raw planes for 10 epochs of every "
+            "training year (days on a CPU; train/configs/cpu_raw.yaml is the 5-minute CPU recipe)")
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--config", type=Path, help="YAML with sections model, optim, data, trainer (train/configs/)")
+    p.add_argument("--config", type=Path,
+                   help=f"YAML with sections model, optim, data, trainer (train/configs/); without one: {BUILT_IN}")
     p.add_argument("--data", type=Path, default=REPO / "data" / "wthor",
                    help="dataset folder from data_tools/wthor.py (default: data/wthor in the repository)")
     p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, logs, model.pt, metrics.json")
@@ -323,13 +331,23 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def check_dataset(dm, data_dir: Path) -> None:
-    """Open the dataset and its splits now, so a missing or damaged folder is one line, not a traceback mid-run."""
+def check_dataset(dm, data_dir: Path, trainer_cfg: dict | None = None, origin: dict | None = None) -> None:
+    """Open the dataset and its splits now, so a missing or damaged folder is one line, not a traceback
+    mid-run; and check a validation interval in batches against an epoch's (Lightning's check comes
+    only once training starts)."""
     try:
         dm.setup()
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UserError(f"--data {data_dir}: not a usable dataset ({one_line(e)}); "
                         "build it with python data_tools/wthor.py --out DIR") from e
+    every = (trainer_cfg or {}).get("val_check_interval")
+    if isinstance(every, int) and not isinstance(every, bool):
+        batches = len(dm.train_dataloader())
+        if every > batches:
+            where = (origin or {}).get(("trainer", "val_check_interval"))
+            raise UserError(f"trainer.val_check_interval: {every} batches, more than an epoch's {batches} "
+                            f"(data.train_positions / data.batch_size); lower it, or train on more positions"
+                            + (f" ({where})" if where else ""))
 
 
 NET_KEYS = {"reference": ("arch", "encoder", "depth", "width"),
@@ -367,6 +385,22 @@ def check_resumable(path: Path, net_config) -> int:
 def train(argv=None) -> dict:
     """The whole command; returns the run's summary (``metrics.json``)."""
     args = parse_args(argv)
+    check_output(args.out, "--out", folder=True)
+    new_out = not args.out.exists()
+    try:
+        return _train(args)
+    except UserError:
+        if new_out:  # refused before training: take back the folder this command made, and only what it wrote
+            for name in ("config.yaml", "wandb_id", ".lock"):
+                (args.out / name).unlink(missing_ok=True)
+            try:
+                args.out.rmdir()
+            except OSError:
+                pass  # not empty: something was written that is worth keeping
+        raise
+
+
+def _train(args) -> dict:
     import lightning as L
     import torch
     from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
@@ -395,13 +429,16 @@ def train(argv=None) -> dict:
         init = load_network(args.init)
         cfg["model"] = {**init.config.to_dict(), **cfg["model"]}
     check_config(cfg, origin)
+    if args.config is None and not cfg["model"] and all(getattr(args, k) is None for k in
+                                                         ("max_epochs", "max_steps", "max_minutes")):
+        print(f"no --config: {BUILT_IN}", file=sys.stderr)  # a user who forgot it should know at once
     on_gpu = torch.cuda.is_available() and str(args.accelerator).lower() in ("auto", "gpu", "cuda")
     warning = gpu_recipe_warning(args.config, on_gpu)
     if warning:
         print(warning, file=sys.stderr)
 
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
-    check_dataset(dm, args.data)
+    check_dataset(dm, args.data, cfg["trainer"], origin)
     L.seed_everything(args.seed, workers=True)  # before the network: --seed fixes its initial weights
     net_config = NetConfig.from_dict(cfg["model"])
     net = grow_network(init, net_config, where=f"--init {args.init}") if init is not None else net_config
@@ -414,7 +451,6 @@ def train(argv=None) -> dict:
         if resume:
             step = check_resumable(resume, model.net.config)
             print(f"resuming from {resume} (step {step})", file=sys.stderr)
-        atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
 
         torch.set_float32_matmul_precision("high")
         # The best-by-validation checkpoint keeps the settings (hence the state key) of the
@@ -435,6 +471,7 @@ def train(argv=None) -> dict:
                                 plugins=[AtomicCheckpointIO()], **trainer_cfg)
         except (MisconfigurationException, ValueError, TypeError) as e:
             raise UserError(f"trainer settings: {one_line(e)}") from e
+        atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
         try:
             trainer.fit(model, datamodule=dm, ckpt_path=resume)
         except SystemExit:
@@ -444,8 +481,9 @@ def train(argv=None) -> dict:
                 raise KeyboardInterrupt from None
             raise
 
-        best_path = best.best_model_path or str(last)
-        summary = {"best_checkpoint": best_path, "best_val_acc": float(best.best_model_score or float("nan")),
+        best_path = best.best_model_path or str(last.resolve())  # absolute, as Lightning's is
+        score = best.best_model_score  # None when no validation ran (JSON null, not NaN, which strict parsers refuse)
+        summary = {"best_checkpoint": best_path, "best_val_acc": None if score is None else float(score),
                    "config": cfg, "global_step": trainer.global_step}
         if args.init is not None:
             summary["init"] = str(args.init)

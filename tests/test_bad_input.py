@@ -1,0 +1,93 @@
+"""Bad settings that users type, refused by the commands in one line (exit 2) before any
+work: output paths that cannot be written, negative seeds, a human where no one can
+answer, a device this machine lacks, a plot format matplotlib cannot write."""
+
+import pytest
+import torch
+
+from othello.files import UserError, run_main
+from othello_learn.models.fastpath import usable_device
+
+
+def _run(main, argv, capsys):
+    capsys.readouterr()
+    code = run_main(main, argv)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return code, err
+
+
+def _command(name):
+    import importlib
+
+    return importlib.import_module(f"othello_learn.{name}").main
+
+
+@pytest.fixture
+def under_a_file(tmp_path):
+    """An output path whose folder is a file: writing there must fail, so the check must come first."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    return tmp_path / "notes.txt" / "out"
+
+
+@pytest.mark.parametrize("command,argv,flag", [
+    # a player spec that would fail if it were reached: the output path is refused before it
+    ("selfplay.arena", ["--a", "policy:/no/such.pt", "--b", "random", "--json", "{out}.json"], "--json"),
+    ("selfplay.arena", ["--a", "policy:/no/such.pt", "--b", "random", "--games-out", "{out}.csv"], "--games-out"),
+    ("selfplay.solve", ["/no/such.obf", "--player", "random", "--json", "{out}.json"], "--json"),
+    ("selfplay.play", ["--opponent", "policy:/no/such.pt", "--save", "{out}.ggf"], "--save"),
+    ("train.evaluate", ["--checkpoint", "/no/such.pt", "--json", "{out}.json"], "--json"),
+    ("train.evaluate", ["--checkpoint", "/no/such.pt", "--plot", "{out}.png"], "--plot"),
+    ("train.curves", ["/no/such/run", "--out", "{out}.png"], "--out"),
+    ("train.train", ["--out", "{out}", "--logger", "none"], "--out"),
+])
+def test_an_output_under_a_file_is_refused_first(command, argv, flag, under_a_file, capsys):
+    argv = [a.replace("{out}", str(under_a_file)) for a in argv]
+    code, err = _run(_command(command), argv, capsys)
+    assert code == 2 and flag in err and "is a file, not a folder" in err
+    assert under_a_file.parent.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("suffix,problem", [(".txt", "cannot write .txt"), ("", "no extension")])
+def test_a_plot_name_matplotlib_cannot_write_is_refused_first(tmp_path, capsys, suffix, problem):
+    out = tmp_path / f"plot{suffix}"
+    code, err = _run(_command("train.evaluate"), ["--checkpoint", "/no/such.pt", "--plot", str(out)], capsys)
+    assert code == 2 and "--plot" in err and problem in err and ".png" in err
+    code, err = _run(_command("train.curves"), ["/no/such/run", "--out", str(out)], capsys)
+    assert code == 2 and "--out" in err and problem in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command,argv", [
+    ("selfplay.play", []), ("selfplay.nboard", ["--player", "random"]),
+    ("selfplay.solve", ["/no/such.obf", "--player", "random"]), ("selfplay.arena", ["--a", "random", "--b", "random"]),
+])
+def test_a_negative_seed_is_refused(command, argv, capsys):
+    code, err = _run(_command(command), argv + ["--seed", "-1"], capsys)
+    assert code == 2 and "--seed must be 0 or more, got -1" in err
+
+
+@pytest.mark.parametrize("command,argv", [
+    ("selfplay.nboard", ["--player", "human"]), ("selfplay.solve", ["/no/such.obf", "--player", "human"]),
+])
+def test_a_human_is_refused_where_no_one_can_answer(command, argv, tmp_path, capsys):
+    if command == "selfplay.solve":
+        obf = tmp_path / "p.obf"
+        obf.write_text("-" * 27 + "XO------OX" + "-" * 27 + " X;\n")
+        argv = [str(obf)] + argv[1:]
+    code, err = _run(_command(command), argv, capsys)
+    assert code == 2 and "'human'" in err and "a human cannot play here" in err
+
+
+def test_a_device_this_machine_lacks_is_one_line_naming_the_flag():
+    assert usable_device("cpu") == torch.device("cpu")
+    with pytest.raises(UserError, match=r"^--device nosuch: not usable on this machine \(.+\)$"):
+        usable_device("nosuch")
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match=r"^--device cuda: not usable on this machine"):
+            usable_device("cuda")
+
+
+def test_evaluate_refuses_a_missing_device_before_loading(capsys):
+    code, err = _run(_command("train.evaluate"), ["--checkpoint", "/no/such.pt", "--device", "nosuch"], capsys)
+    assert code == 2 and "--device nosuch" in err
