@@ -91,3 +91,10 @@ def test_a_device_this_machine_lacks_is_one_line_naming_the_flag():
 def test_evaluate_refuses_a_missing_device_before_loading(capsys):
     code, err = _run(_command("train.evaluate"), ["--checkpoint", "/no/such.pt", "--device", "nosuch"], capsys)
     assert code == 2 and "--device nosuch" in err
+
+
+def test_an_obf_file_without_positions_is_an_error_not_an_empty_answer(tmp_path, capsys):
+    obf = tmp_path / "empty.obf"
+    obf.write_text("\n")
+    code, err = _run(_command("selfplay.solve"), [str(obf), "--player", "random"], capsys)
+    assert code == 2 and f"{obf}: no positions" in err

@@ -157,6 +157,9 @@ def test_hints():
     assert "value" not in line
     pct = [int(p) for p in re.findall(r"(\d+)%", line)]
     assert len(pct) == 4 and abs(sum(pct) - 100) <= 2  # four legal moves at the start
+    for spec in (f"gumbel:{RL}:4", f"endgame:10:policy:{RL}"):  # the network inside a search or a solver's wrapper
+        _, text = run_game(["--opponent", spec], script=["hint", "quit"])
+        assert "hint:" in text and play.NO_HINT not in text, spec
 
 
 def test_show_policy_puts_percentages_on_the_legal_squares():

@@ -160,9 +160,11 @@ def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     out = tmp_path / "rl"
     argv = LOOP + ["--out", str(out), "--logger", "none", "--continuous", "--generations", "1", "--eval-vs", "random",
                    "--eval-games", "4"]
-    assert cli(argv, capsys)[0] == 0
+    code, err = cli(argv, capsys)
+    assert code == 0 and "no gate (--continuous)" in err
     rec = json.loads((out / "stats" / "gen_0001.json").read_text())
     assert rec["eval_vs"] == "random" and 0 <= rec["eval_score"] <= 1 and "eval_elo" in rec
+    assert f"1-ply vs random: {rec['eval_score']:.3f}" in err
     assert rec["promoted"] and rec["gate_score"] is None
     assert (out / "elo.png").stat().st_size > 1000
     assert "eval_elo_low" in rec and "eval_elo_high" in rec  # None here: 4 games against random give no finite bound

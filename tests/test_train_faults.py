@@ -366,7 +366,7 @@ def test_a_crafted_checkpoint_is_refused_without_running_it(dataset_dir, tmp_pat
     assert marker.exists()
 
 
-@pytest.mark.parametrize("content", [b"# a README\n", bytes(range(256))])
+@pytest.mark.parametrize("content", [b"# a README\n", b"hello world\n", b"e\n", b"", bytes(range(256))])
 def test_a_file_that_is_no_pickle_is_named_as_not_a_checkpoint(tmp_path, content):
     """Text or random bytes are not Python objects to refuse: the error says what they are."""
     path = tmp_path / "model.pt"

@@ -137,7 +137,7 @@ def test_illegal_game_is_skipped_and_reported(wthor_dir, tmp_path, capsys):
     out = tmp_path / "ds"
     assert wthor_main(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert "WTH_2001.wtb: game 3" in err and "ply 11" in err and "a1" in err
+    assert "WTH_2001.wtb: game 3 (counted from 0" in err and "illegal move a1 as move 11" in err
     assert "WTH_2001.wtb: game 5" in err and "byte 99" in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["years"]["2001"]["skipped_games"] == 2 and summary["years"]["2001"]["games"] == 200

@@ -271,7 +271,7 @@ def test_bad_score_and_move_gap_are_skipped_and_reported(wthor_dir, tmp_path, ga
     assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
     err = capsys.readouterr().err
     assert "WTH_2001.wtb: game 2" in err and "black score 100 is not 0..64" in err
-    assert "WTH_2001.wtb: game 4" in err and "ply 7" in err
+    assert "WTH_2001.wtb: game 4" in err and "as move 7" in err
     s = json.loads((out / "summary.json").read_text())
     assert s["years"]["2001"]["skipped_games"] == 2 and s["total"]["skipped_games"] == 2
     assert {(k["game"], k["ply"]) for k in s["skipped"]} == {(2, None), (4, 7)}

@@ -122,7 +122,7 @@ def _record_errors(games_rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[
     for g in np.nonzero(bad)[0].tolist():
         why = []
         if gap[g]:
-            why.append(f"move byte 0 (end of game) at ply {ply[g]} is followed by more moves")
+            why.append(f"move byte 0 (end of game) as move {ply[g]} is followed by more moves")
         if bad_score[g]:
             why.append(f"black score {score[g]} is not 0..64")
         reasons.append("; ".join(why))
@@ -245,14 +245,15 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
         ply, byte = int(error_ply[g]), int(error_move[g])
         sq = int(wthor_to_square(byte))
         what = square_name(sq) if sq >= 0 else f"byte {byte} (no such square)"
-        problems[g] = (ply + 1, byte, f"illegal move {what} at ply {ply + 1}")
+        problems[g] = (ply + 1, byte, f"illegal move {what} as move {ply + 1}")
     skipped = []
     for g in sorted(problems):
         ply, byte, reason = problems[g]
         row = games.loc[g]
         games.loc[g, "error"] = reason
         skipped.append({"file": row["file"], "game": int(row["index"]), "ply": ply, "move": byte, "reason": reason})
-        warn(f"warning: {row['file']}: game {int(row['index'])} ({row['black']} vs {row['white']}): {reason}; game skipped")
+        names = f"; {row['black'] or '?'} vs {row['white'] or '?'}" if row["black"] or row["white"] else ""
+        warn(f"warning: {row['file']}: game {int(row['index'])} (counted from 0{names}): {reason}; game skipped")
 
     per_year = {}
     for year, grp in games.groupby("year", sort=True):

@@ -176,12 +176,34 @@ def _first_line(e: BaseException) -> str:
     return line.split(". ")[0] if len(line) > 120 else line  # torch appends paragraphs of advice
 
 
+def _sniff_checkpoint(path) -> None:
+    """torch.save writes a zip archive (``PK``) or, before torch 1.6, a pickle (protocol
+    byte 0x80). A file that starts otherwise is named for what it is; fed to the
+    unpickler, text reads as opcodes and fails with messages such as ``KeyError: 101``."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except IsADirectoryError:
+        raise UserError(f"{path}: a folder, not a checkpoint file") from None
+    if head.startswith(b"PK") or head[:1] == b"\x80":
+        return
+    if not head:
+        raise UserError(f"{path}: an empty file, not a checkpoint")
+    try:
+        head.decode("utf-8")
+        what = "a text file"
+    except UnicodeDecodeError as e:
+        what = "a text file" if e.start >= len(head) - 3 else "another format"  # a character cut at 512 bytes
+    raise UserError(f"{path}: not a checkpoint ({what}; torch.save writes a zip archive)")
+
+
 def read_checkpoint(path, map_location="cpu") -> dict:
     """A checkpoint file's contents, loaded with ``weights_only=True``: only tensors and
     plain values are ever unpickled, so a crafted file cannot run code on load.
 
     Anything else (a file that is not a checkpoint, a truncated one, one holding
     Python objects) is a ``UserError`` naming the file."""
+    _sniff_checkpoint(path)
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:

@@ -140,7 +140,9 @@ class MatchResult:
 
     def summary(self) -> str:
         def fmt(x):
-            return "+inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:+.0f}"
+            if math.isinf(x) or math.isnan(x):
+                return "+inf" if x == math.inf else "-inf" if x == -math.inf else "n/a"
+            return "0" if round(x) == 0 else f"{x:+.0f}"  # not "-0" for a slightly negative estimate
 
         elo, low, high = self.elo()
         col = self.by_colour()
@@ -149,7 +151,7 @@ class MatchResult:
         )
         return (
             f"{self.a_name} (A) vs {self.b_name} (B): {self.games} games, "
-            f"{self.distinct_openings} openings\n"
+            f"{self.distinct_openings} opening{'s' if self.distinct_openings != 1 else ''}\n"
             f"A: {self.wins} wins, {self.draws} draws, {self.losses} losses; "
             f"score {self.score:.3f} ({colour_scores}); mean disc difference {self.disc_diff_mean:+.1f}\n"
             f"Elo difference {fmt(elo)} (95% interval {fmt(low)} .. {fmt(high)})"

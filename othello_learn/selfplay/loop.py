@@ -78,7 +78,7 @@ class RunConfig:
     workers: int = opt(0, "self-play processes, each playing whole parts on its share of the CPU threads "
                        "(0: one per thread on a CPU, 1 on a GPU; never more than the parts left)", resumable=True,
                        limits=(0, None, True))
-    search: typing.Optional[str] = opt(None, "self-play and gating search (None: the run's own; "
+    search: typing.Optional[str] = opt(None, "self-play and gating search (default: the run's own; "
                                        f"{DEFAULT_SEARCH} for a new run). gumbel: Gumbel AlphaZero, the policy "
                                        "target is the improved policy", choices=["puct", "gumbel"],
                                        saved_default="puct")
@@ -108,8 +108,8 @@ class RunConfig:
     gate_threshold: float = opt(0.55, "score the candidate needs to become the best", resumable=True,
                                 limits=(0, 1, True))
     continuous: bool = opt(False, "no gating: the trainee is always the best")
-    eval_vs: typing.Optional[str] = opt(None, "also play the best network (1-ply policy) against this spec each "
-                                        "generation", resumable=True)
+    eval_vs: typing.Optional[str] = opt(None, "also play the candidate network's 1-ply policy against this spec "
+                                        "each generation (default: no such match)", resumable=True)
     eval_games: int = opt(100, "games of the --eval-vs match", resumable=True, limits=(1, None, True))
     arch_blocks: int = opt(RANDOM_INIT["blocks"], "residual blocks, with --init random", limits=(1, None, True))
     arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", limits=(1, None, True))
@@ -202,7 +202,9 @@ class RunConfig:
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action):
-        return action.help if action.required else super()._get_help_string(action)
+        if action.required or action.default is None:  # None's meaning is in the help text itself
+            return action.help
+        return super()._get_help_string(action)
 
 
 def write_json(path: Path, obj) -> None:
@@ -696,9 +698,11 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
     if log is not None:
         log.log({k: v for k, v in record.items() if isinstance(v, (int, float)) and v is not None}, step=gen)
     plot_elo(state["history"], cfg.out / "elo.png")
+    gated = (f"gate score {result['score']}, {'promoted' if promoted else 'kept best'}"
+             if result["score"] is not None else "no gate (--continuous)")
+    evaluated = f"; 1-ply vs {record['eval_vs']}: {record['eval_score']:.3f}" if "eval_vs" in record else ""
     print(f"generation {gen}: {n} games ({record['black_wins']:.0%} black wins, {record['resigned']:.0%} resigned), "
-          f"gate score {result['score']}, {'promoted' if promoted else 'kept best'}; Elo {record['elo_best']:+.0f}",
-          file=sys.stderr)
+          f"{gated}; Elo {record['elo_best']:+.0f}{evaluated}", file=sys.stderr)
     return state
 
 

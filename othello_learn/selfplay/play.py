@@ -28,7 +28,7 @@ from othello_learn.selfplay.registry import make_player
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 DEFAULT_OPPONENT = "policy:checkpoints/cpu_rl_warm_long.pt"
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
-NO_HINT = "hints need a network: play a policy: or mcts: opponent, or give --hint-net CKPT"
+NO_HINT = "hints need a network: play a policy:, mcts: or gumbel: opponent, or give --hint-net CKPT"
 
 HELP = (
     "commands: a square such as f5 (any case); pass (only when you have no move; Enter does too); "
@@ -153,7 +153,10 @@ def hint_text(net, position: Position, history, you: str = "you") -> str:
 
 
 def network_of(player: Player):
-    """The network behind a ``policy:`` or ``mcts:`` player, else None."""
+    """The network behind a ``policy:``, ``mcts:`` or ``gumbel:`` player, or the one an
+    ``endgame:E:SPEC`` player uses before its solves; else None."""
+    while getattr(player, "inner", None) is not None:  # endgame:E:SPEC wraps SPEC's player
+        player = player.inner
     net = getattr(player, "net", None)
     if net is None and getattr(player, "evaluator", None) is not None:
         net = player.evaluator.net
@@ -363,7 +366,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--opponent", default=DEFAULT_OPPONENT,
-                        help=f"the opponent's player spec (random, greedy, alphabeta:D, policy:CKPT, mcts:CKPT[:SIMS]); "
+                        help=f"the opponent's player spec (random, greedy, alphabeta[:D], policy:CKPT, mcts:CKPT[:SIMS], "
+                             f"gumbel:CKPT[:SIMS], endgame:E:SPEC, nboard:CMD, gtp:CMD); "
                              f"default {DEFAULT_OPPONENT}")
     parser.add_argument("--colour", "--color", choices=("black", "white"), default="black",
                         help="your colour (black moves first); default black")

@@ -41,9 +41,12 @@ def read_obf(path: Path) -> list[ObfPosition]:
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not a text (UTF-8) file: {e.reason} at byte {e.start}") from None
     try:
-        return parse_obf(text, str(path))
+        positions = parse_obf(text, str(path))
     except FormatError as e:
         raise UserError(str(e)) from None
+    if not positions:  # an empty answer would look like success
+        raise UserError(f"{path}: no positions (expected lines like '<64 of X/O/-> X;')")
+    return positions
 
 
 def _move_name(sq: int) -> str:

@@ -338,8 +338,9 @@ def check_dataset(dm, data_dir: Path, trainer_cfg: dict | None = None, origin: d
     try:
         dm.setup()
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise UserError(f"--data {data_dir}: not a usable dataset ({one_line(e)}); "
-                        "build it with python data_tools/wthor.py --out DIR") from e
+        why = one_line(e)
+        hint = "" if "wthor.py" in why else "; build it with python data_tools/wthor.py --out DIR"
+        raise UserError(f"--data {data_dir}: not a usable dataset ({why}){hint}") from e
     every = (trainer_cfg or {}).get("val_check_interval")
     if isinstance(every, int) and not isinstance(every, bool):
         batches = len(dm.train_dataloader())
