@@ -87,3 +87,33 @@ def test_seeds_are_independent_streams_per_generation_stage_and_part():
     assert s2["train"] == int(expected)
     other = generation_seeds(dataclasses.replace(cfg, seed=1), 2)
     assert not set(other["self_play"]) & set(s2["self_play"])
+
+
+def test_grow_blocks_deepens_the_warm_start_without_changing_its_play(tmp_path):
+    import torch
+
+    from othello_learn.models.batch import from_arrays
+    from othello_learn.models.nets import NetConfig, build_network, save_network
+
+    torch.manual_seed(0)
+    source = build_network(NetConfig("resnet", encoder="handcrafted", blocks=1, width=8, value_head=True)).eval()
+    for m in source.modules():  # trained-looking batch norms, so an identity block is not trivially one
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    ckpt = tmp_path / "warm.pt"
+    save_network(source, ckpt)
+    cfg = RunConfig.from_args(["--init", str(ckpt), "--out", str(tmp_path / "rl"), "--grow-blocks", "2"])
+    cfg.check()
+    grown = rl_loop.initial_network(cfg)
+    assert grown.config.blocks == 3 and grown.config.width == 8
+    rng = np.random.default_rng(1)
+    player = rng.integers(0, 2**63, 16, dtype=np.uint64) & np.uint64(0x00FFFF0000FFFF00)
+    opponent = rng.integers(0, 2**63, 16, dtype=np.uint64) & ~player & np.uint64(0x0000FFFFFFFF0000)
+    batch = from_arrays(player, opponent, rng.integers(0, 2, 16).astype(bool), np.full((16, 4), -1), "cpu")
+    with torch.no_grad():
+        a, b = source(batch), grown(batch)
+    assert torch.allclose(a["policy"], b["policy"], atol=1e-5) and torch.allclose(a["value"], b["value"], atol=1e-5)
+    with pytest.raises(UserError, match="--grow-blocks .*--arch-blocks"):
+        RunConfig.from_args(BASE + ["--grow-blocks", "1"]).check()
+    assert RunConfig.from_json({"init": "random", "out": "x"}).grow_blocks == 0, "runs from before the flag"

@@ -39,7 +39,7 @@ import torch
 from othello.files import UserError, atomic_path, atomic_write, check_output, describe_os_error, one_line, run_main
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
-from othello_learn.models.nets import NetConfig, build_network, load_network, save_network
+from othello_learn.models.nets import NetConfig, build_network, grow_network, load_network, save_network
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
 from othello_learn.selfplay.external import ExternalPlayer
@@ -114,6 +114,8 @@ class RunConfig:
     arch_blocks: int = opt(RANDOM_INIT["blocks"], "residual blocks, with --init random", limits=(1, None, True))
     arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", limits=(1, None, True))
     arch_encoder: str = opt(RANDOM_INIT["encoder"], "input encoder, with --init random", choices=sorted(ENCODERS))
+    grow_blocks: int = opt(0, "residual blocks added on top of the --init network, starting as identities: it plays "
+                           "as before, with depth for self-play to fill", limits=(0, None, True), saved_default=0)
     device: str = opt("cuda" if torch.cuda.is_available() else "cpu", "torch device", resumable=True)
     seed: int = opt(0, "root of every generation's seeds", limits=(0, None, True))
     logger: str = opt("wandb", "per-generation statistics to W&B, or none", resumable=True, choices=["wandb", "none"])
@@ -189,6 +191,8 @@ class RunConfig:
                 raise UserError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
         check_output(self.out, "--out", folder=True)
         usable_device(self.device)
+        if self.init == "random" and self.grow_blocks:
+            raise UserError("--grow-blocks grows the --init checkpoint's network; with --init random, set --arch-blocks")
         if self.init != "random" and not Path(self.init).is_file():
             raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         if self.eval_vs:
@@ -312,6 +316,9 @@ def initial_network(cfg: RunConfig):
     if getattr(net, "value_head", None) is None:
         raise UserError(f"--init {cfg.init}: self-play needs a network with a value head "
                         "(train one with arch: resnet, value_head: true, e.g. train/configs/resnet_best.yaml)")
+    if cfg.grow_blocks:
+        grown = dataclasses.replace(net.config, blocks=net.config.blocks + cfg.grow_blocks)
+        net = grow_network(net, grown, where=f"--init {cfg.init}").eval()
     return net
 
 
