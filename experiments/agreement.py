@@ -5,6 +5,10 @@ With dagger_label.py labels, also how often the nets fix its clear mistakes (roo
 With dagger_label.py --solve-empties labels: how often each net's move keeps a won or
 drawn position's perfect-play result, and how often it changes the labelling net's move
 where that move kept it."""
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import sys
 
 import numpy as np

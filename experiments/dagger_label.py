@@ -9,6 +9,10 @@ format of reanalyse.py, for finetune.py --lab, plus the net's own argmax.
 Or --solve-empties E: only the positions with <= E empty squares, labelled by
 the exact solver (every optimal square and the disc difference, as solve_wthor.py;
 each move's win/draw/loss; the smallest-correction target pi), for finetune.py --end. Research script, not tested."""
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import argparse, time
 import numpy as np, pandas as pd, torch
 from othello import bitboard as bb

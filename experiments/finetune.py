@@ -3,6 +3,10 @@
 reanalyse.py: the search's move, its improved policy or half each) and exactly
 solved endgames (--end, from solve_wthor.py), mixed with expert positions of the
 training years (--expert: the share of each batch). Research script, not tested."""
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import argparse, glob, time, json
 import numpy as np, pandas as pd, torch
 from othello_learn.models import fastpath

@@ -4,6 +4,10 @@ frozen past selves (the warm start first), and each of its moves is reinforced
 by the game's result less the value head's estimate (actor-critic baseline).
 No search: what is trained is exactly the player the 1-ply target measures.
 Research script, not tested."""
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import argparse, copy, json, time
 import numpy as np, torch
 from othello.states import States

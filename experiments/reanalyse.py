@@ -1,5 +1,9 @@
 """Relabel self-play positions with a fresh, noise-free Gumbel search of a net:
 improved policy at c_scale 0.1 and 1.0, the search's chosen move, root value."""
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import argparse, glob, time, dataclasses
 import numpy as np, torch
 from othello.states import States

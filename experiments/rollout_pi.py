@@ -5,6 +5,10 @@ are each played out to the end by the learner on both sides, greedily, and the
 move whose game ends best (win/draw/loss, then disc difference; ties to the
 prior) becomes the target. One Adam step a batch, expert positions mixed in to
 anchor what the rollouts do not see. Research script, not tested."""
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import argparse, copy, json, time
 import numpy as np, pandas as pd, torch
 from othello.states import States

@@ -1,6 +1,10 @@
 """Exactly solved WTHOR training positions (<= 11 empty squares, plies 49..57):
 player, opponent, side, history, the mask of optimal squares and the final disc
 difference. Usage: python experiments/solve_wthor.py WORKER MINUTES OUT.npz"""
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import sys, numpy as np, pandas as pd, time
 from othello_learn.selfplay.endgame import solve
 from othello import bitboard as bb
