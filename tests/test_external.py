@@ -148,3 +148,12 @@ def test_close_lets_the_reader_threads_finish_before_closing_the_pipes(monkeypat
         assert not errors and time.monotonic() < deadline, errors
         time.sleep(0.05)
     assert not errors
+
+
+def test_check_starts_a_working_engine_once_and_stops_it():
+    nb = make_player(f"nboard:timeout=60:{sys.executable} {REPO / 'selfplay' / 'nboard.py'} --player alphabeta:1")
+    nb.check()  # ping answered with pong
+    assert not nb.engine.running
+    gtp = make_player(f"gtp:timeout=20:{FAKE}")
+    gtp.check()  # boardsize answered
+    assert not gtp.engine.running and gtp.restarts == 0
