@@ -423,3 +423,17 @@ def test_metrics_json_is_strict_json_when_no_validation_ran(dataset_dir, tmp_pat
 
     summary = json.loads((out / "metrics.json").read_text(), parse_constant=refuse)
     assert summary["best_val_acc"] is None and Path(summary["best_checkpoint"]).is_absolute()
+
+
+def test_an_error_after_training_ran_keeps_the_whole_run_folder(dataset_dir, tmp_path, capsys, monkeypatch):
+    import othello_learn.models.nets as nets
+    from othello_learn.train.train import main
+
+    def refuse(*args, **kwargs):
+        raise UserError("model.pt: cannot be written")
+
+    monkeypatch.setattr(nets, "save_network", refuse)
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "2"), capsys)
+    assert code == 2 and "cannot be written" in err
+    assert (out / "config.yaml").exists() and (out / "checkpoints" / "last.ckpt").exists(), "the trained run stays"

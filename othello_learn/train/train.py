@@ -391,13 +391,13 @@ def train(argv=None) -> dict:
     try:
         return _train(args)
     except UserError:
-        if new_out:  # refused before training: take back the folder this command made, and only what it wrote
-            for name in ("config.yaml", "wandb_id", ".lock"):
+        # Refused before training: take back the folder this command made. Only if it holds
+        # nothing but what the set-up writes; a checkpoint means training ran, and it all stays.
+        setup = {"config.yaml", "wandb_id", ".lock"}
+        if new_out and args.out.is_dir() and {p.name for p in args.out.iterdir()} <= setup:
+            for name in setup:
                 (args.out / name).unlink(missing_ok=True)
-            try:
-                args.out.rmdir()
-            except OSError:
-                pass  # not empty: something was written that is worth keeping
+            args.out.rmdir()
         raise
 
 
