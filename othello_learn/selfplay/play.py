@@ -1,8 +1,8 @@
 """Play Othello against any player spec in the terminal.
 
     python selfplay/play.py --opponent policy:checkpoints/cpu_hc_long.pt
-    python selfplay/play.py --opponent mcts:checkpoints/cpu_rl_warm_long.pt:64 --colour white --show-policy
-    python selfplay/play.py --opponent alphabeta:3 --hint-net checkpoints/cpu_rl_warm_long.pt --save game.ggf
+    python selfplay/play.py --opponent gumbel:checkpoints/best_selfplay.pt:32 --colour white --show-policy
+    python selfplay/play.py --opponent alphabeta:3 --hint-net checkpoints/best_selfplay.pt --save game.ggf
 
 Type a square (``f5``, any case), ``pass`` (only when you have no move; Enter
 does too), ``undo``, ``hint``, ``help`` or ``quit``. The prompt code here is
@@ -26,7 +26,7 @@ from othello_learn.selfplay.players import Player, check_seed
 from othello_learn.selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
-DEFAULT_OPPONENT = "policy:checkpoints/cpu_rl_warm_long.pt"
+DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
 NO_HINT = "hints need a network: play a policy:, mcts: or gumbel: opponent, or give --hint-net CKPT"
 
