@@ -89,7 +89,7 @@ def test_seeds_are_independent_streams_per_generation_stage_and_part():
     assert not set(other["self_play"]) & set(s2["self_play"])
 
 
-def test_grow_blocks_deepens_the_warm_start_without_changing_its_play(tmp_path):
+def test_grow_deepens_and_widens_the_warm_start_without_changing_its_play(tmp_path):
     import torch
 
     from othello_learn.models.batch import from_arrays
@@ -103,10 +103,11 @@ def test_grow_blocks_deepens_the_warm_start_without_changing_its_play(tmp_path):
             m.running_var.uniform_(0.5, 2.0)
     ckpt = tmp_path / "warm.pt"
     save_network(source, ckpt)
-    cfg = RunConfig.from_args(["--init", str(ckpt), "--out", str(tmp_path / "rl"), "--grow-blocks", "2"])
+    cfg = RunConfig.from_args(["--init", str(ckpt), "--out", str(tmp_path / "rl"), "--grow-blocks", "2",
+                               "--grow-width", "8"])
     cfg.check()
     grown = rl_loop.initial_network(cfg)
-    assert grown.config.blocks == 3 and grown.config.width == 8
+    assert grown.config.blocks == 3 and grown.config.width == 16
     rng = np.random.default_rng(1)
     player = rng.integers(0, 2**63, 16, dtype=np.uint64) & np.uint64(0x00FFFF0000FFFF00)
     opponent = rng.integers(0, 2**63, 16, dtype=np.uint64) & ~player & np.uint64(0x0000FFFFFFFF0000)
@@ -114,6 +115,8 @@ def test_grow_blocks_deepens_the_warm_start_without_changing_its_play(tmp_path):
     with torch.no_grad():
         a, b = source(batch), grown(batch)
     assert torch.allclose(a["policy"], b["policy"], atol=1e-5) and torch.allclose(a["value"], b["value"], atol=1e-5)
-    with pytest.raises(UserError, match="--grow-blocks .*--arch-blocks"):
-        RunConfig.from_args(BASE + ["--grow-blocks", "1"]).check()
-    assert RunConfig.from_json({"init": "random", "out": "x"}).grow_blocks == 0, "runs from before the flag"
+    for flag in ("blocks", "width"):
+        with pytest.raises(UserError, match=f"--grow-{flag} .*--arch-{flag}"):
+            RunConfig.from_args(BASE + [f"--grow-{flag}", "1"]).check()
+    old = RunConfig.from_json({"init": "random", "out": "x"})
+    assert (old.grow_blocks, old.grow_width) == (0, 0), "runs from before the flags"

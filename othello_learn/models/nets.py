@@ -255,24 +255,26 @@ def network_from_state(cfg: NetConfig, state_dict: dict, path) -> MoveNet:
 
 
 def grow_network(source: MoveNet, cfg: NetConfig, where="the network") -> MoveNet:
-    """``cfg``'s network starting as ``source``: a warm start that may be deeper.
+    """``cfg``'s network starting as ``source``: a warm start that may be deeper or wider.
 
     Every weight of ``source`` is copied; the residual blocks (or reference layers) that
     ``cfg`` adds at the top of the tower start as identities (a block's last batch norm at
-    zero, a layer's kernel a Dirac on ReLU outputs), so the grown net plays exactly as
-    ``source`` does and training adds capacity instead of starting over. A value head that
-    ``source`` lacks starts fresh; one that ``cfg`` drops is left behind. Anything else that
-    differs (architecture, encoder, width, fewer layers) cannot be carried over: a UserError
-    naming ``where`` and the setting."""
+    zero, a layer's kernel a Dirac on ReLU outputs), and added channels are read by the old
+    ones with weight 0 and add nothing to a block's output (its last batch norm is zero
+    there), so the grown net plays as ``source`` does and training adds capacity instead
+    of starting over. A value head that ``source`` lacks starts fresh; one that ``cfg``
+    drops is left behind. Anything else that differs (architecture, encoder, fewer layers
+    or channels) cannot be carried over: a UserError naming ``where`` and the setting."""
     have = source.config
-    for key in ("arch", "encoder", "width"):
+    for key in ("arch", "encoder"):
         if getattr(have, key) != getattr(cfg, key):
             raise UserError(f"{where}: model.{key} is {getattr(have, key)!r} there and {getattr(cfg, key)!r} in the "
-                            f"config; a warm start keeps {key} (it can add residual blocks or layers)")
+                            f"config; a warm start keeps {key} (it can add residual blocks, layers or width)")
     depth_key = "blocks" if cfg.arch == "resnet" else "depth"
-    if getattr(cfg, depth_key) < getattr(have, depth_key):
-        raise UserError(f"{where}: has model.{depth_key}={getattr(have, depth_key)}, more than the config's "
-                        f"{getattr(cfg, depth_key)}; a warm start can add {depth_key}, not remove them")
+    for key in (depth_key, "width"):
+        if getattr(cfg, key) < getattr(have, key):
+            raise UserError(f"{where}: has model.{key}={getattr(have, key)}, more than the config's "
+                            f"{getattr(cfg, key)}; a warm start can add {key}, not remove them")
     net = build_network(cfg)
     if cfg.arch == "resnet":
         for block in list(net.blocks)[len(source.blocks):]:
@@ -287,9 +289,24 @@ def grow_network(source: MoveNet, cfg: NetConfig, where="the network") -> MoveNe
     for key, value in source.state_dict().items():
         if key.startswith("value_head.") and not cfg.value_head:
             continue
-        state[key] = value.detach().clone()
+        state[key] = _widen(state[key], value.detach())
+    if cfg.arch == "resnet" and cfg.width > have.width:
+        for i in range(len(source.blocks)):  # the added channels' residual branch starts at zero
+            for name in ("weight", "bias"):
+                state[f"blocks.{i}.bn2.{name}"][have.width:] = 0
     net.load_state_dict(state)
     return net
+
+
+def _widen(fresh: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """``old`` in the leading corner of ``fresh`` (the same when the shapes agree). Inputs
+    ``old`` lacks (dim 1 of a weight) get weight 0, so its outputs are unchanged; the
+    outputs it lacks (dim 0) keep their fresh initialisation, so the new channels learn."""
+    out = fresh.clone()
+    if out.dim() >= 2 and out.shape[1] > old.shape[1]:
+        out[: old.shape[0], old.shape[1]:] = 0
+    out[tuple(slice(0, n) for n in old.shape)] = old
+    return out
 
 
 def plain(obj, where: str = "checkpoint"):

@@ -116,6 +116,8 @@ class RunConfig:
     arch_encoder: str = opt(RANDOM_INIT["encoder"], "input encoder, with --init random", choices=sorted(ENCODERS))
     grow_blocks: int = opt(0, "residual blocks added on top of the --init network, starting as identities: it plays "
                            "as before, with depth for self-play to fill", limits=(0, None, True), saved_default=0)
+    grow_width: int = opt(0, "channels added to every layer of the --init network, read with weight 0 at first: it "
+                          "plays as before, with width for self-play to fill", limits=(0, None, True), saved_default=0)
     device: str = opt("cuda" if torch.cuda.is_available() else "cpu", "torch device", resumable=True)
     seed: int = opt(0, "root of every generation's seeds", limits=(0, None, True))
     logger: str = opt("wandb", "per-generation statistics to W&B, or none", resumable=True, choices=["wandb", "none"])
@@ -191,8 +193,10 @@ class RunConfig:
                 raise UserError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
         check_output(self.out, "--out", folder=True)
         usable_device(self.device)
-        if self.init == "random" and self.grow_blocks:
-            raise UserError("--grow-blocks grows the --init checkpoint's network; with --init random, set --arch-blocks")
+        for flag, value, instead in (("--grow-blocks", self.grow_blocks, "--arch-blocks"),
+                                     ("--grow-width", self.grow_width, "--arch-width")):
+            if self.init == "random" and value:
+                raise UserError(f"{flag} grows the --init checkpoint's network; with --init random, set {instead}")
         if self.init != "random" and not Path(self.init).is_file():
             raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         if self.eval_vs:
@@ -316,8 +320,9 @@ def initial_network(cfg: RunConfig):
     if getattr(net, "value_head", None) is None:
         raise UserError(f"--init {cfg.init}: self-play needs a network with a value head "
                         "(train one with arch: resnet, value_head: true, e.g. train/configs/resnet_best.yaml)")
-    if cfg.grow_blocks:
-        grown = dataclasses.replace(net.config, blocks=net.config.blocks + cfg.grow_blocks)
+    if cfg.grow_blocks or cfg.grow_width:
+        grown = dataclasses.replace(net.config, blocks=net.config.blocks + cfg.grow_blocks,
+                                    width=net.config.width + cfg.grow_width)
         net = grow_network(net, grown, where=f"--init {cfg.init}").eval()
     return net
 
