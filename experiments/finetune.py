@@ -99,7 +99,7 @@ for step in range(a.steps):
             b = augment(b, generator=gen)
             p = move_losses(net(b), b["policy"], b["outcome"], value_weight=a.vw)
             loss = loss + p["loss"] * ns / a.batch
-            tot["sp_pol"] = tot.get("sp_pol", 0) + float(p["policy_loss"]); tot["sp_val"] = tot.get("sp_val", 0) + float(p["value_loss"])
+            tot["sp_pol"] = tot.get("sp_pol", 0) + float(p["policy_loss"].detach()); tot["sp_val"] = tot.get("sp_val", 0) + float(p["value_loss"].detach())
         if ne:
             r = np.sort(train_rows[rng.integers(0, len(train_rows), ne)])
             e = pos[r]
@@ -112,7 +112,7 @@ for step in range(a.steps):
                     b["policy"] = torch.softmax(teacher(b)["policy"].float(), -1)
             p = move_losses(net(b), b["policy"], b["outcome"], value_weight=a.expert_vw)
             loss = loss + p["loss"] * ne / a.batch
-            tot["ex_pol"] = tot.get("ex_pol", 0) + float(p["policy_loss"]); tot["ex_val"] = tot.get("ex_val", 0) + float(p["value_loss"])
+            tot["ex_pol"] = tot.get("ex_pol", 0) + float(p["policy_loss"].detach()); tot["ex_val"] = tot.get("ex_val", 0) + float(p["value_loss"].detach())
         if nd:
             i = rng.integers(0, len(END["player"]), nd)
             b = from_arrays(END["player"][i], END["opponent"][i], END["black"][i], END["history"][i].astype(np.int64), dev)
@@ -124,7 +124,7 @@ for step in range(a.steps):
             b = augment(b, generator=gen)
             p = move_losses(net(b), b["policy"], b["outcome"], value_weight=a.expert_vw)
             loss = loss + p["loss"] * nd / a.batch
-            tot["end_pol"] = tot.get("end_pol", 0) + float(p["policy_loss"]); tot["end_val"] = tot.get("end_val", 0) + float(p["value_loss"])
+            tot["end_pol"] = tot.get("end_pol", 0) + float(p["policy_loss"].detach()); tot["end_val"] = tot.get("end_val", 0) + float(p["value_loss"].detach())
         if a.l2: loss = loss + a.l2 * l2_penalty(net)
     opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
     if (step + 1) % 200 == 0:
