@@ -187,9 +187,7 @@ class ExternalPlayer(Player):
             self._ensure_started()
             self.sync()
         except (EngineTimeout, EngineDied) as e:
-            tail = "; ".join(self.engine.stderr_tail)
-            raise EngineError(f"engine {self.command!r} ({self.protocol}) does not answer ({e})"
-                              + (f" [engine stderr: {tail}]" if tail else "")) from None
+            raise self._error(f"does not answer ({e})") from None
         finally:
             self.engine.close(polite=False)
 
@@ -202,10 +200,14 @@ class ExternalPlayer(Player):
         prefix = "" if start == Position() else "from a set-up position, "
         return f"{prefix}after {write_transcript(moves, passes=True) or '(no moves)'}"
 
-    def _fail(self, what: str, start, moves) -> EngineError:
+    def _error(self, what: str) -> EngineError:
+        """An EngineError naming the command, with the last lines the engine wrote to stderr."""
         tail = "; ".join(self.engine.stderr_tail)
-        return EngineError(f"engine {self.command!r} ({self.protocol}) {what}, {self._where(start, moves)}"
+        return EngineError(f"engine {self.command!r} ({self.protocol}) {what}"
                            + (f" [engine stderr: {tail}]" if tail else ""))
+
+    def _fail(self, what: str, start, moves) -> EngineError:
+        return self._error(f"{what}, {self._where(start, moves)}")
 
     def move_for(self, start: Position, moves: list[int], pos: Position) -> int:
         for attempt in range(2):

@@ -42,7 +42,6 @@ from othello_learn.models.fastpath import usable_device
 from othello_learn.models.nets import NetConfig, build_network, grow_network, load_network, save_network
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
-from othello_learn.selfplay.external import ExternalPlayer
 from othello_learn.selfplay.gumbel import GumbelConfig
 from othello_learn.selfplay.learner import train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
@@ -201,9 +200,7 @@ class RunConfig:
             raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         if self.eval_vs:
             try:
-                player = make_player(self.eval_vs)
-                if isinstance(player, ExternalPlayer):
-                    player.check()
+                make_player(self.eval_vs).check()
             except UserError as e:
                 raise UserError(f"--eval-vs: {e}") from e
 

@@ -73,6 +73,10 @@ class Player:
     def reset(self) -> None:
         """Called before each match; stateful players (trees, caches) clear here."""
 
+    def check(self) -> None:
+        """Raise a UserError now if the player cannot play (an external engine that does
+        not answer), so a long job finds out before its work; in-process players can."""
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
 
