@@ -4,7 +4,9 @@ import contextlib
 import dataclasses
 import io
 import json
+import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -286,6 +288,27 @@ def rl_run(tmp_path_factory):
     return SimpleNamespace(out=out, calls=calls, interrupted=interrupted, message=err.getvalue(), wandb=wandb,
                            state_at_interrupt=state_at_interrupt, files_at_interrupt=files_at_interrupt,
                            resumed=resumed)
+
+
+def test_sigterm_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
+    """``kill`` (a scheduler ending the job) unwinds like Ctrl-C: exit 143, the
+    generation the rerun resumes from, nothing half-written, the handler given back."""
+    out = tmp_path / "rl"
+    real, calls = rl_loop.play_games, []
+
+    def killed_in_the_second_part(*a, **k):
+        calls.append(k["seed"])
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*a, **k)
+
+    monkeypatch.setattr(rl_loop, "play_games", killed_in_the_second_part)
+    handler = signal.getsignal(signal.SIGTERM)
+    code, err = cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)
+    assert signal.getsignal(signal.SIGTERM) == handler
+    assert code == 143 and "terminated; rerun the same command to resume from generation 1" in err, err
+    assert "Traceback" not in err and not [f for f in _files(out) if f.endswith(".tmp")]
+    assert len(list((out / "games" / "gen_0001").glob("part_*.npz"))) == 1, "the finished part is kept"
 
 
 def test_worker_processes_play_the_same_games_as_one_process(tmp_path):

@@ -10,9 +10,9 @@ best (score above ``--gate-threshold``; ``--continuous`` promotes always).
 Each of these stages reads and writes files under OUT, atomically (temporary
 file, then rename), self-play in parts, and skips work whose output is already
 there, so the process can be killed at any moment: rerunning the same command
-resumes where it stopped, without losing or repeating a game; Ctrl-C says
-which generation the rerun resumes from. Settings marked (fixed) define the
-run and cannot change on resume. Per-generation statistics go to OUT/stats,
+resumes where it stopped, without losing or repeating a game; Ctrl-C (exit
+status 130) or SIGTERM (143) says which generation the rerun resumes from.
+Settings marked (fixed) define the run and cannot change on resume. Per-generation statistics go to OUT/stats,
 W&B (offline by default) and OUT/elo.png.
 """
 
@@ -393,16 +393,30 @@ def plot_elo(history: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a scheduler ending a job) raised where the main process
+    is, so it unwinds as Ctrl-C does: self-play workers stopped, nothing half-written.
+    A KeyboardInterrupt, so no ``except Exception`` on the way swallows it."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
 def main(argv=None) -> int:
     cfg = RunConfig.from_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         run(cfg)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         # Everything is written atomically, so the rerun finds only whole files.
         g = min(committed_generation(cfg.out) + 1, cfg.generations)
-        print(f"{Path(sys.argv[0]).name}: interrupted; rerun the same command to resume from generation {g}",
+        what, code = ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+        print(f"{Path(sys.argv[0]).name}: {what}; rerun the same command to resume from generation {g}",
               file=sys.stderr)
-        return 130
+        return code
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
 
 
@@ -546,7 +560,9 @@ def _play_into(ev: Evaluator, search, sp: SelfPlayConfig, parts: list, progress:
 def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list, threads: int) -> None:
     """A worker process: its share of the parts, each the same games as the
     main process would play for it. Errors are one line and exit status 2
-    (the main process names the worker); Ctrl-C exits quietly."""
+    (the main process names the worker); Ctrl-C or SIGTERM exits quietly (a
+    worker killed outright would leave its semaphores behind)."""
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         torch.set_num_threads(threads)
         dev = torch.device(device)
