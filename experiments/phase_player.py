@@ -1,0 +1,41 @@
+"""``phase:E:LATE:EARLY``: the 1-ply policy of checkpoint LATE while at most E
+squares are empty, of EARLY before. A research player (arena ``--import
+experiments.phase_player``): it measures what an endgame specialist net, trained
+on exactly solved endgames alone, adds to a net whose midgame it leaves as it was."""
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+import numpy as np
+
+from othello import bitboard as bb
+from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.registry import make_player, register_player
+from othello_learn.selfplay.players import spec_int
+
+
+class PhasePlayer(Player):
+    def __init__(self, late, early, empties):
+        self.late, self.early, self.empties = late, early, empties
+
+    @classmethod
+    def from_args(cls, args):
+        if len(args) != 3:
+            raise ValueError("expected phase:EMPTIES:LATE_CKPT:EARLY_CKPT")
+        return cls(make_player("policy:" + args[1]), make_player("policy:" + args[2]), spec_int(args[0], "empties"))
+
+    def select(self, player, opponent, black_to_move, rng, **extra):
+        player, opponent = np.asarray(player), np.asarray(opponent)
+        late = (64 - bb.popcount(player | opponent).astype(np.int64)) <= self.empties
+        out = np.empty(len(player), dtype=np.int64)
+        for mask, p in ((late, self.late), (~late, self.early)):
+            idx = np.nonzero(mask)[0]
+            if idx.size:
+                out[idx] = p.select(player[idx], opponent[idx], np.asarray(black_to_move)[idx], rng)
+        return out
+
+    def reset(self):
+        self.late.reset(); self.early.reset()
+
+
+register_player("phase", PhasePlayer.from_args)
