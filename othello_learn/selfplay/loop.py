@@ -12,8 +12,8 @@ file, then rename), self-play in parts, and skips work whose output is already
 there, so the process can be killed at any moment: rerunning the same command
 resumes where it stopped, without losing or repeating a game; Ctrl-C (exit
 status 130) or SIGTERM (143) says which generation the rerun resumes from.
-Settings marked (fixed) define the run and cannot change on resume. Per-generation statistics go to OUT/stats,
-W&B (offline by default) and OUT/elo.png.
+Settings marked (fixed) define the run and cannot change on resume.
+Per-generation statistics go to OUT/stats, W&B (offline by default) and OUT/elo.png.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import typing
 import zipfile
@@ -405,7 +406,9 @@ def _terminate(signum, frame):
 
 def main(argv=None) -> int:
     cfg = RunConfig.from_args(argv)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    # Python lets only the main thread set handlers (main() may be called from another, e.g. a notebook's).
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
         run(cfg)
     except KeyboardInterrupt as e:
@@ -416,7 +419,8 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return code
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if in_main:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0
 
 
