@@ -311,6 +311,19 @@ def test_sigterm_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
     assert len(list((out / "games" / "gen_0001").glob("part_*.npz"))) == 1, "the finished part is kept"
 
 
+@pytest.mark.parametrize("search", ["puct", "gumbel"])
+def test_the_gate_plays_self_plays_search_settings(tiny_net, search):
+    """--c-puct / --gumbel-considered reach the gate's search, at --gate-simulations, without noise."""
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", "x", "--search", search, "--c-puct", "3", "--gumbel-considered", "4",
+                                              "--gate-simulations", "7"])
+    config = rl_loop._gate_player(cfg, tiny_net, torch.device("cpu")).config
+    assert config.simulations == 7
+    if search == "puct":
+        assert config.c_puct == 3.0 and config.dirichlet_weight == 0.0 and not config.reuse_tree
+    else:
+        assert config.max_considered == 4
+
+
 def test_worker_processes_play_the_same_games_as_one_process(tmp_path):
     """--workers 2 plays the generation's parts in two spawned processes: part
     for part the games the main process plays (each part has its own seed)."""

@@ -65,7 +65,8 @@ def opt(default=dataclasses.MISSING, help="", *, resumable=False, limits=None, c
 
 @dataclass
 class RunConfig:
-    init: str = opt(help="supervised checkpoint with a value head (model.pt / .ckpt), or 'random'")
+    init: str = opt(help="exported network with a value head (a .pt: checkpoints/best_*.pt, a training run's "
+                         "model.pt), or 'random'")
     out: Path = opt(help="run folder (resumed if it exists)", resumable=True)
     generations: int = opt(10, "run until this many generations are done", resumable=True, limits=(1, None, True))
     games: int = opt(2048, "self-play games per generation", limits=(1, None, True))
@@ -96,7 +97,7 @@ class RunConfig:
     no_resign: bool = opt(False, "never resign", resumable=True)
     no_resign_fraction: float = opt(0.1, "share of games always played out", resumable=True, limits=(0, 1, True))
     solve_empties: int = opt(0, "in self-play, solve positions with at most this many empty squares exactly: "
-                             "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game)", resumable=True,
+                             "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game, mostly its first solve)", resumable=True,
                              limits=(0, 14, True))
     window: int = opt(4, "generations of games in the replay window", limits=(1, None, True))
     train_steps: int = opt(1000, "training steps per generation", limits=(1, None, True))
@@ -641,6 +642,12 @@ def train(cfg: RunConfig, gen: int) -> Path:
     return p["net"]
 
 
+def _gate_player(cfg: RunConfig, net, dev: torch.device):
+    """Self-play's search (its --c-puct or --gumbel-considered) at --gate-simulations,
+    without noise or tree reuse: the gate compares nets, not luck."""
+    return search_player(cfg.search, net, cfg.gate_simulations, dev, cfg.gumbel_considered, c_puct=cfg.c_puct)
+
+
 def gate(cfg: RunConfig, gen: int) -> Path:
     """The match of generation ``gen``'s candidate against the best network
     (none with --continuous), and the optional --eval-vs match."""
@@ -655,8 +662,7 @@ def gate(cfg: RunConfig, gen: int) -> Path:
         result = {"games": 0, "score": None, "elo": 0.0, "elo_low": None, "elo_high": None}
     else:
         best = load_net(cfg.out / state["best"], dev, COMMITTED).to(dev)
-        a = search_player(cfg.search, cand, cfg.gate_simulations, dev, cfg.gumbel_considered)
-        b = search_player(cfg.search, best, cfg.gate_simulations, dev, cfg.gumbel_considered)
+        a, b = _gate_player(cfg, cand, dev), _gate_player(cfg, best, dev)
         a.name, b.name = p["tag"], state["best"]
         r = play_match(a, b, cfg.gate_games, seed=seeds["gate"], progress=not cfg.quiet)
         elo, lo, hi = r.elo()

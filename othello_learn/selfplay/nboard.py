@@ -255,7 +255,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
-    parser.add_argument("--name", help="name reported to the GUI (default: the spec)")
+    parser.add_argument("--name", help="name reported to the GUI (default: 'othello-learn SPEC')")
     parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)

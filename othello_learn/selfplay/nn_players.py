@@ -112,11 +112,12 @@ def best_move(net, position, history=None):
     return int(legal[int(p.argmax())]), probs, value
 
 
-def search_player(search: str, net, simulations: int, device=None, considered: int = 0) -> Player:
+def search_player(search: str, net, simulations: int, device=None, considered: int = 0,
+                  c_puct: float = 1.5) -> Player:
     """The arena player of a self-play search ("puct" or "gumbel"), without noise: for gating."""
     if search == "gumbel":
         return GumbelPlayer(net, simulations, device, max_considered=considered)
-    return MCTSPlayer(net, simulations, device)
+    return MCTSPlayer(net, simulations, device, c_puct=c_puct)
 
 
 def policy_from_args(args):

@@ -367,7 +367,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--opponent", default=DEFAULT_OPPONENT,
                         help=f"the opponent's player spec (random, greedy, alphabeta[:D], policy:CKPT, mcts:CKPT[:SIMS], "
-                             f"gumbel:CKPT[:SIMS], endgame:E:SPEC, nboard:CMD, gtp:CMD); "
+                             f"gumbel:CKPT[:SIMS[:K]], endgame:E:SPEC, nboard:CMD, gtp:CMD); "
                              f"default {DEFAULT_OPPONENT}")
     parser.add_argument("--colour", "--color", choices=("black", "white"), default="black",
                         help="your colour (black moves first); default black")
@@ -375,7 +375,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                         help="show the network's probabilities (percent) on the legal squares on your turn")
     parser.add_argument("--hint-net", metavar="CKPT", help="network for hints and --show-policy "
                         "(default: the opponent's network, if it has one)")
-    parser.add_argument("--save", metavar="GAME.ggf", type=Path, help="write the game here (GGF) when it ends")
+    parser.add_argument("--save", metavar="GAME.ggf", type=Path, help="write the game here (GGF) when it ends or is abandoned (then without a result)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
