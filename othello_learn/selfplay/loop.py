@@ -97,8 +97,8 @@ class RunConfig:
     no_resign: bool = opt(False, "never resign", resumable=True)
     no_resign_fraction: float = opt(0.1, "share of games always played out", resumable=True, limits=(0, 1, True))
     solve_empties: int = opt(0, "in self-play, solve positions with at most this many empty squares exactly: "
-                             "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game, mostly its first solve)", resumable=True,
-                             limits=(0, 14, True))
+                             "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game, mostly its first "
+                             "solve)", resumable=True, limits=(0, 14, True))
     window: int = opt(4, "generations of games in the replay window", limits=(1, None, True))
     train_steps: int = opt(1000, "training steps per generation", limits=(1, None, True))
     batch_size: int = opt(512, "training batch size", limits=(1, None, True))
