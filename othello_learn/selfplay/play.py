@@ -375,7 +375,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                         help="show the network's probabilities (percent) on the legal squares on your turn")
     parser.add_argument("--hint-net", metavar="CKPT", help="network for hints and --show-policy "
                         "(default: the opponent's network, if it has one)")
-    parser.add_argument("--save", metavar="GAME.ggf", type=Path, help="write the game here (GGF) when it ends or is abandoned (then without a result)")
+    parser.add_argument("--save", metavar="GAME.ggf", type=Path,
+                        help="write the game here (GGF) when it ends or is abandoned (then without a result)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
