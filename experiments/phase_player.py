@@ -14,6 +14,8 @@ from othello_learn.selfplay.registry import make_player, register_player
 
 
 class PhasePlayer(Player):
+    uses_history = True  # both are policy players, whose handcrafted planes hold the last four moves
+
     def __init__(self, late, early, empties):
         self.late, self.early, self.empties = late, early, empties
 
@@ -23,14 +25,14 @@ class PhasePlayer(Player):
             raise ValueError("expected phase:EMPTIES:LATE_CKPT:EARLY_CKPT")
         return cls(make_player("policy:" + args[1]), make_player("policy:" + args[2]), spec_int(args[0], "empties"))
 
-    def select(self, player, opponent, black_to_move, rng, **extra):
-        player, opponent = np.asarray(player), np.asarray(opponent)
+    def select(self, player, opponent, black_to_move, rng, history):
+        player, opponent, history = np.asarray(player), np.asarray(opponent), np.asarray(history)
         late = (64 - bb.popcount(player | opponent).astype(np.int64)) <= self.empties
         out = np.empty(len(player), dtype=np.int64)
         for mask, p in ((late, self.late), (~late, self.early)):
             idx = np.nonzero(mask)[0]
             if idx.size:
-                out[idx] = p.select(player[idx], opponent[idx], np.asarray(black_to_move)[idx], rng)
+                out[idx] = p.select(player[idx], opponent[idx], np.asarray(black_to_move)[idx], rng, history=history[idx])
         return out
 
     def reset(self):
