@@ -102,8 +102,8 @@ if a.expert:
     rows = np.nonzero(years[pos["game"]] <= 2014)[0]
     if a.solve_empties:  # plies 60 - E .. 58; passes make some of them hold more empties: filtered below
         rows = rows[pos["ply"][rows] >= 60 - a.solve_empties]
-        part, parts = map(int, a.part.split("/"))
-        rows = rows[part::parts]
+    part, parts = map(int, a.part.split("/"))
+    rows = rows[part::parts]
     e = pos[np.sort(rng.choice(rows, min(a.n, len(rows)), replace=False))]
     S0 = States(e["player"].astype(np.uint64), e["opponent"].astype(np.uint64), e["black_to_move"].astype(bool),
                 e["history"].astype(np.int64))
