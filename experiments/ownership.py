@@ -37,16 +37,15 @@ a = ap.parse_args()
 torch.manual_seed(a.seed)
 
 pos = np.load("data/wthor/positions.npy", mmap_mode="r")
-meta = np.load("data/wthor/positions.npy", mmap_mode="r")[["game", "ply", "move", "black_to_move"]]
 games = pd.read_csv("data/wthor/games.csv", usecols=["year", "finished"])
-g = np.asarray(meta["game"])
+g = np.asarray(pos["game"])
+assert np.all(np.diff(g) >= 0), "positions are sorted by game"
 
 # The final board of each game: its last recorded position with its move played.
 last = np.nonzero(np.r_[g[1:] != g[:-1], True])[0]
-assert np.all(np.diff(g) >= 0), "positions are sorted by game"
 lp, lo = np.asarray(pos["player"][last]), np.asarray(pos["opponent"][last])
 nxt_p, mover = bb.play(lp, lo, bb.bit(np.asarray(pos["move"][last]).astype(np.int64)))  # mover's discs are the second
-black_mover = np.asarray(meta["black_to_move"][last])
+black_mover = np.asarray(pos["black_to_move"][last])
 fin_black = np.full(games.shape[0], 0, np.uint64); fin_white = fin_black.copy(); ok = np.zeros(games.shape[0], bool)
 fin_black[g[last]] = np.where(black_mover, mover, nxt_p); fin_white[g[last]] = np.where(black_mover, nxt_p, mover)
 ok[g[last]] = bb.is_terminal(nxt_p, mover) & games["finished"].to_numpy()[g[last]]
