@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import torch
 
+from othello import bitboard as bb
 from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network
 
@@ -32,7 +33,7 @@ if "wdl" in d.files:  # solved endgames
         for name, s_ in (("won", top == 1), ("won or drawn", top >= 0)):
             print(ck, f"{name} ({s_.mean():.3f}): keeps the result {keep[s_].mean():.3f}")
         s_ = top >= 0
-        emp = 64 - np.array([(int(p_) | int(o_)).bit_count() for p_, o_ in zip(d["player"], d["opponent"])])
+        emp = 64 - bb.popcount(d["player"] | d["opponent"]).astype(np.int64)
         print("  keeps the result by empty squares (2..10):",
               " ".join(f"{e}:{keep[s_ & (emp == e)].mean():.3f}" for e in range(2, 11) if (s_ & (emp == e)).any()))
         print(f"  fixes {(keep & ~ok_before)[s_].sum()} of the labelling net's {(~ok_before)[s_].sum()} result-losing moves, "
