@@ -27,8 +27,9 @@ class UserError(Exception):
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path beside ``path``; rename it onto ``path`` when the block succeeds.
 
-    The folder is created if missing. On failure the temporary file is removed
-    and ``path`` is left as it was."""
+    The folder is created if missing. The data reach the disk (fsync) before the
+    rename, so a crash cannot leave an empty file under the real name. On failure
+    the temporary file is removed and ``path`` is left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -37,6 +38,8 @@ def atomic_path(path: str | os.PathLike):
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should have a plain file's mode
     try:
         yield tmp
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -15,27 +15,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from . import bitboard as bb
 from .game import IllegalMoveError, Position
-from .notation import PASS, square_name
+from .notation import PASS, parse_square, parse_transcript, square_name
 
 
 class FormatError(ValueError):
     """A record that does not parse or does not replay; the message says where."""
 
 
-_SQUARE_RE = re.compile(r"[a-h][1-8]")
-_PASS_WORDS = ("pa", "ps", "pass", "--")
-
-
 def parse_move(text: str) -> int:
-    """``'f5'``/``'F5'`` -> 37; ``'PA'``, ``'pass'``, ``'ps'``, ``'--'`` -> ``PASS``."""
-    t = text.strip().lower()
-    if t in _PASS_WORDS:
-        return PASS
-    if not _SQUARE_RE.fullmatch(t):
-        raise FormatError(f"not a move: {text!r} (expected a1..h8 or a pass: PA, pass, --)")
-    return 8 * (int(t[1]) - 1) + "abcdefgh".index(t[0])
+    """``'f5'``/``'F5'`` -> 37; ``'PA'``, ``'pass'``, ``'ps'``, ``'--'`` -> ``PASS``
+    (``othello.notation``'s grammar, raising ``FormatError``)."""
+    try:
+        return parse_square(text)
+    except ValueError:
+        raise FormatError(f"not a move: {text!r} (expected a1..h8 or a pass: PA, pass, --)") from None
 
 
 def play_with_passes(pos: Position, moves, what: str = "game", infer_passes: bool = True):
@@ -62,10 +56,11 @@ def play_with_passes(pos: Position, moves, what: str = "game", infer_passes: boo
 
 
 def parse_transcript_moves(text: str) -> list[int]:
-    """``'f5d6c3'``, ``'F5 d6 -- c3'``, ``'f5pad6'`` -> squares and ``PASS``es as written."""
-    compact = re.sub(r"\s+", "", text.lower())
-    tokens = re.findall(r"[a-h][1-8]|pass|pa|ps|--|.", compact)
-    return [parse_move(t) for t in tokens]
+    """``othello.notation.parse_transcript``, raising ``FormatError``."""
+    try:
+        return parse_transcript(text)
+    except ValueError as e:
+        raise FormatError(str(e)) from None
 
 
 def read_transcript(text: str, start: Position | None = None, what: str = "transcript") -> tuple[list[int], Position]:

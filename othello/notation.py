@@ -24,10 +24,13 @@ def square_name(square: int) -> str:
     return "abcdefgh"[square % 8] + str(square // 8 + 1)
 
 
+PASS_WORDS = ("pa", "ps", "pass", "--")  # GGF and NBoard write PA, transcripts --; all read alike
+
+
 def parse_square(name: str) -> int:
-    """``'f5'`` (either case) -> 37; ``'pass'`` or ``'--'`` -> ``PASS``."""
+    """``'f5'`` (either case) -> 37; ``'pass'``, ``'pa'``, ``'ps'`` or ``'--'`` -> ``PASS``."""
     text = name.strip().lower()
-    if text in ("pass", "--", "ps"):
+    if text in PASS_WORDS:
         return PASS
     m = _SQUARE_RE.fullmatch(text)
     if not m:
@@ -36,10 +39,11 @@ def parse_square(name: str) -> int:
 
 
 def parse_transcript(text: str) -> list[int]:
-    """``'f5d6c3'`` (spaces, case and ``--`` passes allowed) -> square indices."""
+    """``'f5d6c3'``, ``'F5 d6 -- c3'``, ``'f5pad6'`` (spaces, case and passes allowed) ->
+    square indices and ``PASS``es as written."""
     compact = re.sub(r"\s+", "", text.lower())
-    tokens = re.findall(r"[a-h][1-8]|--|pass|ps|.", compact)
-    bad = [t for t in tokens if t not in ("--", "pass", "ps") and not _SQUARE_RE.fullmatch(t)]
+    tokens = re.findall(r"[a-h][1-8]|pass|pa|ps|--|.", compact)
+    bad = [t for t in tokens if t not in PASS_WORDS and not _SQUARE_RE.fullmatch(t)]
     if bad:
         raise ValueError(f"transcript has {bad[0]!r} where a move (a1..h8) was expected: {text!r}")
     return [parse_square(t) for t in tokens]

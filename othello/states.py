@@ -177,6 +177,16 @@ class States:
         return out
 
 
+def last_actions(actions) -> np.ndarray:
+    """A game's ``history`` row from its actions so far (squares, 64 = pass): the last
+    four, most recent first, -1 where the game is younger; int64 [4]. One game's
+    version of what ``States.step`` keeps for a batch."""
+    row = np.full(4, -1, dtype=np.int64)
+    recent = list(actions)[::-1][:4]
+    row[: len(recent)] = recent
+    return row
+
+
 def _copy(a):
     return a.clone() if bb._is_torch(a) else a.copy()
 

@@ -4,7 +4,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from othello_learn.train.curves import is_fraction, load_curve, main as curves_main
+from othello.files import run_main
+from othello_learn.train.curves import is_fraction, load_curve, main
+
+
+def curves_main(argv):
+    """The command as its console script runs it: errors are one line and status 2."""
+    return run_main(main, argv)
 
 
 def _version(run: Path, v: int, rows: list[dict]) -> None:
@@ -102,3 +108,14 @@ def test_a_run_logged_to_wandb_is_read_from_its_run_files(tmp_path):
     assert load_curve(run)["val/acc"].tolist() == [0.3, 0.36]
     assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 0
     assert curves_main([str(run), "--metric", "val/nope", "--out", str(tmp_path / "n.png")]) == 2
+
+
+def test_a_malformed_config_is_one_line_naming_it(tmp_path, capsys):
+    run = tmp_path / "run"
+    _version(run, 0, [{"step": 9, "val/acc": 0.30}])
+    for text in ("data: [1\n", "data: 5\n", "data: {batch_size: many}\n"):
+        (run / "config.yaml").write_text(text)
+        assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 2
+        err = capsys.readouterr().err
+        assert "config.yaml" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "c.png").exists()

@@ -88,3 +88,13 @@ def test_network_hints_are_policy_ordered_with_values():
     assert out[-2].startswith("=== ") and out[-2].split("/")[1] != ""  # an evaluation from the value head
     engine = Engine(player, "x", io.StringIO(), io.StringIO())
     assert engine.analyst.choose(Position(), []) in Position().legal_moves()
+
+
+def test_the_network_behind_an_endgame_player_gives_hints_and_evaluations():
+    """``endgame:E:SPEC`` plays SPEC's moves before its solves: the engine ranks them with
+    SPEC's network, as ``othello-play``'s hints do."""
+    player = make_player("endgame:4:policy:checkpoints/cpu_rl_warm_long.pt")
+    out, _ = session(player, ["hint 3", "go"])
+    assert sum(line.startswith("search ") and "policy " in line for line in out) == 3
+    answer = [line for line in out if line.startswith("=== ")]
+    assert len(answer) == 1 and answer[0].split("/")[1] != ""  # an evaluation from the value head

@@ -388,6 +388,24 @@ def test_selfplay_npz_backward_compatible(selfplay_games, tmp_path):
     assert SelfPlayGames.concat([legacy, back]).moves is None
 
 
+def test_a_failed_save_leaves_the_old_generation_file(selfplay_games, tmp_path, monkeypatch):
+    """A generation file is the loop's record: a save that dies half-way keeps the one there."""
+    from othello_learn.selfplay import selfplay as sp_module
+
+    path = tmp_path / "gen_0001.npz"
+    selfplay_games.save(path)
+    before = path.read_bytes()
+
+    def dies(f, **arrays):
+        f.write(b"PK half a zip")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sp_module.np, "savez", dies)
+    with pytest.raises(OSError):
+        selfplay_games.save(path)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["gen_0001.npz"]
+
+
 # --------------------------------------------------------------------------
 # One position, no batch plumbing
 

@@ -87,3 +87,25 @@ def test_step_where_and_put_touch_only_the_chosen_games(backend):
     assert [int(x) for x in t.history[0]] == [37, NO_MOVE, NO_MOVE, NO_MOVE]
     s.put(np.array([1]) if backend == "numpy" else torch.tensor([1]), t[2:3])
     assert s.position(1) == Position().play("d3") and s.position(0) == Position()
+
+
+def test_last_actions_is_the_history_step_keeps():
+    """One game's history row from its actions equals what the batched ``step`` kept,
+    over random games with passes."""
+    from othello.states import last_actions
+
+    rng = np.random.default_rng(7)
+    states = States.initial(16)
+    played = [[] for _ in range(16)]
+    for _ in range(70):
+        live = ~states.is_over()
+        if not live.any():
+            break
+        legal = states.legal_actions()
+        actions = np.array([rng.choice(np.nonzero(row)[0]) if ok else 0 for row, ok in zip(legal, live)])
+        states = states.step_where(live, actions)
+        for g in np.nonzero(live)[0]:
+            played[g].append(int(actions[g]))
+    assert last_actions([]).tolist() == [-1, -1, -1, -1]
+    for g in range(16):
+        assert last_actions(played[g]).tolist() == states.history[g].tolist()

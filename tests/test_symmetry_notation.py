@@ -110,6 +110,18 @@ def test_transcripts_round_trip_and_replay():
         notation.parse_transcript("f5z9")
 
 
+def test_every_pass_word_reads_as_a_pass_and_written_transcripts_read_back():
+    """One grammar for moves: GGF's PA, transcripts' --, and the words a person types."""
+    from othello.formats import parse_move, parse_transcript_moves, write_transcript
+
+    for word in ("pa", "PA", "ps", "pass", "--"):
+        assert notation.parse_square(word) == notation.PASS == parse_move(word)
+    assert notation.parse_transcript("f5 PA d6--c3pass") == [37, 64, 43, 64, 18, 64]
+    moves = [37, 64, 43, 64]
+    assert notation.parse_transcript(write_transcript(moves, passes=True)) == moves
+    assert parse_transcript_moves(write_transcript(moves, passes=True)) == moves
+
+
 def test_wthor_bytes():
     assert notation.square_to_wthor(notation.parse_square("f5")) == 56
     assert notation.wthor_to_square(56) == 37

@@ -13,7 +13,6 @@ ever replaced.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import urllib.request

@@ -336,10 +336,8 @@ def save_checkpoint_file(obj: dict, path) -> None:
     buf = io.BytesIO()
     torch.save(plain(obj, str(path)), buf)
     try:
-        with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            f.write(buf.getbuffer())
-            f.flush()
-            os.fsync(f.fileno())
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(buf.getbuffer())
     except OSError as e:
         if e.filename is None or str(e.filename) != str(path):
             raise OSError(e.errno, e.strerror or str(e), str(path)) from e

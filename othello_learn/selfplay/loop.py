@@ -218,16 +218,6 @@ def write_json(path: Path, obj) -> None:
     atomic_write(path, json.dumps(obj, indent=2) + "\n")
 
 
-def save_net(net, path: Path, **extra) -> None:
-    with atomic_path(path) as tmp:
-        save_network(net, tmp, **extra)
-
-
-def save_games(games: SelfPlayGames, path: Path) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        games.save(f)
-
-
 # What a rerun does with a file we find broken, by the role the file plays.
 REPLAYED = "delete it and rerun the same command: that part is played again"
 REDONE = "delete it and rerun the same command: this step of the generation is done again"
@@ -479,7 +469,7 @@ def open_run(cfg: RunConfig) -> dict:
         cfg.search = DEFAULT_SEARCH
     if not cfg_path.exists():
         write_json(cfg_path, cfg.to_json())
-    save_net(net, out / "nets" / "gen_0000.pt")
+    save_network(net, out / "nets" / "gen_0000.pt")
     state = {"generation": 0, "best": "nets/gen_0000.pt", "trainee": "nets/gen_0000.pt", "elo_best": 0.0,
              "resign_threshold": None if cfg.no_resign else cfg.resign_threshold, "history": [],
              "wandb_id": f"rl-{int(time.time())}-{os.getpid()}"}
@@ -532,7 +522,7 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         seconds = time.time() - t0
         played = sum(n for _, n, _ in todo)
         merged = [kept[path] if path in kept else load_games(path, REPLAYED) for path, _, _ in parts]
-        save_games(SelfPlayGames.concat(merged), p["games"])
+        SelfPlayGames.concat(merged).save(p["games"])
         write_json(p["self_play"], {"seconds": seconds, "games_played": played, "workers": workers,
                                     "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None})
     if p["parts"].exists():  # our parts, now in the merged file (also after a kill during this clean-up)
@@ -559,7 +549,7 @@ def self_play_workers(requested: int, dev: torch.device, parts: int) -> tuple[in
 def _play_into(ev: Evaluator, search, sp: SelfPlayConfig, parts: list, progress: bool) -> None:
     """Each (path, games, seed) of ``parts`` played and saved, in this process."""
     for path, n, seed in parts:
-        save_games(play_games(ev, n, search, sp, seed=seed, progress=progress), path)
+        play_games(ev, n, search, sp, seed=seed, progress=progress).save(path)
 
 
 def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list, threads: int) -> None:
@@ -637,7 +627,7 @@ def train(cfg: RunConfig, gen: int) -> Path:
     stats["seconds"] = time.time() - t0
     stats["window_positions"] = int(sum(len(w.player) for w in window))
     stats["lr"], stats["l2_weight"] = cfg.lr, cfg.l2  # may change on resume: each generation records its own
-    save_net(trainee.cpu(), p["net"], generation=gen)
+    save_network(trainee.cpu(), p["net"], generation=gen)
     write_json(p["train"], stats)
     return p["net"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from othello.notation import PASS, format_transcript
-from othello.states import States
+from othello.states import States, last_actions
 from othello.symmetry import transform
 from othello_learn.selfplay.players import random_legal_squares
 
@@ -55,10 +55,7 @@ class Opening:
 
 def opening_states(openings: list[Opening]) -> States:
     """The openings as one numpy ``States`` batch, each history its last four actions."""
-    history = np.full((len(openings), 4), -1, dtype=np.int64)
-    for i, op in enumerate(openings):
-        recent = list(reversed(op.actions))[:4]
-        history[i, : len(recent)] = recent
+    history = np.array([last_actions(op.actions) for op in openings], dtype=np.int64).reshape(-1, 4)
     btm = np.array([op.black_to_move for op in openings], dtype=bool)
     black = np.array([op.black for op in openings], dtype=np.uint64)
     white = np.array([op.white for op in openings], dtype=np.uint64)

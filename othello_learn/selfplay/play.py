@@ -21,7 +21,9 @@ import numpy as np
 
 from othello.files import UserError, atomic_write, check_output, run_main
 from othello.game import Position
-from othello.notation import PASS, format_transcript, parse_square, square_name
+from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
+from othello.states import last_actions
+from othello_learn.selfplay.nn_players import network_of
 from othello_learn.selfplay.players import Player, check_seed
 from othello_learn.selfplay.registry import make_player
 
@@ -55,7 +57,7 @@ def parse_command(text: str, position: Position) -> Command:
     word = text.strip().lower()
     legal = position.legal_moves()
     names = ", ".join(position.legal_moves(names=True))
-    if word in ("", "pass", "--", "ps"):
+    if word == "" or word in PASS_WORDS:
         if not legal:
             return Command("pass", PASS)
         if word:
@@ -150,22 +152,6 @@ def hint_text(net, position: Position, history, you: str = "you") -> str:
     if value is not None:
         text += f"; value {value:+.2f} for {you} (-1 lost .. +1 won)"
     return text
-
-
-def network_of(player: Player):
-    """The network behind a ``policy:``, ``mcts:`` or ``gumbel:`` player, or the one an
-    ``endgame:E:SPEC`` player uses before its solves; else None."""
-    while getattr(player, "inner", None) is not None:  # endgame:E:SPEC wraps SPEC's player
-        player = player.inner
-    net = getattr(player, "net", None)
-    if net is None and getattr(player, "evaluator", None) is not None:
-        net = player.evaluator.net
-    return net
-
-
-def recent(moves: list[int]) -> list[int]:
-    """The last four moves, most recent first (the networks' history planes)."""
-    return list(reversed(moves[-4:]))
 
 
 # --------------------------------------------------------------------------
@@ -278,7 +264,7 @@ class TerminalGame:
             self.notes.append(f"{name} has no legal move and passes.")
             self.push(PASS)
             return
-        extra = {"history": np.array([recent(self.moves) + [-1] * (4 - len(recent(self.moves)))])} \
+        extra = {"history": last_actions(self.moves)[None]} \
             if getattr(self.opponent, "uses_history", False) else {}
         chosen = self.opponent.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
                                       np.array([pos.black_to_move]), self.rng, **extra)
@@ -296,7 +282,7 @@ class TerminalGame:
         if self.show_policy and self.hint_net is not None and pos.legal_moves() and not pos.is_over():
             from othello_learn.selfplay.nn_players import best_move
 
-            probs = best_move(self.hint_net, pos, recent(self.moves))[1]
+            probs = best_move(self.hint_net, pos, last_actions(self.moves))[1]
         last = next((m for m in reversed(self.moves) if m != PASS), -1)
         text = render(pos, probs, last)
         you = "black (X)" if self.human_black else "white (O)"
@@ -320,7 +306,7 @@ class TerminalGame:
         if self.hint_net is None:
             return NO_HINT
         you = "you (black)" if self.human_black else "you (white)"
-        return hint_text(self.hint_net, self.position, recent(self.moves), you)
+        return hint_text(self.hint_net, self.position, last_actions(self.moves), you)
 
     def play(self) -> bool:
         """Play until the game ends (True) or the person quits or input ends (False)."""

@@ -17,13 +17,13 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
+from othello.files import atomic_path
 from othello.notation import PASS, format_transcript
 from othello.states import States
 
 from .endgame import solve
 from .gumbel import GumbelMCTS, make_search
 from .mcts import Evaluator, MCTSConfig
-from .tree import put
 
 
 @dataclass
@@ -61,7 +61,9 @@ class SelfPlayGames:
     moves: np.ndarray | None = None
 
     def save(self, path) -> None:
-        np.savez(path, **{k: v for k, v in self.__dict__.items() if v is not None})
+        """Atomically: a killed run never leaves a truncated generation under ``path``."""
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            np.savez(f, **{k: v for k, v in self.__dict__.items() if v is not None})
 
     @classmethod
     def load(cls, path) -> "SelfPlayGames":
@@ -172,7 +174,7 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
         # Play the moves (and forced passes) of the games still going.
         go = live[~done[live]]
         a = action[go]
-        put(state, go, state[go].step(a, check=False))  # searched moves and forced passes are legal
+        state.put(go, state[go].step(a, check=False))  # searched moves and forced passes are legal
         move_log[go, plies[go]] = a.to(torch.int8)
         plies[go] += 1
         moves_played[go] += (a < PASS).long()

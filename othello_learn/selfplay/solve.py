@@ -8,7 +8,7 @@ player chooses (``PA`` when the side to move must pass, ``game over`` when
 neither side can move). Network players add the policy's probability of that
 move, the value head's evaluation and the policy's top three moves; the
 evaluation is in discs from the side to move's view, the same figure the
-NBoard engine reports (``othello_learn.selfplay.nboard.Analyst`` computes both), as is
+NBoard engine reports (``othello_learn.selfplay.analysis.Analyst`` computes both), as is
 alpha-beta's search value. All positions go to the player in one ``select``
 call, so a network sees them as one batch.
 """
@@ -27,7 +27,7 @@ from othello.files import UserError, atomic_write, check_output, run_main
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, square_name
-from othello_learn.selfplay.nboard import Analyst
+from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player, check_seed
 from othello_learn.selfplay.registry import make_program
 
@@ -76,7 +76,7 @@ def solve(player: Player, positions: list[Position], seed: int = 0) -> list[dict
     probs = values = None
     if analyst.net is not None and n:
         # No game history in OBF: the history planes are empty, as at a set-up position.
-        probs, values = analyst._net_out(positions, np.full((n, 4), -1, dtype=np.int64))
+        probs, values = analyst.net_out(positions, np.full((n, 4), -1, dtype=np.int64))
 
     records = []
     for i, pos in enumerate(positions):

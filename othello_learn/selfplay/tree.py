@@ -19,7 +19,7 @@ directly and the sign alternates on the way up (a pass is a ply too).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 
@@ -32,8 +32,7 @@ UNEXPANDED = -1  # children[b, c, a] of an action whose child node does not exis
 NO_ACTION = -1  # select's action for a descent that ended on a terminal node (nothing to expand)
 
 __all__ = ["ACTIONS", "PASS", "ROOT", "NO_PARENT", "UNEXPANDED", "NO_ACTION", "Tree", "new_tree", "set_roots",
-           "evaluate", "select", "expand", "backup", "simulate", "child_visits", "root_visits", "root_value", "choose", "reroot",
-           "put"]
+           "evaluate", "select", "expand", "backup", "simulate", "child_visits", "root_visits", "root_value", "choose", "reroot"]
 
 
 @dataclass
@@ -91,12 +90,6 @@ def new_tree(batch: int, capacity: int, device) -> Tree:
                 raw_value=z(B, C), size=torch.zeros(B, dtype=torch.long, device=device))
 
 
-def put(dst: States, idx, src: States) -> None:
-    """Write ``src`` into ``dst[idx]`` in place (``States`` is frozen; its arrays are not)."""
-    for f in fields(States):
-        getattr(dst, f.name)[idx] = getattr(src, f.name)
-
-
 # --------------------------------------------------------------------- building
 def set_roots(tree: Tree, evaluator, games: torch.Tensor, states: States) -> None:
     """Fresh trees for ``games`` (indices), rooted at ``states`` (torch, on the tree's device), evaluated."""
@@ -107,7 +100,7 @@ def set_roots(tree: Tree, evaluator, games: torch.Tensor, states: States) -> Non
                  (tree.terminal, False), (tree.prior, 0), (tree.legal, False)):
         t[g] = v
     root = torch.full_like(g, ROOT)
-    put(tree.state, (g, root), States(states.player, states.opponent, states.black_to_move, states.history.long()))
+    tree.state.put((g, root), States(states.player, states.opponent, states.black_to_move, states.history.long()))
     tree.size[g] = 1
     evaluate(tree, evaluator, g, root)
 
@@ -170,7 +163,7 @@ def expand(tree: Tree, evaluator, g: torch.Tensor, node: torch.Tensor, action: t
     if e.numel():
         ge, parent, a = g[e], node[e], action[e]
         new = tree.size[ge]
-        put(tree.state, (ge, new), tree.state[ge, parent].step(a, check=False))  # select only picks legal actions
+        tree.state.put((ge, new), tree.state[ge, parent].step(a, check=False))  # select only picks legal actions
         tree.parent[ge, new] = parent
         tree.children[ge, parent, a] = new
         tree.size[ge] += 1
@@ -272,7 +265,7 @@ def reroot(tree: Tree, games: torch.Tensor, actions: torch.Tensor, room: int) ->
         src = keep[ok]
         order = torch.argsort((~src).long(), dim=1, stable=True)  # kept nodes first, in order
         k = remap[ok]
-        put(tree.state, r, tree.state[r[:, None], order])
+        tree.state.put(r, tree.state[r[:, None], order])
         for name in _NODE_FIELDS:
             t = getattr(tree, name)
             t[r] = t[r[:, None], order]

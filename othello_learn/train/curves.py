@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from othello.files import UserError, atomic_path, check_output, run_main
+from othello.files import UserError, atomic_path, check_output, one_line, run_main
 
 
 HOURS = "time/hours"
@@ -106,8 +106,11 @@ def load_curve(run: Path, metric: str = "val/acc") -> pd.DataFrame:
     if metric not in frame:
         raise ValueError(f"{run}: no column {metric!r} in its {source} (has {', '.join(map(str, frame.columns))})")
     cfg_path = run / "config.yaml"
-    cfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
-    batch = int((cfg.get("data") or {}).get("batch_size", 256))
+    try:
+        cfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
+        batch = int(((cfg or {}).get("data") or {}).get("batch_size", 256))
+    except (yaml.YAMLError, AttributeError, TypeError, ValueError) as e:
+        raise UserError(f"{cfg_path}: not a training config with data.batch_size: {one_line(e)}") from None
     hours = frame[HOURS] if HOURS in frame else pd.Series(float("nan"), index=frame.index)
     rows = pd.DataFrame({"step": frame["step"], "hours": hours, metric: frame[metric]})
     rows = rows.dropna(subset=[metric]).drop_duplicates("step", keep="last").sort_values("step")
@@ -174,9 +177,8 @@ def main(argv=None) -> int:
     check_plot_path(args.out, "--out")
     try:
         print(plot(args.runs, args.out, args.metric))
-    except (FileNotFoundError, ValueError) as err:  # returned, not raised: callers (tests) read the status
-        print(f"{Path(sys.argv[0]).name}: error: {err}", file=sys.stderr)
-        return 2
+    except (FileNotFoundError, ValueError) as err:  # a missing log or metric is the user's to fix
+        raise UserError(str(err)) from None
     return 0
 
 

@@ -1,0 +1,96 @@
+"""What a player can say about one position: its move, its evaluation, its ranked
+hints. The NBoard engine (``nboard.py``) and ``othello-solve`` (``solve.py``) report
+both for any player kind; a network behind an ``endgame:E:SPEC`` player is found as
+``othello-play``'s hints find it (``nn_players.network_of``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from othello import bitboard as bb
+from othello.game import Position
+from othello.notation import PASS
+from othello.states import last_actions
+from othello_learn.models.batch import from_arrays
+from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
+from othello_learn.selfplay.nn_players import network_of
+from othello_learn.selfplay.players import Player
+
+
+class Analyst:
+    """Moves and evaluations of one position for any player kind.
+
+    ``choose`` is the player's own move (its ``select``); ``hints`` ranks the
+    legal moves by what the player can say about them: the policy (with the
+    value of each child when there is a value head) for network players, one
+    search per move for alpha-beta, nothing to rank for the rest."""
+
+    def __init__(self, player: Player, seed: int = 0):
+        self.player = player
+        self.rng = np.random.default_rng(seed)
+        self.net = network_of(player)
+        self.device = None if self.net is None else next(self.net.parameters()).device
+
+    # -- networks
+    def net_out(self, positions: list[Position], histories: np.ndarray):
+        """The network's move probabilities [N, 64] and values [N] (None without a
+        value head) for ``positions``, each with its ``history`` row."""
+        p = np.array([x.player for x in positions], dtype=np.uint64)
+        o = np.array([x.opponent for x in positions], dtype=np.uint64)
+        btm = np.array([x.black_to_move for x in positions], dtype=bool)
+        with torch.inference_mode():
+            out = self.net(from_arrays(p, o, btm, histories, self.device))
+        probs = torch.softmax(out["policy"].float(), -1).cpu().numpy()
+        value = out["value"].float().cpu().numpy() if "value" in out else None
+        return probs, value
+
+    def root_eval(self, pos: Position, moves: list[int]) -> float | None:
+        if isinstance(self.player, AlphaBetaPlayer):
+            v, _ = self.player.search(pos.player, pos.opponent)
+            return self._ab_discs(v)
+        if self.net is not None:
+            _, value = self.net_out([pos], last_actions(moves)[None])
+            return None if value is None else 64.0 * float(value[0])
+        return None
+
+    @staticmethod
+    def _ab_discs(v: int) -> float:
+        return v / WIN_SCALE if abs(v) >= WIN_SCALE else v / 100.0
+
+    def choose(self, pos: Position, moves: list[int]) -> int:
+        extra = {"history": last_actions(moves)[None]} if getattr(self.player, "uses_history", False) else {}
+        sq = self.player.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
+                                np.array([pos.black_to_move]), self.rng, **extra)
+        if hasattr(sq, "detach"):
+            sq = sq.detach().cpu().numpy()
+        sq = int(np.asarray(sq).reshape(-1)[0])
+        if sq not in pos.legal_moves():  # never hand an illegal move to a GUI
+            raise RuntimeError(f"player {self.player.name!r} chose {sq}, not a legal move")
+        return sq
+
+    def hints(self, pos: Position, moves: list[int], n: int) -> list[tuple[int, float, str]]:
+        """Up to ``n`` (move, eval, free text), best first."""
+        legal = pos.legal_moves()
+        if not legal:
+            return [] if pos.is_over() else [(PASS, self.root_eval(pos.play(PASS), moves + [PASS]) or 0.0, "forced pass")]
+        rows: list[tuple[int, float, str, float]] = []  # move, eval, text, sort key
+        if isinstance(self.player, AlphaBetaPlayer):
+            ab = self.player
+            for sq in legal:
+                cp, co = bb.play(pos.player, pos.opponent, 1 << sq)
+                v = -ab.negamax(cp, co, ab.depth - 1, -10**9, 10**9)
+                rows.append((sq, self._ab_discs(v), f"alphabeta depth {ab.depth}", v))
+        elif self.net is not None:
+            probs, _ = self.net_out([pos], last_actions(moves)[None])
+            children = [pos.play(sq) for sq in legal]
+            hist = np.stack([last_actions(moves + [sq]) for sq in legal])
+            _, child_values = self.net_out(children, hist)
+            for i, sq in enumerate(legal):
+                p = float(probs[0, sq])
+                ev = 0.0 if child_values is None else -64.0 * float(child_values[i])
+                rows.append((sq, ev, f"policy {p:.3f}", p))
+        else:
+            rows = [(sq, 0.0, self.player.name, 0.0) for sq in legal]
+        rows.sort(key=lambda r: -r[3])
+        return [(sq, ev, text) for sq, ev, text, _ in rows[: max(n, 1)]]
