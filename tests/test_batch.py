@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from othello.files import UserError
 from othello.states import States
+from othello_learn.data.replay import POSITION_DTYPE
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_arrays, from_records, from_states
 from othello_learn.models.losses import l2_penalty, move_losses, policy_loss, value_loss
 from othello_learn.models.nets import NetConfig, build_network, legal_mask, load_network, masked, save_network, save_checkpoint_file
@@ -37,8 +38,7 @@ def test_batch_builders_agree():
                              for x in (s.player, s.opponent, s.black_to_move, s.history))))
     py = from_arrays([int(p) for p in s.player], [int(o) for o in s.opponent], s.black_to_move.tolist(),
                      s.history.tolist())
-    rec = np.zeros(len(s.player), dtype=[("player", "<u8"), ("opponent", "<u8"), ("history", "i1", 4),
-                                         ("black_to_move", "?"), ("move", "i1"), ("ply", "u1"), ("result", "i1")])
+    rec = np.zeros(len(s.player), dtype=POSITION_DTYPE)  # the dataset's own records
     rec["player"], rec["opponent"], rec["history"], rec["black_to_move"] = s.player, s.opponent, s.history, s.black_to_move
     r = from_records(rec)
     for b in (t, py, r):
@@ -71,6 +71,20 @@ def test_augment_moves_the_legal_mask_and_policy_with_the_board(group):
     aug = augment(b, SYMMETRY_GROUPS[group], torch.Generator().manual_seed(1))
     assert torch.equal(aug["legal"], legal_mask(aug["player"], aug["opponent"]))
     assert torch.equal(aug["policy"] > 0, aug["legal"])
+
+
+@pytest.mark.parametrize("group", sorted(SYMMETRY_GROUPS))
+def test_augment_moves_the_history_with_the_board(group):
+    """Every square in a history was played, so it holds a disc on the augmented board
+    too: a history mapped by another symmetry than the board's (its inverse, say) fails."""
+    s = _states(256, seed=9)
+    b = augment(from_states(s), SYMMETRY_GROUPS[group], torch.Generator().manual_seed(2))
+    occupied = (b["player"] | b["opponent"])
+    h = b["history"]
+    played = (h >= 0) & (h < 64)
+    assert played.any()
+    bits = torch.bitwise_right_shift(occupied[:, None].expand_as(h), h.clamp(0, 63)) & 1
+    assert bool((bits[played] == 1).all())
 
 
 def _slow_policy_loss(logits, target, eps):

@@ -1,0 +1,35 @@
+"""Accuracy by phase against a slow count in Python: the phases are the reference's
+(moves 1-12, then every four moves to 57-60), split across batches."""
+
+import math
+import random
+
+import torch
+
+from othello_learn.train.metrics import PHASES, PhaseAccuracy, phase_of
+
+
+def test_every_ply_falls_in_the_phase_of_its_move_number():
+    for ply in range(60):
+        lo, hi = PHASES[int(phase_of(torch.tensor([ply]))[0])]
+        assert lo <= ply + 1 <= hi  # ply counts the moves before, so this is move ply + 1
+    assert [PHASES[i] for i in (0, len(PHASES) - 1)] == [(1, 12), (57, 60)] and len(PHASES) == 13
+
+
+def test_phase_accuracy_matches_a_slow_count_across_batches():
+    rng = random.Random(0)
+    rows = [(rng.random() < 0.6, rng.randrange(60), rng.randrange(1, 20)) for _ in range(1000)]
+    metric = PhaseAccuracy()
+    for start in range(0, len(rows), 256):  # batches, as validation sees them
+        part = rows[start:start + 256]
+        metric.update(torch.tensor([c for c, _, _ in part]), torch.tensor([p for _, p, _ in part]),
+                      torch.tensor([n for _, _, n in part]))
+    got = metric.compute()
+    for (lo, hi), row in zip(PHASES, got):
+        mine = [(c, n) for c, p, n in rows if lo <= p + 1 <= hi]
+        assert row["positions"] == len(mine) and row["moves"] == f"{lo}-{hi}"
+        if mine:
+            assert math.isclose(row["accuracy"], sum(c for c, _ in mine) / len(mine))
+            assert math.isclose(row["branching_factor"], sum(n for _, n in mine) / len(mine))
+        else:
+            assert math.isnan(row["accuracy"])
