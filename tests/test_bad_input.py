@@ -98,3 +98,18 @@ def test_an_obf_file_without_positions_is_an_error_not_an_empty_answer(tmp_path,
     obf.write_text("\n")
     code, err = _run(_command("selfplay.solve"), [str(obf), "--player", "random"], capsys)
     assert code == 2 and f"{obf}: no positions" in err
+
+
+def test_a_checkpoint_cut_anywhere_is_named_as_truncated(tmp_path, capsys):
+    """A copy cut short (a full disk, a killed download): torch reports some cuts as a bare
+    EINVAL with no file name; every cut must read as one line naming the file."""
+    from othello_learn.models.nets import NetConfig, build_network, save_network
+
+    whole = tmp_path / "whole.pt"
+    save_network(build_network(NetConfig(depth=2, width=8)), whole)
+    data = whole.read_bytes()
+    for cut in (1, 100, 1000, 5000, len(data) // 2, len(data) - 10):
+        path = tmp_path / f"cut{cut}.pt"
+        path.write_bytes(data[:cut])
+        code, err = _run(_command("train.evaluate"), ["--checkpoint", str(path)], capsys)
+        assert code == 2 and str(path) in err and ("truncated" in err or "not a checkpoint" in err), err

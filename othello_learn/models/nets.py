@@ -5,6 +5,7 @@ head. Training, evaluation and self-play all call the same ``forward``."""
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import pickle
@@ -214,8 +215,11 @@ def read_checkpoint(path, map_location="cpu") -> dict:
         blocked = [ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln]
         raise UserError(f"{path}: refused to load: the file holds Python objects, not only tensors and plain "
                         f"values, and loading it could run code ({blocked[0] if blocked else _first_line(e)})") from e
-    except OSError:
-        raise  # missing file, permissions: run_main names the file
+    except OSError as e:
+        if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)) or e.errno == errno.ENOSPC:
+            raise  # missing file, permissions: run_main names the file
+        # torch's zip reader reports a cut archive as EINVAL, with no file name
+        raise UserError(f"{path}: not a readable checkpoint, truncated or corrupt ({_first_line(e)})") from e
     except Exception as e:  # torch reports a truncated or foreign file as EOFError, RuntimeError, KeyError...
         raise UserError(f"{path}: not a readable checkpoint, truncated or corrupt "
                         f"({type(e).__name__}: {_first_line(e) if str(e) else 'unexpected end of file'})") from e
