@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
+from .files import ArgumentParser
 from .perft import perft
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m othello", description=__doc__)
+    parser = ArgumentParser(prog="python -m othello", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("perft", help="count the leaves N plies from the start position")
     p.add_argument("depth", type=int, help="plies (a pass is a ply)")

@@ -10,6 +10,7 @@ the traceback only under ``--debug``.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import sys
@@ -43,6 +44,14 @@ def atomic_path(path: str | os.PathLike):
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the toolkit's errors: one line and exit 2 (argparse's own print
+    the whole usage block first, which hides the line that says what was wrong)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def check_output(path: str | os.PathLike, flag: str, folder: bool = False) -> None:

@@ -113,3 +113,19 @@ def test_a_checkpoint_cut_anywhere_is_named_as_truncated(tmp_path, capsys):
         path.write_bytes(data[:cut])
         code, err = _run(_command("train.evaluate"), ["--checkpoint", str(path)], capsys)
         assert code == 2 and str(path) in err and ("truncated" in err or "not a checkpoint" in err), err
+
+
+@pytest.mark.parametrize("command,argv,needle", [
+    ("train.train", ["--seed", "-1"], "--seed: must be at least 0, got -1"),
+    ("train.train", ["--max-steps", "-3"], "--max-steps: must be at least -1"),
+    ("train.evaluate", ["--limit", "0"], "--limit"),
+    ("data.wthor", ["--years", "abc"], "bad year range 'abc'"),
+    ("selfplay.arena", ["--a", "random"], "--b"),
+])
+def test_argument_errors_are_one_line_not_the_usage_block(command, argv, needle, tmp_path, capsys):
+    """argparse's own errors print the usage block first; ours say only what was wrong."""
+    with pytest.raises(SystemExit) as exit_:
+        run_main(_command(command), argv + (["--out", str(tmp_path / "o")] if command == "train.train" else []))
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and needle in err and err.count("\n") == 1 and "usage" not in err, err
+    assert not (tmp_path / "o").exists()

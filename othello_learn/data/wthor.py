@@ -20,7 +20,7 @@ import zipfile
 from io import BytesIO
 from pathlib import Path
 
-from othello.files import UserError, atomic_path, run_main
+from othello.files import ArgumentParser, UserError, atomic_path, run_main
 from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
@@ -83,7 +83,7 @@ def format_table(summary: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wthor-dir", type=Path, default=None,
                         help="folder of WTH_YYYY.wtb files (+ WTHOR.JOU, WTHOR.TRN for names); "

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.files import UserError, atomic_write, check_output, run_main
+from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main
 from othello.game import IllegalMoveError
 from othello.notation import PASS, format_transcript, square_name
 from othello.states import States
@@ -232,7 +232,7 @@ def write_games(path: Path, result: MatchResult) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--a", required=True, help="player A's spec, e.g. alphabeta:3 (scores are A's)")
     parser.add_argument("--b", required=True, help="player B's spec, e.g. random, greedy")

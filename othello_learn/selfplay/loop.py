@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import UserError, atomic_path, atomic_write, check_output, describe_os_error, one_line, run_main
+from othello.files import ArgumentParser, UserError, atomic_path, atomic_write, check_output, describe_os_error, one_line, run_main
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
 from othello_learn.models.nets import NetConfig, build_network, grow_network, load_network, save_network
@@ -128,7 +128,7 @@ class RunConfig:
 
     @classmethod
     def parser(cls) -> argparse.ArgumentParser:
-        ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=_Help,
+        ap = ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=_Help,
                                      epilog=__doc__.split("\n\n", 1)[1])
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):

@@ -26,7 +26,7 @@ import sys
 import time
 
 
-from othello.files import UserError, run_main
+from othello.files import ArgumentParser, UserError, run_main
 from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
@@ -159,7 +159,7 @@ def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
     parser.add_argument("--name", help="name reported to the GUI (default: 'othello-learn SPEC')")

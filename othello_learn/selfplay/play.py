@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.files import UserError, atomic_write, check_output, run_main
+from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
 from othello.states import last_actions
@@ -349,7 +349,7 @@ class TerminalGame:
 
 
 def main(argv=None, stdin=None, stdout=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--opponent", default=DEFAULT_OPPONENT,
                         help=f"the opponent's player spec (random, greedy, alphabeta[:D], policy:CKPT, mcts:CKPT[:SIMS], "

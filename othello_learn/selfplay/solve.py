@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import UserError, atomic_write, check_output, run_main
+from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, square_name
@@ -117,7 +117,7 @@ def format_record(rec: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("positions", type=Path, help="OBF file: one position a line ('<64 of X/O/-> X;')")
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from othello.files import UserError, atomic_path, check_output, one_line, run_main
+from othello.files import ArgumentParser, UserError, atomic_path, check_output, one_line, run_main
 
 
 HOURS = "time/hours"
@@ -168,7 +168,7 @@ def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path, help="run folders of train/train.py")
     ap.add_argument("--out", type=Path, required=True, help="PNG to write")

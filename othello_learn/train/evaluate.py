@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import UserError, atomic_path, atomic_write, check_output, run_main
+from othello.files import ArgumentParser, UserError, atomic_path, atomic_write, check_output, run_main
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each
 from othello_learn.data.dataset import WthorDataset, build, parse_years
 from othello_learn.models.batch import from_records
@@ -216,7 +216,7 @@ def dataset_positions(dataset: WthorDataset, years: set[int] | None, where) -> n
 
 def evaluate_command(argv=None) -> dict:
     """The whole command; returns the result written to ``--json``."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
     ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor",

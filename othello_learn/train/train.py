@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import UserError, atomic_write, check_output, one_line, run_main
+from othello.files import ArgumentParser, UserError, atomic_write, check_output, one_line, run_main
 
 
 class _Loader(yaml.SafeLoader):
@@ -107,6 +107,8 @@ def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             loaded = _yaml(Path(path).read_text()) or {}
         except yaml.YAMLError as e:
             raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not a YAML config (a binary file; give a train/configs/*.yaml)") from None
         if not isinstance(loaded, dict):
             raise UserError(f"{path}: expected sections {list(SECTIONS)}, found a {type(loaded).__name__}")
         unknown = set(loaded) - set(SECTIONS) - {"recipe"}
@@ -278,6 +280,13 @@ def _at_least(low: int | float, kind=int):
     return parse
 
 
+def _seed(text: str) -> int:
+    value = _at_least(0)(text)
+    if value >= 2**32:
+        raise argparse.ArgumentTypeError(f"must be below 2**32 (numpy's seeds), got {text}")
+    return value
+
+
 def _positive_number(text: str) -> float:
     try:
         value = float(text)
@@ -293,7 +302,7 @@ BUILT_IN = ("the built-in defaults, the reference net (10 layers of 64) on raw p
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--config", type=Path,
                    help=f"YAML with sections model, optim, data, trainer (train/configs/); without one: {BUILT_IN}")
@@ -314,7 +323,7 @@ def parse_args(argv=None):
     p.add_argument("--devices", default="auto", help="as in Lightning (default: auto)")
     p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=_seed, default=0,
                    help="seed of the data order, subsets and initial weights (default: 0)")
     p.add_argument("--checkpoint-every", type=_at_least(1), default=2000,
                    help="steps between saves of OUT/checkpoints/last.ckpt (default: 2000)")
