@@ -139,6 +139,42 @@ def test_last_ckpt_is_saved_periodically_at_validation_and_at_the_end_through_th
     assert not (out / ".lock").exists()
 
 
+def _best_run(dataset_dir, out):
+    """A finished run with validations at steps 10 and 20, and its best file."""
+    from othello_learn.train.train import train
+
+    summary = train(_args(dataset_dir, out, "--max-steps", "20", "--set", "trainer.val_check_interval=10"))
+    return summary, Path(summary["best_checkpoint"])
+
+
+def test_a_resume_whose_best_file_was_deleted_forgets_it_and_exports(dataset_dir, tmp_path, capsys):
+    from othello_learn.train.train import train
+
+    out = tmp_path / "run"
+    _, best = _best_run(dataset_dir, out)
+    best.unlink()
+    capsys.readouterr()
+    summary = train(_args(dataset_dir, out, "--max-steps", "30", "--set", "trainer.val_check_interval=10"))
+    assert "is gone" in capsys.readouterr().err
+    assert Path(summary["best_checkpoint"]).parent == out / "checkpoints"
+    assert Path(summary["best_checkpoint"]).exists() and "step=30" in summary["best_checkpoint"]
+    assert load_network(out / "model.pt").config.depth == 1
+
+
+def test_a_moved_run_folder_keeps_its_best_file_and_score(dataset_dir, tmp_path):
+    import shutil
+
+    from othello_learn.train.train import train
+
+    first, best = _best_run(dataset_dir, tmp_path / "run")
+    moved = tmp_path / "moved"
+    shutil.move(tmp_path / "run", moved)
+    summary = train(_args(dataset_dir, moved, "--max-steps", "21", "--set", "trainer.val_check_interval=10"))
+    # one step more and no validation: the best is the recorded one, read in the moved folder
+    assert summary["best_checkpoint"] == str(moved / "checkpoints" / best.name)
+    assert summary["best_val_acc"] == first["best_val_acc"]
+
+
 def _interrupt_at(monkeypatch, step: int, action):
     from othello_learn.train.module import MovePredictor
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from lightning.pytorch.callbacks import Checkpoint
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
@@ -32,6 +32,42 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location=lambda storage, loc: storage, weights_only=None) -> dict:
         return read_checkpoint(path, map_location=map_location)
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """Lightning's best-by-validation checkpoint, resumable from a run folder that was
+    moved or copied, or whose best file was deleted.
+
+    Lightning records the best file by its absolute path: from a moved folder it keeps
+    that path (the export then reads the old folder's file, or fails) and forgets the
+    best score (a worse validation becomes the best); with the file deleted, the export
+    fails after all the training. Here a path in the recorded folder is read in this
+    one, and a best file that is gone is forgotten with a note, so the next validation
+    sets the best again. The state key stays ModelCheckpoint's, so runs saved before
+    resume alike."""
+
+    @property
+    def state_key(self) -> str:
+        return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        old = state.get("dirpath")
+        if old and self.dirpath and old != self.dirpath:
+            def here(path):
+                return str(Path(self.dirpath) / Path(path).name) if path and Path(path).parent == Path(old) else path
+
+            for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+                state[key] = here(state.get(key))
+            state["best_k_models"] = {here(k): v for k, v in (state.get("best_k_models") or {}).items()}
+            state["dirpath"] = self.dirpath
+        best = state.get("best_model_path")
+        if best and not Path(best).exists():
+            print(f"note: the best checkpoint this run recorded, {best}, is gone; the best is tracked "
+                  "afresh from the next validation", file=sys.stderr)
+            state.update(best_model_path="", best_model_score=None, best_k_models={}, kth_best_model_path="",
+                         kth_value=self.kth_value)
+        super().load_state_dict(state)
 
 
 class LastCheckpoint(Checkpoint):

@@ -413,13 +413,13 @@ def train(argv=None) -> dict:
 def _train(args) -> dict:
     import lightning as L
     import torch
-    from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+    from lightning.pytorch.callbacks import LearningRateMonitor
     from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
     from othello_learn.data.datamodule import WthorDataModule
     from othello_learn.models.fastpath import resolve
     from othello_learn.models.nets import NetConfig, grow_network, load_network, save_network
-    from othello_learn.train.checkpoints import AtomicCheckpointIO, LastCheckpoint
+    from othello_learn.train.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint
     from othello_learn.train.lock import RunLock
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
@@ -465,7 +465,7 @@ def _train(args) -> dict:
         torch.set_float32_matmul_precision("high")
         # The best-by-validation checkpoint keeps the settings (hence the state key) of the
         # runs before LastCheckpoint, so resuming them keeps their best score.
-        best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
+        best = BestCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
                                save_top_k=1)
         saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
         logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
