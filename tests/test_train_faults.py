@@ -274,6 +274,7 @@ def test_a_stale_lock_is_taken_over_and_released(tmp_path):
     (["--set", "trainer.max_epoch=3"], "trainer.max_epoch: unknown setting"),
     (["--set", "data.train_years=20x1"], "data.train_years: bad year range"),
     (["--set", "modle.depth=3"], "--set modle.depth=3: expected SECTION.KEY=VALUE"),
+    (["--train-positions", "10"], "data.batch_size 64: more than the 10 training positions"),
 ])
 def test_bad_settings_are_one_line_before_any_work(dataset_dir, tmp_path, capsys, extra, expected):
     from othello_learn.train.train import main

@@ -350,9 +350,12 @@ def check_dataset(dm, data_dir: Path, trainer_cfg: dict | None = None, origin: d
         why = one_line(e)
         hint = "" if "wthor.py" in why else "; build it with python data_tools/wthor.py --out DIR"
         raise UserError(f"--data {data_dir}: not a usable dataset ({why}){hint}") from e
+    batches = len(dm.train_dataloader())
+    if batches == 0:  # an epoch drops its last partial batch: this one would train on nothing
+        raise UserError(f"data.batch_size {dm.hparams.batch_size}: more than the {len(dm.splits['train'])} "
+                        "training positions (data.train_positions, data.train_years); lower it or train on more")
     every = (trainer_cfg or {}).get("val_check_interval")
     if isinstance(every, int) and not isinstance(every, bool):
-        batches = len(dm.train_dataloader())
         if every > batches:
             where = (origin or {}).get(("trainer", "val_check_interval"))
             raise UserError(f"trainer.val_check_interval: {every} batches, more than an epoch's {batches} "
