@@ -72,6 +72,21 @@ def check_output(path: str | os.PathLike, flag: str, folder: bool = False) -> No
         raise UserError(f"{flag} {path}: cannot write in {parent} (permission denied)")
 
 
+def check_distinct(outputs: dict, inputs: dict | None = None) -> None:
+    """Refuse two outputs that are one file (the second would overwrite the first) and an
+    output that is one of the inputs (it would be replaced by what was computed from it).
+    ``outputs`` and ``inputs`` map a flag to its path (None: not given)."""
+    seen: dict[str, str] = {}
+    for flag, path in list((inputs or {}).items()) + list(outputs.items()):
+        if path is None:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            what = "the input" if seen[key] in (inputs or {}) else "the output"
+            raise UserError(f"{flag} {path}: is also {what} {seen[key]}; give another file name")
+        seen[key] = flag
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -129,3 +129,19 @@ def test_argument_errors_are_one_line_not_the_usage_block(command, argv, needle,
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and needle in err and err.count("\n") == 1 and "usage" not in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_an_output_that_is_an_input_or_another_output_is_refused_first(tmp_path, capsys):
+    """The second write would replace the first, or the answers would replace the positions."""
+    obf = tmp_path / "p.obf"
+    obf.write_text("---------------------------OX------XO--------------------------- X;\n")
+    before = obf.read_bytes()
+    code, err = _run(_command("selfplay.solve"), [str(obf), "--player", "random", "--json", str(obf)], capsys)
+    assert code == 2 and "is also the input positions" in err and obf.read_bytes() == before
+    out = tmp_path / "x.csv"
+    code, err = _run(_command("selfplay.arena"), ["--a", "random", "--b", "random", "--games", "2",
+                                                  "--json", str(out), "--games-out", str(out)], capsys)
+    assert code == 2 and "--games-out" in err and "is also the output --json" in err and not out.exists()
+    code, err = _run(_command("train.evaluate"), ["--checkpoint", "checkpoints/best_raw.pt",
+                                                  "--json", str(tmp_path / "e.png")], capsys)
+    assert code == 2 and "--plot" in err and "is also the output --json" in err

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main
+from othello.files import ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main
 from othello.game import IllegalMoveError
 from othello.notation import PASS, format_transcript, square_name
 from othello.states import States
@@ -287,6 +287,7 @@ def check_settings(args) -> None:
     for flag, path in (("--json", args.json), ("--games-out", args.games_out)):
         if path is not None:
             check_output(path, flag)
+    check_distinct({"--json": args.json, "--games-out": args.games_out})
 
 
 def cli() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main
+from othello.files import ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, square_name
@@ -127,6 +127,7 @@ def main(argv=None) -> int:
     check_seed(args.seed)
     if args.json is not None:
         check_output(args.json, "--json")
+    check_distinct({"--json": args.json}, {"positions": args.positions})
     obf = read_obf(args.positions)  # a bad file costs nothing: read before loading any network
     try:
         player = make_program(args.player)

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, atomic_path, atomic_write, check_output, run_main
+from othello.files import ArgumentParser, UserError, atomic_path, atomic_write, check_distinct, check_output, run_main
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each
 from othello_learn.data.dataset import WthorDataset, build, parse_years
 from othello_learn.models.batch import from_records
@@ -243,6 +243,7 @@ def evaluate_command(argv=None) -> dict:
         check_output(args.json, "--json")
     if plot_path is not None:
         check_plot_path(plot_path, "--plot")
+    check_distinct({"--json": args.json, "--plot": plot_path}, {"--checkpoint": args.checkpoint})
     usable_device(args.device)
     try:
         years = parse_years(args.years)
