@@ -566,3 +566,35 @@ def test_a_truncated_network_is_named(run_copy, capsys):
     _truncate(run_copy / state["best"])
     err = _broken(run_copy, capsys, "--generations", "3")
     assert state["best"] in err and "new --out" in err
+
+
+def test_a_second_loop_into_the_same_out_is_refused(run_copy, capsys):
+    from othello_learn.lock import RunLock
+
+    with RunLock(run_copy):  # another loop, alive, holds the folder
+        err = _broken(run_copy, capsys, "--generations", "3")
+    assert "in use by process" in err and str(run_copy) in err
+
+
+def test_a_resume_may_name_the_init_file_by_another_path(tmp_path, monkeypatch):
+    net = tmp_path / "warm.pt"
+    net.write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    saved = rl_loop.RunConfig.from_args(LOOP[:1] + [str(net)] + LOOP[2:] + ["--out", "rl"])
+    again = rl_loop.RunConfig.from_args(LOOP[:1] + ["warm.pt"] + LOOP[2:] + ["--out", "rl"])
+    other = tmp_path / "other.pt"
+    other.write_bytes(b"x")
+    assert again.fixed_changes(saved) == []
+    assert rl_loop.RunConfig.from_args(LOOP[:1] + [str(other)] + LOOP[2:] + ["--out", "rl"]).fixed_changes(saved) \
+        == ["init"]
+
+
+def test_the_clean_up_of_parts_leaves_files_it_did_not_write(run_copy):
+    """A generation's merged file on disk: its parts go, anything else in their folder stays."""
+    parts = run_copy / "games" / "gen_0002"
+    parts.mkdir()
+    (parts / "part_000.npz").write_bytes(b"ours")
+    (parts / "part_009.npz").write_bytes(b"the user's")
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(run_copy)])
+    rl_loop.self_play(cfg, 2)
+    assert sorted(p.name for p in parts.iterdir()) == ["part_009.npz"]

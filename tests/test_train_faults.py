@@ -248,7 +248,7 @@ def test_a_second_training_into_the_same_out_is_refused(dataset_dir, tmp_path, c
 def test_a_stale_lock_is_taken_over_and_released(tmp_path):
     import socket
 
-    from othello_learn.train.lock import RunLock
+    from othello_learn.lock import RunLock
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from othello.files import ArgumentParser, UserError, atomic_path, atomic_write, check_output, describe_os_error, one_line, run_main
+from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
 from othello_learn.models.nets import NetConfig, build_network, grow_network, load_network, save_network
@@ -174,8 +175,16 @@ class RunConfig:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
 
     def fixed_changes(self, saved: "RunConfig") -> list[str]:
+        def same(name, now, then):
+            if now == then:
+                return True
+            try:  # one file given by another path (absolute, from another folder)
+                return name == "init" and now is not None and then is not None and os.path.samefile(now, then)
+            except OSError:
+                return False
+
         return [f.name for f in dataclasses.fields(self)
-                if not f.metadata["resumable"] and getattr(self, f.name) != getattr(saved, f.name)]
+                if not f.metadata["resumable"] and not same(f.name, getattr(self, f.name), getattr(saved, f.name))]
 
     def check(self) -> None:
         """Refuse any setting that would hang (``--simulations 0``), crash later or
@@ -418,18 +427,24 @@ def main(argv=None) -> int:
 def run(cfg: RunConfig) -> dict:
     """Play, train, gate and commit generations until ``--generations`` are done; the final state."""
     cfg.check()
-    state = open_run(cfg)
-    log = Logger(cfg, state)
+    new = not cfg.out.exists()
     try:
-        for gen in range(state["generation"] + 1, cfg.generations + 1):
-            self_play(cfg, gen)  # the best network's games: games/gen_N.npz
-            train(cfg, gen)  # the trainee on the replay window: nets/gen_N.pt
-            gate(cfg, gen)  # candidate against the best: stats/gen_N_gate.json
-            state = commit(cfg, gen, log)  # promote, recalibrate resignation: state.json
+        with RunLock(cfg.out):  # a second loop into this --out is refused, naming the first
+            state = open_run(cfg)
+            log = Logger(cfg, state)
+            try:
+                for gen in range(state["generation"] + 1, cfg.generations + 1):
+                    self_play(cfg, gen)  # the best network's games: games/gen_N.npz
+                    train(cfg, gen)  # the trainee on the replay window: nets/gen_N.pt
+                    gate(cfg, gen)  # candidate against the best: stats/gen_N_gate.json
+                    state = commit(cfg, gen, log)  # promote, recalibrate resignation: state.json
+            finally:
+                log.finish()
+            atomic_write(cfg.out / "best.pt", (cfg.out / state["best"]).read_bytes())
+            return state
     finally:
-        log.finish()
-    atomic_write(cfg.out / "best.pt", (cfg.out / state["best"]).read_bytes())
-    return state
+        if new and cfg.out.is_dir() and not any(cfg.out.iterdir()):  # refused before any file: no folder left
+            cfg.out.rmdir()
 
 
 def open_run(cfg: RunConfig) -> dict:
@@ -459,7 +474,7 @@ def open_run(cfg: RunConfig) -> dict:
         if (out / "games").exists() or (out / "stats").exists():
             raise UserError(f"{state_path} is missing, but {out} holds generations already: restore state.json "
                             "from a backup, or start a new --out")
-    elif out.is_dir() and any(out.iterdir()):
+    elif out.is_dir() and any(p.name != ".lock" for p in out.iterdir()):
         raise UserError(f"--out {out}: the folder is not empty and holds no loop run (no config.json): "
                         "give a new or empty folder")
     # A new run (or one killed before its first commit): the initial network
@@ -526,8 +541,8 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         write_json(p["self_play"], {"seconds": seconds, "games_played": played, "workers": workers,
                                     "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None})
     if p["parts"].exists():  # our parts, now in the merged file (also after a kill during this clean-up)
-        for part in p["parts"].glob("part_[0-9][0-9][0-9].npz"):
-            part.unlink(missing_ok=True)
+        for k in range(-(-cfg.games // cfg.parallel)):
+            (p["parts"] / f"part_{k:03d}.npz").unlink(missing_ok=True)
         try:
             p["parts"].rmdir()
         except OSError:  # something we did not write is in there: leave it

@@ -423,7 +423,7 @@ def _train(args) -> dict:
     from othello_learn.models.fastpath import resolve
     from othello_learn.models.nets import NetConfig, grow_network, load_network, save_network
     from othello_learn.train.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint
-    from othello_learn.train.lock import RunLock
+    from othello_learn.lock import RunLock
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
     cfg, origin = _read_config(args.config, args.set)

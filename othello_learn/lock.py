@@ -1,5 +1,5 @@
-"""One training per run folder: two runs into the same ``--out`` would overwrite each
-other's ``last.ckpt`` and best checkpoints without a word.
+"""One process per run folder: two trainings (or two RL loops) into the same ``--out``
+would overwrite each other's checkpoints, generations and state without a word.
 
 The lock is a file created with ``O_EXCL`` holding ``PID HOST``. A lock whose process
 is gone (same host, no such PID) is stale, left by a kill -9 or a lost machine, and is
@@ -60,7 +60,7 @@ class RunLock:
                     parts = text.split()
                     who = f"process {parts[0]} on {parts[1]}" if len(parts) == 2 else "another process"
                     raise UserError(f"{self.path.parent} is in use by {who} (lock file {self.path}): "
-                                    "wait for it to finish, stop it, or train into another --out; "
+                                    "wait for it to finish, stop it, or give another --out; "
                                     "delete the lock file only if that process is gone") from None
                 self._take_over(text)
                 continue
