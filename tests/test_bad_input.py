@@ -40,6 +40,7 @@ def under_a_file(tmp_path):
     ("train.evaluate", ["--checkpoint", "/no/such.pt", "--plot", "{out}.png"], "--plot"),
     ("train.curves", ["/no/such/run", "--out", "{out}.png"], "--out"),
     ("train.train", ["--out", "{out}", "--logger", "none"], "--out"),
+    ("data.wthor", ["--wthor-dir", "/no/such", "--out", "{out}", "--quiet"], "--out"),
 ])
 def test_an_output_under_a_file_is_refused_first(command, argv, flag, under_a_file, capsys):
     argv = [a.replace("{out}", str(under_a_file)) for a in argv]

@@ -119,3 +119,14 @@ def test_a_malformed_config_is_one_line_naming_it(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "config.yaml" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "c.png").exists()
+
+
+def test_an_unreadable_metrics_csv_is_named(tmp_path, capsys):
+    run = tmp_path / "run"
+    _version(run, 0, [{"step": 9, "val/acc": 0.30}])
+    log = run / "csv" / "version_0" / "metrics.csv"
+    for damage in (b'step,val/acc\n9,"0.3\n', b"\xff\xfe\x00garbage"):
+        log.write_bytes(damage)
+        assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 2
+        err = capsys.readouterr().err
+        assert str(log) in err and len(err.strip().splitlines()) == 1

@@ -20,7 +20,7 @@ import zipfile
 from io import BytesIO
 from pathlib import Path
 
-from othello.files import ArgumentParser, UserError, atomic_path, run_main
+from othello.files import ArgumentParser, UserError, atomic_path, check_output, run_main
 from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
@@ -84,7 +84,7 @@ def format_table(summary: dict) -> str:
 
 def main(argv=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wthor-dir", type=Path, default=None,
                         help="folder of WTH_YYYY.wtb files (+ WTHOR.JOU, WTHOR.TRN for names); "
                              "default: ../shared/data/wthor when it exists")
@@ -108,6 +108,7 @@ def main(argv=None) -> int:
         print(message, file=sys.stderr)
 
     # Before any download or replay: a refused --out should not cost the whole build first.
+    check_output(args.out, "--out", folder=True)
     recover(args.out, log=warn)
     check_replaceable(args.out)
     wthor_dir = args.wthor_dir

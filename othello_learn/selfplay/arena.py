@@ -233,7 +233,7 @@ def write_games(path: Path, result: MatchResult) -> None:
 
 def main(argv=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--a", required=True, help="player A's spec, e.g. alphabeta:3 (scores are A's)")
     parser.add_argument("--b", required=True, help="player B's spec, e.g. random, greedy")
     parser.add_argument("--games", type=int, default=100, help="number of games (default 100)")

@@ -130,7 +130,7 @@ class RunConfig:
     @classmethod
     def parser(cls) -> argparse.ArgumentParser:
         ap = ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=_Help,
-                                     epilog=__doc__.split("\n\n", 1)[1])
+                            epilog=__doc__.split("\n\n", 1)[1])
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             m, flag = f.metadata, "--" + f.name.replace("_", "-")

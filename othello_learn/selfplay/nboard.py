@@ -160,7 +160,7 @@ def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0
 
 def main(argv=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
     parser.add_argument("--name", help="name reported to the GUI (default: 'othello-learn SPEC')")
     parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")

@@ -350,7 +350,7 @@ class TerminalGame:
 
 def main(argv=None, stdin=None, stdout=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--opponent", default=DEFAULT_OPPONENT,
                         help=f"the opponent's player spec (random, greedy, alphabeta[:D], policy:CKPT, mcts:CKPT[:SIMS], "
                              f"gumbel:CKPT[:SIMS[:K]], endgame:E:SPEC, nboard:CMD, gtp:CMD); "

@@ -118,7 +118,7 @@ def format_record(rec: dict) -> str:
 
 def main(argv=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("positions", type=Path, help="OBF file: one position a line ('<64 of X/O/-> X;')")
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the answers here as a list of records")

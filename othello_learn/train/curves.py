@@ -88,10 +88,17 @@ def _wandb_frame(run: Path) -> pd.DataFrame:
     return frame.rename(columns={"trainer/global_step": "step"}) if len(frame) else frame
 
 
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not a readable training log ({one_line(e)})") from None
+
+
 def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
     logs = sorted((run / "csv").glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
     if logs:
-        return pd.concat([pd.read_csv(p) for p in logs], ignore_index=True), "CSV logs"
+        return pd.concat([_read_csv(p) for p in logs], ignore_index=True), "CSV logs"
     frame = _wandb_frame(run)
     if len(frame):
         return frame, "W&B run files"
@@ -169,7 +176,7 @@ def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
 
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path, help="run folders of train/train.py")
     ap.add_argument("--out", type=Path, required=True, help="PNG to write")
     ap.add_argument("--metric", default="val/acc", help="logged metric to plot (default: %(default)s)")

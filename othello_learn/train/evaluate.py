@@ -217,7 +217,7 @@ def dataset_positions(dataset: WthorDataset, years: set[int] | None, where) -> n
 def evaluate_command(argv=None) -> dict:
     """The whole command; returns the result written to ``--json``."""
     ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
     ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor",
                     help="dataset folder from data_tools/wthor.py (default: data/wthor in the repository)")

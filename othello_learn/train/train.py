@@ -303,7 +303,7 @@ BUILT_IN = ("the built-in defaults, the reference net (10 layers of 64) on raw p
 
 def parse_args(argv=None):
     p = ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+                       epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--config", type=Path,
                    help=f"YAML with sections model, optim, data, trainer (train/configs/); without one: {BUILT_IN}")
     p.add_argument("--data", type=Path, default=REPO / "data" / "wthor",
