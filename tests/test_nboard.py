@@ -98,3 +98,12 @@ def test_the_network_behind_an_endgame_player_gives_hints_and_evaluations():
     assert sum(line.startswith("search ") and "policy " in line for line in out) == 3
     answer = [line for line in out if line.startswith("=== ")]
     assert len(answer) == 1 and answer[0].split("/")[1] != ""  # an evaluation from the value head
+
+
+def test_a_player_that_ranks_nothing_hints_its_own_move_and_alphabeta_its_depth():
+    out, _ = session(make_player("greedy"), ["hint 3", "go"])
+    hints = [line.split() for line in out if line.startswith("search ")]
+    played = [line for line in out if line.startswith("=== ")][0][4:].split("/")[0]
+    assert len(hints) == 1 and hints[0][1] == played and "no evaluation" in " ".join(hints[0])
+    out, _ = session(AlphaBetaPlayer(2), ["hint 2"])
+    assert [line.split()[4] for line in out if line.startswith("search ")] == ["2", "2"]

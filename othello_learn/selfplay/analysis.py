@@ -24,7 +24,8 @@ class Analyst:
     ``choose`` is the player's own move (its ``select``); ``hints`` ranks the
     legal moves by what the player can say about them: the policy (with the
     value of each child when there is a value head) for network players, one
-    search per move for alpha-beta, nothing to rank for the rest."""
+    search per move for alpha-beta; for the rest, which cannot rank moves, only the
+    move they would play."""
 
     def __init__(self, player: Player, seed: int = 0):
         self.player = player
@@ -53,6 +54,11 @@ class Analyst:
             _, value = self.net_out([pos], last_actions(moves)[None])
             return None if value is None else 64.0 * float(value[0])
         return None
+
+    @property
+    def depth(self) -> int:
+        """The plies behind a hint's evaluation: alpha-beta's depth, 1 for a network's look at each child."""
+        return self.player.depth if isinstance(self.player, AlphaBetaPlayer) else 1
 
     @staticmethod
     def _ab_discs(v: int) -> float:
@@ -90,7 +96,7 @@ class Analyst:
                 p = float(probs[0, sq])
                 ev = 0.0 if child_values is None else -64.0 * float(child_values[i])
                 rows.append((sq, ev, f"policy {p:.3f}", p))
-        else:
-            rows = [(sq, 0.0, self.player.name, 0.0) for sq in legal]
+        else:  # nothing to rank: the one move the player would play, with no evaluation to give
+            rows = [(self.choose(pos, moves), 0.0, f"{self.player.name}'s move (no evaluation)", 0.0)]
         rows.sort(key=lambda r: -r[3])
         return [(sq, ev, text) for sq, ev, text, _ in rows[: max(n, 1)]]

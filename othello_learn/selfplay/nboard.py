@@ -117,7 +117,7 @@ class Engine:
         n = int(rest.split()[0]) if rest.split() else 1
         self.send("status Analyzing")
         for sq, ev, text in self.analyst.hints(self.pos, self.game.moves, n):
-            self.send(f"search {move_text(sq)} {ev:.2f} 0 1 {text}")
+            self.send(f"search {move_text(sq)} {ev:.2f} 0 {self.analyst.depth} {text}")
         self.send("status")
 
     def cmd_go(self, rest):
