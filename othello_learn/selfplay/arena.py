@@ -16,7 +16,6 @@ import argparse
 import importlib
 import json
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -135,11 +134,8 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
     if not openings:  # random play ended every game within the opening
         raise ValueError(f"no opening of {opening_plies} plies was found where the game goes on; use fewer plies")
     if len(openings) < pairs:
-        warnings.warn(
-            f"only {len(openings)} distinct openings of {opening_plies} plies exist; "
-            f"{pairs} pairs of games reuse them in turn",
-            stacklevel=2,
-        )
+        print(f"note: only {len(openings)} distinct openings of {opening_plies} plies exist; "
+              f"{pairs} pairs of games reuse them in turn", file=sys.stderr)
     per_game = [openings[(g // 2) % len(openings)] for g in range(games)]
     a_black = np.arange(games) % 2 == 0
     state = opening_states(openings)[np.arange(games) // 2 % len(openings)]

@@ -431,6 +431,9 @@ def run(cfg: RunConfig) -> dict:
     try:
         with RunLock(cfg.out):  # a second loop into this --out is refused, naming the first
             state = open_run(cfg)
+            if state["generation"] >= cfg.generations:
+                print(f"{cfg.out} holds {state['generation']} generations already (--generations "
+                      f"{cfg.generations}): nothing to do; a larger --generations goes on", file=sys.stderr)
             log = Logger(cfg, state)
             try:
                 for gen in range(state["generation"] + 1, cfg.generations + 1):

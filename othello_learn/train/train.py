@@ -452,7 +452,7 @@ def _train(args) -> dict:
 
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
     check_dataset(dm, args.data, cfg["trainer"], origin)
-    L.seed_everything(args.seed, workers=True)  # before the network: --seed fixes its initial weights
+    L.seed_everything(args.seed, workers=True, verbose=False)  # before the network: --seed fixes its initial weights
     net_config = NetConfig.from_dict(cfg["model"])
     net = grow_network(init, net_config, where=f"--init {args.init}") if init is not None else net_config
     model = MovePredictor(net, **cfg["optim"])
