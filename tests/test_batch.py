@@ -191,7 +191,7 @@ def test_exported_networks_round_trip_and_old_exports_load(tmp_path):
 
 
 def test_load_network_sends_training_checkpoints_to_train(tmp_path):
-    from othello_learn.train.evaluate import load_any_network
+    from othello_learn.train.module import load_any_network
     from othello_learn.train.module import MovePredictor
 
     model = MovePredictor(NetConfig(depth=1, width=4))

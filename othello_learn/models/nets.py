@@ -237,6 +237,11 @@ def load_network(path, map_location="cpu") -> MoveNet:
     if "hyper_parameters" in ckpt:
         raise UserError(f"{path}: a Lightning training checkpoint, not an exported network: export it first "
                         "(python train/train.py writes OUT/model.pt; python train/evaluate.py reads .ckpt files)")
+    return network_from_export(ckpt, path)
+
+
+def network_from_export(ckpt: dict, path) -> MoveNet:
+    """The network of an exported checkpoint's contents (``read_checkpoint``); ``path`` names it in errors."""
     stored = ckpt.get("config", ckpt.get("hparams"))
     if not isinstance(stored, dict) or not isinstance(ckpt.get("state_dict"), dict):
         raise UserError(f"{path}: not a move-prediction checkpoint (no network config / state_dict)")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from othello import bitboard as bb
-from othello_learn.selfplay.players import Player, spec_int
+from othello_learn.selfplay.players import Player
 
 MAX_EMPTIES = 14  # a solve beyond this takes minutes in Python
 FASTEST_FIRST = 7  # empties from which children are ordered by the opponent's mobility
@@ -176,15 +176,6 @@ class EndgamePlayer(Player):
         for attr in ("uses_history", "uses_moves", "interactive"):
             if getattr(inner, attr, False):
                 setattr(self, attr, True)
-
-    @classmethod
-    def from_args(cls, args: list[str]) -> "EndgamePlayer":
-        from othello_learn.selfplay.registry import make_player  # the registry imports this module lazily
-
-        if len(args) < 2:
-            raise ValueError("expected endgame:EMPTIES:SPEC, e.g. endgame:10:policy:checkpoints/best_value.pt")
-        n = spec_int(args[0], "endgame empties")
-        return cls(make_player(":".join(args[1:])), n)
 
     def select(self, player, opponent, black_to_move, rng, **extra):
         player, opponent = np.asarray(player), np.asarray(opponent)

@@ -24,7 +24,6 @@ import json
 import math
 import multiprocessing
 import os
-import pickle
 import signal
 import sys
 import threading
@@ -249,10 +248,8 @@ def load_net(path: Path, dev, remedy: str):
         return load_network(path, map_location=dev)
     except UserError as e:
         raise UserError(f"{e}: {remedy}") from e
-    except OSError as e:
+    except OSError as e:  # read_checkpoint makes every damaged file a UserError; this is a missing one
         raise UserError(f"{describe_os_error(e)}: {remedy}") from e
-    except (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, KeyError) as e:
-        raise UserError(f"{path}: unreadable network, truncated or corrupt ({one_line(e)}): {remedy}") from e
 
 
 def read_json(path: Path, remedy: str):

@@ -11,7 +11,6 @@ module that does so.
 from __future__ import annotations
 
 import importlib
-import pickle
 from typing import Callable, Union
 
 from othello.files import UserError, describe_os_error, one_line
@@ -36,8 +35,19 @@ PLAYER_FACTORIES: dict[str, Union[PlayerFactory, str]] = {
     "gumbel": "othello_learn.selfplay.nn_players:gumbel_from_args",
     "nboard": "othello_learn.selfplay.external:nboard_from_args",
     "gtp": "othello_learn.selfplay.external:gtp_from_args",
-    "endgame": "othello_learn.selfplay.endgame:EndgamePlayer.from_args",
+    "endgame": "othello_learn.selfplay.registry:_endgame",
 }
+
+
+def _endgame(args: list[str]):
+    """``endgame:E:SPEC``: SPEC's player, built here, wrapped with perfect play from E empties
+    (so the endgame module, like every player module, never imports the registry)."""
+    from othello_learn.selfplay.endgame import EndgamePlayer
+    from othello_learn.selfplay.players import spec_int
+
+    if len(args) < 2:
+        raise ValueError("expected endgame:EMPTIES:SPEC, e.g. endgame:10:policy:checkpoints/best_value.pt")
+    return EndgamePlayer(make_player(":".join(args[1:])), spec_int(args[0], "endgame empties"))
 
 
 def register_player(kind: str, factory: Union[PlayerFactory, str]) -> None:
@@ -79,8 +89,7 @@ def make_player(spec: str):
         raise PlayerSpecError(f"bad player spec {spec!r}: {e}") from e
     except OSError as e:  # a checkpoint that is missing or unreadable
         raise PlayerSpecError(f"bad player spec {spec!r}: {describe_os_error(e)}") from e
-    except (ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        # RuntimeError / EOFError / UnpicklingError: what torch.load says of a corrupt or truncated file
+    except (ValueError, RuntimeError) as e:  # a bad number in the spec; a device or engine that fails to start
         raise PlayerSpecError(f"bad player spec {spec!r}: {one_line(e)}") from e
     player.name = spec.strip()
     return player

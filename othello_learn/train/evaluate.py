@@ -39,7 +39,6 @@ from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_
 from othello_learn.data.dataset import WthorDataset, build, parse_years
 from othello_learn.models.batch import from_records
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
-from othello_learn.models.nets import load_network, read_checkpoint
 from othello_learn.train.curves import check_plot_path
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
@@ -79,16 +78,6 @@ def symmetric_hits(player, opponent, move, pred) -> np.ndarray:
         same = (transform(player, k) == player) & (transform(opponent, k) == opponent)
         hit |= same & (pred == SQUARE_MAP[k][move])
     return hit
-
-
-def load_any_network(path):
-    """An exported network (``.pt``) or the network of a training checkpoint (``.ckpt``),
-    told apart by what the file holds."""
-    if "hyper_parameters" in read_checkpoint(path):
-        from othello_learn.train.module import network_from_checkpoint
-
-        return network_from_checkpoint(path)
-    return load_network(path)
 
 
 def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, device="cpu", progress=True,
@@ -252,6 +241,8 @@ def evaluate_command(argv=None) -> dict:
     source = f"--wthor-dir {args.wthor_dir}" if args.wthor_dir else f"--data {args.data}"
     # The dataset is opened (and its years checked) before the network: a wrong folder is found at once.
     dataset = None if args.wthor_dir else open_dataset(args.data)
+    from othello_learn.train.module import load_any_network  # Lightning: imported once the settings passed
+
     net = load_any_network(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
     if dataset is not None:
         positions = dataset_positions(dataset, years, args.data)

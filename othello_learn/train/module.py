@@ -12,7 +12,8 @@ from torchmetrics.classification import MulticlassAccuracy
 from othello.files import UserError
 from othello_learn.models.fastpath import prepare
 from othello_learn.models.losses import move_losses
-from othello_learn.models.nets import MoveNet, NetConfig, build_network, network_from_state, read_checkpoint
+from othello_learn.models.nets import (MoveNet, NetConfig, build_network, network_from_export, network_from_state,
+                                       read_checkpoint)
 
 from .metrics import PHASE_NAMES, PhaseAccuracy
 
@@ -183,7 +184,19 @@ def checkpoint_net_config(hparams: dict) -> NetConfig:
 def network_from_checkpoint(path, map_location="cpu") -> MoveNet:
     """The network of a Lightning ``.ckpt`` written by train.py (either layout of its
     hyperparameters), in eval mode: what ``train.py`` exports and ``evaluate.py`` reads."""
+    return _network_from_lightning(read_checkpoint(path, map_location), path)
+
+
+def load_any_network(path, map_location="cpu") -> MoveNet:
+    """An exported network (``.pt``) or the network of a training checkpoint (``.ckpt``),
+    told apart by what the file holds; the file is read once."""
     ckpt = read_checkpoint(path, map_location)
+    if "hyper_parameters" in ckpt:
+        return _network_from_lightning(ckpt, path)
+    return network_from_export(ckpt, path)
+
+
+def _network_from_lightning(ckpt: dict, path) -> MoveNet:
     hparams, state = ckpt.get("hyper_parameters"), ckpt.get("state_dict")
     if not isinstance(hparams, dict) or not isinstance(state, dict):
         raise UserError(f"{path}: not a training checkpoint of train.py (no hyper_parameters / state_dict)")
@@ -195,4 +208,4 @@ def network_from_checkpoint(path, map_location="cpu") -> MoveNet:
     return network_from_state(cfg, net_state, path)
 
 
-__all__ = ["MovePredictor", "PHASE_NAMES", "checkpoint_net_config", "network_from_checkpoint"]
+__all__ = ["MovePredictor", "PHASE_NAMES", "checkpoint_net_config", "load_any_network", "network_from_checkpoint"]
