@@ -70,17 +70,21 @@ def from_records(rec: np.ndarray) -> dict[str, torch.Tensor]:
 
 
 def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | None = None) -> dict:
-    """A random symmetry from ``group`` per sample, on whatever device the batch is.
-
-    Transforms the boards, the history, and what else is per square: ``move`` (a
-    square; kept where the sample is unchanged, see below), ``policy`` (a
-    distribution over the 64 squares) and ``legal``."""
+    """A random symmetry from ``group`` per sample, on whatever device the batch is
+    (``transform_batch``)."""
     if len(group) == 1 and group[0] == 0:
         return batch
     n = batch["player"].shape[0]
     device = batch["player"].device
     choice = torch.randint(len(group), (n,), device=device, generator=generator)
-    ks = torch.as_tensor(group, device=device)[choice]
+    return transform_batch(batch, torch.as_tensor(group, device=device)[choice])
+
+
+def transform_batch(batch: dict, ks: torch.Tensor) -> dict:
+    """``batch`` with sample i turned by symmetry ``ks[i]``: the boards, the history, and
+    what else is per square: ``move`` (a square; kept where the sample is unchanged, see
+    below), ``policy`` (a distribution over the 64 squares) and ``legal``."""
+    device = batch["player"].device
     out = dict(batch)
     out["player"] = transform_each(batch["player"], ks)
     out["opponent"] = transform_each(batch["opponent"], ks)

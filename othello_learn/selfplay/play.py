@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from othello import bitboard as bb
 from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
@@ -135,7 +136,7 @@ def render(position: Position, probs=None, last: int = -1) -> str:
             else:
                 cells.append(" . ")
         lines.append(f"{r + 1} " + "".join(cells))
-    nb, nw = bin(position.black).count("1"), bin(position.white).count("1")
+    nb, nw = bb.popcount(position.black), bb.popcount(position.white)
     lines.append(f"X black {nb}, O white {nw}")
     return "\n".join(lines)
 
@@ -342,7 +343,7 @@ class TerminalGame:
     def result_line(self) -> str:
         pos = self.position
         d = pos.score()
-        nb, nw = bin(pos.black).count("1"), bin(pos.white).count("1")
+        nb, nw = bb.popcount(pos.black), bb.popcount(pos.white)
         mine = d if self.human_black else -d
         verdict = "a draw" if mine == 0 else f"you win by {mine}" if mine > 0 else f"you lose by {-mine}"
         return f"Final score: black {nb}, white {nw}: {verdict} (black {d:+d}, empties to the winner)."

@@ -35,9 +35,9 @@ import torch
 
 from othello import bitboard as bb
 from othello.files import ArgumentParser, UserError, atomic_path, atomic_write, check_distinct, check_output, run_main
-from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform, transform_square_each
+from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform
 from othello_learn.data.dataset import WthorDataset, build, parse_years
-from othello_learn.models.batch import from_records
+from othello_learn.models.batch import from_records, transform_batch
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
 from othello_learn.train.curves import check_plot_path
 
@@ -58,11 +58,8 @@ def predict(net, batch: dict, tta: int = 1) -> torch.Tensor:
         return torch.softmax(net(batch)["policy"].float(), -1)
     total = 0
     for k in group:
-        b = dict(batch)
-        if k:
-            b["player"], b["opponent"] = transform(batch["player"], k), transform(batch["opponent"], k)
-            h = batch["history"]
-            b["history"] = transform_square_each(h, torch.full((h.shape[0],), k, device=h.device))
+        b = transform_batch(batch, torch.full((batch["player"].shape[0],), k, device=batch["player"].device)) \
+            if k else batch
         probs = torch.softmax(net(b)["policy"].float(), -1)
         total = total + probs[:, torch.as_tensor(SQUARE_MAP[k], device=probs.device)]
         if k == 0:
