@@ -198,7 +198,11 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
     # arithmetic is tested above with a stand-in timer)
     assert state["lr_schedulers"][0]["_last_lr"][0] < summary["config"]["optim"].get("lr", 1e-3)
 
-    from othello_learn.train.curves import load_curve, main as curves_main
+    from othello.files import run_main
+    from othello_learn.train.curves import load_curve, main
+
+    def curves_main(argv):  # as the command runs it: errors are one line, exit 2
+        return run_main(main, argv)
 
     curve = load_curve(out)
     assert len(curve) >= 1 and curve["positions"].is_monotonic_increasing
