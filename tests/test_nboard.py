@@ -64,6 +64,15 @@ def test_forced_pass_and_game_over_answer_pa():
     rec = GameRecord.from_transcript("".join("pa" if m == PASS else f"{'abcdefgh'[m % 8]}{m // 8 + 1}" for m in moves))
     out, _ = session(AlphaBetaPlayer(1), [f"set game {format_ggf(rec)}", "hint 2", "go", "move PA", "ping 7"])
     assert "search PA" in "\n".join(out) and "=== PA" in out and out[-1] == "pong 7"
+    assert [line for line in out if line.startswith("search ")] == [line for line in out if line.startswith("search PA ")]
+    # a finished game: no hint, go answers PA with a note on stderr
+    from test_formats import random_game
+
+    over = GameRecord.from_transcript("".join("pa" if m == PASS else f"{'abcdefgh'[m % 8]}{m // 8 + 1}"
+                                              for m in random_game(3)))
+    out, err = session(AlphaBetaPlayer(1), [f"set game {format_ggf(over)}", "hint 2", "go", "ping 8"])
+    assert not [line for line in out if line.startswith("search ")] and "=== PA" in out and out[-1] == "pong 8"
+    assert "game is over" in err
 
 
 def test_alphabeta_hints_agree_with_its_search_and_are_sorted():
