@@ -54,6 +54,19 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def at_least(low: int | float, kind=int):
+    """An argparse ``type``: a number of ``kind`` no smaller than ``low``."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {text}")
+        return value
+    return parse
+
+
 def check_output(path: str | os.PathLike, flag: str, folder: bool = False) -> None:
     """Refuse an output path that cannot be written before the work that would fill it:
     a folder given for a file (or a file for a ``folder``), a path under a file, or a

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, atomic_path, atomic_write, check_distinct, check_output, run_main
+from othello.files import ArgumentParser, UserError, at_least, atomic_path, atomic_write, check_distinct, check_output, run_main
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform
 from othello_learn.data.dataset import WthorDataset, build, parse_years
 from othello_learn.models.batch import from_records, transform_batch
@@ -166,16 +166,6 @@ def plot(result: dict, path: Path, title: str) -> None:
         plt.close(fig)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
 def open_dataset(path: Path) -> WthorDataset:
     try:
         return WthorDataset(path)
@@ -214,14 +204,14 @@ def evaluate_command(argv=None) -> dict:
     ap.add_argument("--plot", type=Path, help="PNG of accuracy by phase (default: beside --json)")
     ap.add_argument("--tta", type=int, default=1, choices=[1, 4, 8],
                     help="symmetries averaged at test time (default: %(default)s)")
-    ap.add_argument("--batch-size", type=_positive_int, default=2048,
+    ap.add_argument("--batch-size", type=at_least(1), default=2048,
                     help="positions a forward pass (default: %(default)s)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                     help="torch device (default: cuda when there is a GPU, else cpu)")
     ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16"],
                     help="auto: bf16 autocast + channels_last where the device has fast bf16 (as in training), "
                          "else fp32; 32: fp32 (default: %(default)s)")
-    ap.add_argument("--limit", type=_positive_int, help="evaluate only the first N positions (smoke tests)")
+    ap.add_argument("--limit", type=at_least(1), help="evaluate only the first N positions (smoke tests)")
     args = ap.parse_args(argv)
 
     plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import ArgumentParser, UserError, atomic_write, check_output, one_line, run_main
+from othello.files import ArgumentParser, UserError, at_least, atomic_write, check_output, one_line, run_main
 
 
 class _Loader(yaml.SafeLoader):
@@ -268,20 +268,8 @@ def log_test_results(logger, test: dict) -> None:
     logger.experiment.log({"test/phases": wandb.Table(columns=["moves", "accuracy"], data=rows)})
 
 
-def _at_least(low: int | float, kind=int):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {text}")
-        return value
-    return parse
-
-
 def _seed(text: str) -> int:
-    value = _at_least(0)(text)
+    value = at_least(0)(text)
     if value >= 2**32:
         raise argparse.ArgumentTypeError(f"must be below 2**32 (numpy's seeds), got {text}")
     return value
@@ -313,19 +301,19 @@ def parse_args(argv=None):
                    help="wandb (offline unless --wandb-online), csv or none (default: wandb)")
     p.add_argument("--wandb-online", action="store_true", help="log to your W&B account instead of offline files")
     p.add_argument("--wandb-project", default="othello-learn", help="W&B project (default: othello-learn)")
-    p.add_argument("--max-epochs", type=_at_least(-1), help="overrides trainer.max_epochs (-1: no limit)")
-    p.add_argument("--max-steps", type=_at_least(-1), help="overrides trainer.max_steps")
+    p.add_argument("--max-epochs", type=at_least(-1), help="overrides trainer.max_epochs (-1: no limit)")
+    p.add_argument("--max-steps", type=at_least(-1), help="overrides trainer.max_steps")
     p.add_argument("--max-minutes", type=_positive_number,
                    help="time budget of the training (validation included); the LR schedule ends with it")
-    p.add_argument("--batch-size", type=_at_least(1), help="overrides data.batch_size")
-    p.add_argument("--train-positions", type=_at_least(1), help="train on a random subset of this many positions")
+    p.add_argument("--batch-size", type=at_least(1), help="overrides data.batch_size")
+    p.add_argument("--train-positions", type=at_least(1), help="train on a random subset of this many positions")
     p.add_argument("--accelerator", default="auto", help="as in Lightning: cpu, gpu, ... (default: auto)")
     p.add_argument("--devices", default="auto", help="as in Lightning (default: auto)")
     p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
     p.add_argument("--seed", type=_seed, default=0,
                    help="seed of the data order, subsets and initial weights (default: 0)")
-    p.add_argument("--checkpoint-every", type=_at_least(1), default=2000,
+    p.add_argument("--checkpoint-every", type=at_least(1), default=2000,
                    help="steps between saves of OUT/checkpoints/last.ckpt (default: 2000)")
     p.add_argument("--checkpoint-minutes", type=_positive_number, default=5.0,
                    help="also save last.ckpt when this long has passed since the last save (default 5)")
