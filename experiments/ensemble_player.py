@@ -1,0 +1,56 @@
+"""Functional ensembles as 1-ply players (arena ``--import experiments.ensemble_player``):
+
+- ``ens:A,B,...``: the argmax of the mean move probabilities of several checkpoints;
+- ``tta:A[,B,...]``: the same with each checkpoint's probabilities averaged over the 8
+  symmetries of the board (``train/evaluate.py --tta 8`` as a player).
+
+Why: weight averages of best_handcrafted's fine-tunes ("model soups") play no
+better than their parts. An average of their *outputs* is a different object; if it
+plays clearly better than one net, distilling it into one net is a training signal
+the self-play sections have not tried. These players measure the ceiling first."""
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
+
+from othello_learn.models.batch import from_arrays
+from othello_learn.models.nets import load_network
+from othello_learn.selfplay.nn_players import default_device
+from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.registry import register_player
+from othello_learn.train.evaluate import predict
+
+
+class EnsemblePlayer(Player):
+    uses_history = True
+
+    def __init__(self, nets, tta=1):
+        self.device = default_device()
+        self.nets = [n.to(self.device).eval() for n in nets]
+        self.tta = tta
+
+    @torch.inference_mode()
+    def probs(self, player, opponent, black_to_move, history=None):
+        batch = from_arrays(player, opponent, black_to_move, history, self.device)
+        return sum(predict(n, batch, self.tta) for n in self.nets) / len(self.nets)
+
+    def select(self, player, opponent, black_to_move, rng, history=None):
+        return self.probs(player, opponent, black_to_move, history).argmax(-1).cpu().numpy().astype(np.int64)
+
+
+def _ens(args):
+    if len(args) != 1 or not args[0]:
+        raise ValueError("expected ens:CKPT,CKPT,...")
+    return EnsemblePlayer([load_network(p) for p in args[0].split(",")])
+
+
+def _tta(args):
+    if len(args) != 1 or not args[0]:
+        raise ValueError("expected tta:CKPT[,CKPT,...]")
+    return EnsemblePlayer([load_network(p) for p in args[0].split(",")], tta=8)
+
+
+register_player("ens", _ens)
+register_player("tta", _tta)
