@@ -112,7 +112,8 @@ def test_a_checkpoint_cut_anywhere_is_named_as_truncated(tmp_path, capsys):
     for cut in (1, 100, 1000, 5000, len(data) // 2, len(data) - 10):
         path = tmp_path / f"cut{cut}.pt"
         path.write_bytes(data[:cut])
-        code, err = _run(_command("train.evaluate"), ["--checkpoint", str(path)], capsys)
+        code, err = _run(_command("selfplay.arena"), ["--a", f"policy:{path}", "--b", "random", "--games", "2"],
+                         capsys)
         assert code == 2 and str(path) in err and ("truncated" in err or "not a checkpoint" in err), err
 
 
