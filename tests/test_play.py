@@ -222,7 +222,7 @@ def test_forced_passes_are_announced_and_only_then_accepted():
 
 
 def test_save_ggf_round_trips(tmp_path):
-    formats = pytest.importorskip("othello.formats")
+    from othello import formats
     path = tmp_path / "game.ggf"
     rc, text = run_game(["--opponent", "greedy", "--seed", "4", "--save", str(path)], seed=4)
     assert rc == 0
@@ -317,7 +317,7 @@ def test_arena_games_out_csv_and_ggf(tmp_path):
         d = ref.final_score(board)
         assert row["winner"] == ("black" if d > 0 else "white" if d < 0 else "draw")
         assert result.disc_diffs[i] == (d if a_black else -d)
-    formats = pytest.importorskip("othello.formats")
+    from othello import formats
     write_games(tmp_path / "games.ggf", result)
     recs = formats.parse_ggf((tmp_path / "games.ggf").read_text())
     assert [[m for m in r.moves if m != PASS] for r in recs] == [parse_transcript(r["transcript"]) for r in rows]
