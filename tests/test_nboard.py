@@ -116,3 +116,11 @@ def test_a_player_that_ranks_nothing_hints_its_own_move_and_alphabeta_its_depth(
     assert len(hints) == 1 and hints[0][1] == played and "no evaluation" in " ".join(hints[0])
     out, _ = session(AlphaBetaPlayer(2), ["hint 2"])
     assert [line.split()[4] for line in out if line.startswith("search ")] == ["2", "2"]
+
+
+def test_the_engine_needs_no_torch_for_players_without_a_network():
+    """alphabeta, greedy, random: the engine starts without importing torch (seconds at start-up)."""
+    code = ("import sys, io; from othello_learn.selfplay.nboard import serve; from othello_learn.selfplay.registry "
+            "import make_player; serve(make_player('alphabeta:2'), 't', io.StringIO('hint 2\\ngo\\n'), io.StringIO(), "
+            "io.StringIO()); assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

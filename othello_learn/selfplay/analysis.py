@@ -1,21 +1,18 @@
 """What a player can say about one position: its move, its evaluation, its ranked
 hints. The NBoard engine (``nboard.py``) and ``othello-solve`` (``solve.py``) report
 both for any player kind; a network behind an ``endgame:E:SPEC`` player is found as
-``othello-play``'s hints find it (``nn_players.network_of``)."""
+``othello-play``'s hints find it (``players.network_of``)."""
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from othello import bitboard as bb
 from othello.game import Position
 from othello.notation import PASS
 from othello.states import last_actions
-from othello_learn.models.batch import from_arrays
 from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
-from othello_learn.selfplay.nn_players import network_of
-from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.players import Player, network_of
 
 
 class Analyst:
@@ -37,6 +34,10 @@ class Analyst:
     def net_out(self, positions: list[Position], histories: np.ndarray):
         """The network's move probabilities [N, 64] and values [N] (None without a
         value head) for ``positions``, each with its ``history`` row."""
+        import torch  # only players with a network get here: alphabeta and the rest run without torch
+
+        from othello_learn.models.batch import from_arrays
+
         p = np.array([x.player for x in positions], dtype=np.uint64)
         o = np.array([x.opponent for x in positions], dtype=np.uint64)
         btm = np.array([x.black_to_move for x in positions], dtype=bool)

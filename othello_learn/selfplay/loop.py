@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import ArgumentParser, UserError, atomic_path, atomic_write, check_output, describe_os_error, one_line, run_main
+from othello.files import (ArgumentParser, UserError, atomic_path, atomic_write, check_output, describe_os_error, one_line,
+                           run_main)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device

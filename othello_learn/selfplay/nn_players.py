@@ -83,17 +83,6 @@ def GumbelPlayer(net, simulations: int = 100, device=None, max_considered: int =
     return SearchPlayer(net, GumbelConfig(simulations=simulations, max_considered=max_considered), device)
 
 
-def network_of(player: Player):
-    """The network behind a ``policy:``, ``mcts:`` or ``gumbel:`` player, or the one an
-    ``endgame:E:SPEC`` player uses before its solves; else None."""
-    while getattr(player, "inner", None) is not None:  # endgame:E:SPEC wraps SPEC's player
-        player = player.inner
-    net = getattr(player, "net", None)
-    if net is None and getattr(player, "evaluator", None) is not None:
-        net = player.evaluator.net
-    return net
-
-
 @torch.inference_mode()
 def best_move(net, position, history=None):
     """The net's choice in one position, without the batch plumbing: ``(square,

@@ -24,8 +24,7 @@ from othello.files import ArgumentParser, UserError, atomic_write, check_output,
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
 from othello.states import last_actions
-from othello_learn.selfplay.nn_players import network_of
-from othello_learn.selfplay.players import Player, check_seed
+from othello_learn.selfplay.players import Player, check_seed, network_of
 from othello_learn.selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file

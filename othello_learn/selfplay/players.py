@@ -122,3 +122,14 @@ class GreedyPlayer(Player):
         counts = flip_counts(player, opponent)
         best = counts == counts.max(axis=1, keepdims=True)
         return random_legal_squares(best & (counts > 0), rng)
+
+
+def network_of(player: Player):
+    """The network behind a ``policy:``, ``mcts:`` or ``gumbel:`` player, or the one an
+    ``endgame:E:SPEC`` player uses before its solves; else None."""
+    while getattr(player, "inner", None) is not None:  # endgame:E:SPEC wraps SPEC's player
+        player = player.inner
+    net = getattr(player, "net", None)
+    if net is None and getattr(player, "evaluator", None) is not None:
+        net = player.evaluator.net
+    return net
