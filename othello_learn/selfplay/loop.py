@@ -509,6 +509,11 @@ def _search_config(cfg: RunConfig):
                       dirichlet_alpha_scale=cfg.dirichlet_alpha_scale, reuse_tree=not cfg.no_tree_reuse)
 
 
+def _part_paths(cfg: RunConfig, p: dict) -> list[Path]:
+    """A generation's self-play parts, ``--parallel`` games each: the only files its clean-up deletes."""
+    return [p["parts"] / f"part_{k:03d}.npz" for k in range(len(range(0, cfg.games, cfg.parallel)))]
+
+
 def self_play(cfg: RunConfig, gen: int) -> Path:
     """Generation ``gen``'s games by the best network, played in parts of
     ``--parallel`` games (by ``--workers`` processes at once): a part on disk is
@@ -524,8 +529,8 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=state["resign_threshold"],
                             no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
         seeds = generation_seeds(cfg, gen)["self_play"]
-        parts = [(p["parts"] / f"part_{k:03d}.npz", min(cfg.parallel, cfg.games - start), seeds[k])
-                 for k, start in enumerate(range(0, cfg.games, cfg.parallel))]
+        parts = [(path, min(cfg.parallel, cfg.games - start), seeds[k])
+                 for k, (path, start) in enumerate(zip(_part_paths(cfg, p), range(0, cfg.games, cfg.parallel)))]
         kept = {path: load_games(path, REPLAYED) for path, _, _ in parts if path.exists()}  # checked before playing
         todo = [(path, n, seed) for path, n, seed in parts if path not in kept]
         workers, threads = self_play_workers(cfg.workers, dev, len(todo))
@@ -542,8 +547,8 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         write_json(p["self_play"], {"seconds": seconds, "games_played": played, "workers": workers,
                                     "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None})
     if p["parts"].exists():  # our parts, now in the merged file (also after a kill during this clean-up)
-        for k in range(-(-cfg.games // cfg.parallel)):
-            (p["parts"] / f"part_{k:03d}.npz").unlink(missing_ok=True)
+        for path in _part_paths(cfg, p):
+            path.unlink(missing_ok=True)
         try:
             p["parts"].rmdir()
         except OSError:  # something we did not write is in there: leave it

@@ -408,10 +408,10 @@ def _train(args) -> dict:
     from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
     from othello_learn.data.datamodule import WthorDataModule
+    from othello_learn.lock import RunLock
     from othello_learn.models.fastpath import resolve
     from othello_learn.models.nets import NetConfig, grow_network, load_network, save_network
     from othello_learn.train.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint
-    from othello_learn.lock import RunLock
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
     cfg, origin = _read_config(args.config, args.set)
@@ -457,7 +457,7 @@ def _train(args) -> dict:
         # The best-by-validation checkpoint keeps the settings (hence the state key) of the
         # runs before LastCheckpoint, so resuming them keeps their best score.
         best = BestCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
-                               save_top_k=1)
+                              save_top_k=1)
         saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
         logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
         callbacks = [best, saver] + ([LearningRateMonitor("step")] if logger else [])
