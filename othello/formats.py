@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from .game import IllegalMoveError, Position
-from .notation import PASS, parse_square, parse_transcript, square_name
+from .notation import PASS, format_transcript, parse_square, parse_transcript, square_name
 
 
 class FormatError(ValueError):
@@ -71,12 +71,6 @@ def read_transcript(text: str, start: Position | None = None, what: str = "trans
     except FormatError as e:
         raise FormatError(f"{what}: {e}") from None
     return play_with_passes(start or Position(), moves, what)
-
-
-def write_transcript(moves, passes: bool = False) -> str:
-    """Squares -> ``'f5d6c3'``; passes dropped (readers infer them) unless ``passes``,
-    then written ``'pa'``."""
-    return "".join("pa" if m == PASS else square_name(int(m)) for m in moves if m != PASS or passes)
 
 
 # --------------------------------------------------------------------------
@@ -152,7 +146,7 @@ class GameRecord:
         return self.positions()[-1]
 
     def transcript(self, passes: bool = False) -> str:
-        return write_transcript(self.moves, passes)
+        return format_transcript(self.moves, passes)
 
     @classmethod
     def from_transcript(cls, text: str, start: Position | None = None, **kw) -> "GameRecord":

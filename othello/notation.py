@@ -49,9 +49,12 @@ def parse_transcript(text: str) -> list[int]:
     return [parse_square(t) for t in tokens]
 
 
-def format_transcript(moves) -> str:
-    """Square indices -> ``'f5d6c3'``; passes become ``'--'``, "no move" (-1) is dropped."""
-    return "".join("--" if m == PASS else square_name(int(m)) for m in moves if m != -1)
+def format_transcript(moves, passes: bool = False) -> str:
+    """Square indices -> ``'f5d6c3'``. Passes are left out (every reader here infers
+    them, as for WTHOR's records) unless ``passes``, then written ``'--'``; "no move"
+    (-1) is always left out."""
+    return "".join("--" if m == PASS else square_name(int(m)) for m in moves
+                   if m != -1 and (m != PASS or passes))
 
 
 def square_to_wthor(square):

@@ -16,9 +16,8 @@ from othello.formats import (
     parse_ggf_game,
     parse_obf,
     read_transcript,
-    write_transcript,
 )
-from othello.notation import PASS, parse_square
+from othello.notation import PASS, format_transcript, parse_square
 
 REPO = Path(__file__).resolve().parents[1]
 START_BO = "BO[8 ---------------------------O*------*O--------------------------- *]"
@@ -115,10 +114,10 @@ def test_random_games_round_trip(seed, cut, explicit):
     start = replay(moves[:cut])
     rec = GameRecord(moves=moves[cut:], start=start, result=float(replay(moves).score()))
     assert parse_ggf_game(format_ggf(rec)) == rec
-    text = write_transcript(moves, passes=explicit)
+    text = format_transcript(moves, passes=explicit)
     back, final = read_transcript(text)
     assert back == moves and final == replay(moves)
-    assert read_transcript(write_transcript(moves[cut:], explicit), start)[0] == moves[cut:]
+    assert read_transcript(format_transcript(moves[cut:], explicit), start)[0] == moves[cut:]
 
 
 def test_transcript_pass_spellings_and_errors():
@@ -166,7 +165,7 @@ def test_real_wthor_games_round_trip():
     for _, g in pick.iterrows():
         r = recs[int(g["first_position"]): int(g["first_position"]) + int(g["moves"])]
         assert (r["game"] == g["game"]).all()
-        moves, final = read_transcript(write_transcript(r["move"].tolist()), what=f"game {g['game']}")
+        moves, final = read_transcript(format_transcript(r["move"].tolist()), what=f"game {g['game']}")
         pos = Position()
         for m in moves:  # every recorded board is on the replayed path
             if m != PASS:

@@ -193,7 +193,7 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
         a_black=a_black,
         openings=[op.transcript for op in per_game],
         distinct_openings=len(openings),
-        transcripts=[format_transcript([m for m in gm if m != PASS]) for gm in game_moves],
+        transcripts=[format_transcript(gm) for gm in game_moves],
     )
 
 

@@ -30,9 +30,9 @@ import time
 import numpy as np
 
 from othello.files import UserError
-from othello.formats import FormatError, GameRecord, format_ggf, parse_move, write_transcript
+from othello.formats import FormatError, GameRecord, format_ggf, parse_move
 from othello.game import Position
-from othello.notation import PASS, square_name
+from othello.notation import PASS, format_transcript, square_name
 
 from .players import Player
 
@@ -198,7 +198,7 @@ class ExternalPlayer(Player):
 
     def _where(self, start: Position, moves: list[int]) -> str:
         prefix = "" if start == Position() else "from a set-up position, "
-        return f"{prefix}after {write_transcript(moves, passes=True) or '(no moves)'}"
+        return f"{prefix}after {format_transcript(moves, passes=True) or '(no moves)'}"
 
     def _error(self, what: str) -> EngineError:
         """An EngineError naming the command, with the last lines the engine wrote to stderr."""

@@ -337,7 +337,7 @@ class TerminalGame:
 
     def transcript(self) -> str:
         """The moves as ``f5d6c3...`` (passes left out: replaying infers them)."""
-        return format_transcript([m for m in self.moves if m != PASS])
+        return format_transcript(self.moves)
 
     def result_line(self) -> str:
         pos = self.position

@@ -93,7 +93,7 @@ class SelfPlayGames:
 
     def transcript(self, i: int) -> str:
         """Game ``i`` as ``f5d6c3...`` (passes left out: ``Position.from_transcript`` infers them)."""
-        return format_transcript([m for m in self.game_moves(i) if m != PASS])
+        return format_transcript(self.game_moves(i))
 
 
 @torch.inference_mode()
