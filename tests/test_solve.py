@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from othello import bitboard as bb
 from othello.files import run_main
 from othello.formats import format_obf
 from othello.game import Position
-from othello.notation import square_name
+from othello.notation import PASS, parse_square, square_name
 from othello_learn.selfplay import external
 from othello_learn.selfplay.arena import close_players, play_match
 from othello_learn.selfplay.registry import make_player
@@ -123,6 +124,77 @@ def test_malformed_line_is_one_error_naming_file_and_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"{obf} line 4" in err
     assert not out.exists()
+
+
+def scored_positions():
+    """Late positions of a random game, each with every legal move's exact score
+    (the side to move's final disc difference), computed here by playing the move
+    and solving the rest: the comment an Edax-scored OBF carries."""
+    from othello.game import Position
+    from othello_learn.selfplay.endgame import solve as exact
+
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        pos, out = Position(), []
+        while not pos.is_over():
+            legal = pos.legal_moves()
+            if legal and 6 <= 64 - bin(pos.player | pos.opponent).count("1") <= 9:
+                scores = {}
+                for sq in legal:
+                    child = pos.play(sq)
+                    if child.legal_moves():
+                        scores[sq] = -exact(child.player, child.opponent)[0]
+                    elif not child.is_over():  # the opponent passes
+                        back = child.play(PASS)
+                        scores[sq] = exact(back.player, back.opponent)[0]
+                    else:
+                        scores[sq] = -int(bb.final_disc_difference(np.array([child.player], np.uint64),
+                                                                   np.array([child.opponent], np.uint64))[0])
+                out.append((pos, scores))
+            pos = pos.play(legal[rng.integers(len(legal))] if legal else PASS)
+        if len(out) >= 3:
+            return out
+    raise AssertionError("no game reached the late positions")
+
+
+def write_scored_obf(path: Path, scored) -> Path:
+    lines = [format_obf(p, " ".join(f"{square_name(s)}:{v:+d};" for s, v in sc.items())) for p, sc in scored]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_scored_positions_grade_each_answer_and_the_exact_solver_finds_every_best_move(tmp_path, capsys):
+    scored = scored_positions()
+    obf = write_scored_obf(tmp_path / "scored.obf", scored)
+    out = tmp_path / "answers.json"
+    assert run_main(main, [str(obf), "--player", "endgame:14:alphabeta:1", "--json", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all("[best]" in line for line in lines[:-1])
+    assert lines[-1].startswith(f"best move in {len(scored)} of {len(scored)} scored positions")
+    assert all(r["best"] and r["loss"] == 0 for r in json.loads(out.read_text()))
+
+    # A weak player: every grade agrees with the scores read directly.
+    assert run_main(main, [str(obf), "--player", "alphabeta:1", "--json", str(out)]) == 0
+    recs = json.loads(out.read_text())
+    for (pos, sc), rec in zip(scored, recs):
+        move = parse_square(rec["move"])
+        top = max(sc.values())
+        assert rec["loss"] == top - sc[move] and rec["best"] == (sc[move] == top)
+        assert rec["best_moves"] == [square_name(s) for s in sorted(sc) if sc[s] == top]
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert summary.startswith(f"best move in {sum(r['best'] for r in recs)} of {len(recs)} scored")
+
+
+def test_unscored_move_and_unscored_files(tmp_path, capsys):
+    pos, sc = scored_positions()[0]
+    from othello_learn.selfplay.solve import format_record, grade
+
+    rec = solve(make_player("alphabeta:1"), [pos])[0]
+    only_other = {s: v for s, v in sc.items() if square_name(s) != rec["move"]} or {PASS: 0}
+    summary = grade([rec], [only_other])
+    assert rec["loss"] is None and not rec["best"] and "move not scored" in format_record(rec)
+    assert summary == {"scored": 1, "best": 0, "loss_known": 0, "mean_loss": None}
+    assert grade(solve(make_player("alphabeta:1"), [pos]), [{}]) is None  # no scores: no grades, no summary line
 
 
 # --------------------------------------------------------------------------

@@ -11,6 +11,11 @@ evaluation is in discs from the side to move's view, the same figure the
 NBoard engine reports (``othello_learn.selfplay.analysis.Analyst`` computes both), as is
 alpha-beta's search value. All positions go to the player in one ``select``
 call, so a network sees them as one batch.
+
+Where a line's comment scores moves, as Edax writes them and the FFO endgame test
+suites carry them (``... X; g8:+18; h1:+12;``), each answer is graded against
+them (the best score, or the discs the move gives up) and a last line sums up:
+a player checked against a problem set in one command.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from othello import bitboard as bb
 from othello.files import ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
-from othello.notation import PASS, square_name
+from othello.notation import PASS, parse_square, square_name
 from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player, check_seed
 from othello_learn.selfplay.registry import make_program
@@ -102,6 +107,39 @@ def solve(player: Player, positions: list[Position], seed: int = 0) -> list[dict
     return records
 
 
+def grade(records: list[dict], scored: list[dict[int, int]]) -> dict | None:
+    """Mark each answer against its position's scored moves (``ObfPosition.scores``,
+    the side to move's disc difference): ``best`` (the move has the top score),
+    ``loss`` (discs given up against the best; None when the move is not scored) and
+    ``best_moves``. Returns the summary, or None when no position is scored."""
+    graded = best_count = losses = total_loss = 0
+    for rec, scores in zip(records, scored):
+        if not scores or rec["game_over"]:
+            continue
+        move = parse_square(rec["move"])  # "PA" reads as PASS
+        top = max(scores.values())
+        rec["best_moves"] = [_move_name(s) for s in sorted(scores) if scores[s] == top]
+        rec["best"] = scores.get(move) == top
+        rec["loss"] = top - scores[move] if move in scores else None
+        graded += 1
+        best_count += rec["best"]
+        if rec["loss"] is not None:
+            losses += 1
+            total_loss += rec["loss"]
+    if not graded:
+        return None
+    return {"scored": graded, "best": best_count, "loss_known": losses,
+            "mean_loss": total_loss / losses if losses else None}
+
+
+def format_summary(summary: dict) -> str:
+    line = f"best move in {summary['best']} of {summary['scored']} scored positions"
+    if summary["loss_known"]:
+        line += (f"; discs given up where the move is scored: {summary['mean_loss']:.2f} a position "
+                 f"({summary['loss_known']} positions)")
+    return line
+
+
 def format_record(rec: dict) -> str:
     head = f"{rec['number']:4d}  {rec['to_move']:<5}"
     if rec["game_over"]:
@@ -113,13 +151,18 @@ def format_record(rec: dict) -> str:
         line += f"  eval={rec['eval']:+.2f}"
     if rec.get("top"):
         line += "  top: " + ", ".join(f"{t['move']} {t['probability']:.3f}" for t in rec["top"])
+    if "best" in rec:
+        line += ("  [best]" if rec["best"] else
+                 f"  [best {'/'.join(rec['best_moves'])}; " +
+                 ("move not scored]" if rec["loss"] is None else f"gives up {rec['loss']}]"))
     return line
 
 
 def main(argv=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("positions", type=Path, help="OBF file: one position a line ('<64 of X/O/-> X;')")
+    parser.add_argument("positions", type=Path, help="OBF file: one position a line ('<64 of X/O/-> X;'), "
+                        "optionally with Edax's scored moves ('... X; g8:+18; h1:+12;'), which grade the answers")
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the answers here as a list of records")
     parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
@@ -139,8 +182,11 @@ def main(argv=None) -> int:
     finally:
         if hasattr(player, "close"):  # an external engine's process ends with the command
             player.close()
+    summary = grade(records, [x.scores() for x in obf])
     for rec in records:
         print(format_record(rec))
+    if summary is not None:
+        print(format_summary(summary))
     if args.json is not None:
         atomic_write(args.json, json.dumps(records, indent=2) + "\n")
     return 0
