@@ -150,18 +150,53 @@ def test_obf_round_trip_and_edax_lines():
         parse_obf("Z" + "-" * 63 + " O;")
 
 
+@pytest.fixture(scope="module")
+def synthetic_dataset(tmp_path_factory):
+    """A dataset built by the WTHOR command from files our own writer made: 60 random
+    games of the plain reference engine, a few stopped early as resigned records are."""
+    import random
+
+    import reference_engine as ref
+    from othello.files import run_main
+    from othello_learn.data import wtb
+    from othello_learn.data.wthor import main as wthor_main
+
+    rng = random.Random(3)
+    games = [ref.random_game(rng, stop_after=rng.choice([None, None, 20])) for _ in range(60)]
+    src = tmp_path_factory.mktemp("wthor_src")
+    moves = [[m for _, _, m in record if m != PASS] for record, _, _ in games]
+    black = [(64 + ref.final_score(b)) // 2 if ref.game_over(b) else sum(v == 1 for row in b for v in row)
+             for _, b, _ in games]
+    wtb.write_wtb(src / "WTH_2001.wtb", wtb.make_games(moves, black, tournament=1, black=1, white=2), 2001)
+    wtb.write_names(src / "WTHOR.JOU", ["???", "Alice Black", "Bob White"])
+    wtb.write_names(src / "WTHOR.TRN", ["???", "Synthetic Open"])
+    out = tmp_path_factory.mktemp("wthor_out")
+    assert run_main(wthor_main, ["--wthor-dir", str(src), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_built_games_round_trip(synthetic_dataset):
+    """On a clean checkout (no data/wthor): the same checks on a dataset built from synthetic files."""
+    _check_games_round_trip(synthetic_dataset, 40)
+
+
 def test_real_wthor_games_round_trip():
     """Games rebuilt from the built dataset's move records replay to the stored
     boards and survive GGF and transcripts (skipped when data/wthor is missing)."""
     data = REPO / "data" / "wthor"
     if not (data / "positions.npy").exists():
         pytest.skip("data/wthor is not built")
+    _check_games_round_trip(data, 25)
+
+
+def _check_games_round_trip(data, n):
     import pandas as pd
 
     games = pd.read_csv(data / "games.csv")
     recs = np.load(data / "positions.npy", mmap_mode="r")
     ok = games[games["error"].isna() & games["finished"]]
-    pick = ok.iloc[np.linspace(0, len(ok) - 1, 25).astype(int)]
+    assert len(ok) >= min(n, 10)
+    pick = ok.iloc[np.unique(np.linspace(0, len(ok) - 1, n).astype(int))]
     for _, g in pick.iterrows():
         r = recs[int(g["first_position"]): int(g["first_position"]) + int(g["moves"])]
         assert (r["game"] == g["game"]).all()
