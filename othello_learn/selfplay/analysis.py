@@ -10,7 +10,7 @@ import numpy as np
 from othello import bitboard as bb
 from othello.game import Position
 from othello.notation import PASS
-from othello.states import last_actions
+from othello.states import States, last_actions
 from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
 from othello_learn.selfplay.players import Player, network_of
 
@@ -38,11 +38,9 @@ class Analyst:
 
         from othello_learn.models.batch import from_arrays
 
-        p = np.array([x.player for x in positions], dtype=np.uint64)
-        o = np.array([x.opponent for x in positions], dtype=np.uint64)
-        btm = np.array([x.black_to_move for x in positions], dtype=bool)
+        s = States.from_positions(positions, histories)
         with torch.inference_mode():
-            out = self.net(from_arrays(p, o, btm, histories, self.device))
+            out = self.net(from_arrays(s.player, s.opponent, s.black_to_move, s.history, self.device))
         probs = torch.softmax(out["policy"].float(), -1).cpu().numpy()
         value = out["value"].float().cpu().numpy() if "value" in out else None
         return probs, value

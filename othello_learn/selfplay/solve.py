@@ -32,6 +32,7 @@ from othello.files import ArgumentParser, UserError, atomic_write, check_distinc
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, parse_square, square_name
+from othello.states import States
 from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player, check_seed
 from othello_learn.selfplay.registry import make_program
@@ -68,12 +69,9 @@ def solve(player: Player, positions: list[Position], seed: int = 0) -> list[dict
     movable = [i for i, pos in enumerate(positions) if pos.legal_moves()]
     chosen = np.full(n, PASS, dtype=np.int64)
     if movable:
-        p = np.array([positions[i].player for i in movable], dtype=np.uint64)
-        o = np.array([positions[i].opponent for i in movable], dtype=np.uint64)
-        btm = np.array([positions[i].black_to_move for i in movable], dtype=bool)
-        extra = {"history": np.full((len(movable), 4), -1, dtype=np.int64)} \
-            if getattr(player, "uses_history", False) else {}
-        sq = player.select(p, o, btm, analyst.rng, **extra)
+        s = States.from_positions([positions[i] for i in movable])  # OBF has no history: none known
+        extra = {"history": s.history} if getattr(player, "uses_history", False) else {}
+        sq = player.select(s.player, s.opponent, s.black_to_move, analyst.rng, **extra)
         if hasattr(sq, "detach"):
             sq = sq.detach().cpu().numpy()
         chosen[movable] = np.asarray(sq, dtype=np.int64).reshape(-1)
