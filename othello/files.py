@@ -54,15 +54,16 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def at_least(low: int | float, kind=int):
-    """An argparse ``type``: a number of ``kind`` no smaller than ``low``."""
+def at_least(low: int | float, kind=int, above: bool = False):
+    """An argparse ``type``: a number of ``kind`` no smaller than ``low`` (with
+    ``above``, greater than it: a time budget of 0 minutes is as wrong as -1)."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {text}")
+        if not (value > low if above else value >= low):  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be {'above' if above else 'at least'} {low}, got {text}")
         return value
     return parse
 

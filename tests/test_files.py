@@ -65,3 +65,21 @@ def test_check_output_refuses_what_cannot_be_written_and_accepts_new_folders(tmp
     with pytest.raises(UserError, match=r"^--json .*a_file/x/y\.json: .*a_file is a file, not a folder$"):
         check_output(tmp_path / "a_file" / "x" / "y.json", "--json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"], "a check writes nothing"
+
+
+@pytest.mark.parametrize("low,kind,above,good,bad", [
+    (1, int, False, ["1", "7"], ["0", "-3", "1.5", "x"]),
+    (-1, int, False, ["-1", "0"], ["-2"]),
+    (0, float, True, ["0.5", "1e-3"], ["0", "-1", "nan", "x"]),
+])
+def test_at_least_bounds_and_refuses_nan(low, kind, above, good, bad):
+    import argparse
+
+    from othello.files import at_least
+
+    parse = at_least(low, kind, above=above)
+    for text in good:
+        assert parse(text) == kind(text)
+    for text in bad:
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)

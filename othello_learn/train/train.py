@@ -275,16 +275,6 @@ def _seed(text: str) -> int:
     return value
 
 
-def _positive_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 BUILT_IN = ("the built-in defaults, the reference net (10 layers of 64) on raw planes for 10 epochs of every "
             "training year (days on a CPU; train/configs/cpu_raw.yaml is the 5-minute CPU recipe)")
 
@@ -303,7 +293,7 @@ def parse_args(argv=None):
     p.add_argument("--wandb-project", default="othello-learn", help="W&B project (default: othello-learn)")
     p.add_argument("--max-epochs", type=at_least(-1), help="overrides trainer.max_epochs (-1: no limit)")
     p.add_argument("--max-steps", type=at_least(-1), help="overrides trainer.max_steps")
-    p.add_argument("--max-minutes", type=_positive_number,
+    p.add_argument("--max-minutes", type=at_least(0, float, above=True),
                    help="time budget of the training (validation included); the LR schedule ends with it")
     p.add_argument("--batch-size", type=at_least(1), help="overrides data.batch_size")
     p.add_argument("--train-positions", type=at_least(1), help="train on a random subset of this many positions")
@@ -315,7 +305,7 @@ def parse_args(argv=None):
                    help="seed of the data order, subsets and initial weights (default: 0)")
     p.add_argument("--checkpoint-every", type=at_least(1), default=2000,
                    help="steps between saves of OUT/checkpoints/last.ckpt (default: 2000)")
-    p.add_argument("--checkpoint-minutes", type=_positive_number, default=5.0,
+    p.add_argument("--checkpoint-minutes", type=at_least(0, float, above=True), default=5.0,
                    help="also save last.ckpt when this long has passed since the last save (default 5)")
     p.add_argument("--init", type=Path, metavar="NET.pt",
                    help="start from this exported network's weights (a shipped checkpoint or a run's model.pt) "
