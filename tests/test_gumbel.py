@@ -13,7 +13,8 @@ from othello import bitboard as bb
 from othello.files import UserError
 from othello_learn.models.fastpath import FP32
 from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS, halving_schedule, make_search
-from othello_learn.selfplay.mcts import PASS, BatchedMCTS, Evaluator, MCTSConfig
+from othello.states import PASS
+from othello_learn.selfplay.mcts import BatchedMCTS, Evaluator, MCTSConfig
 from test_mcts import FakeNet, Node, _positions, _states
 
 C_VISIT, C_SCALE = 50.0, 0.1

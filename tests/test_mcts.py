@@ -12,7 +12,8 @@ from othello import bitboard as bb
 from othello.states import States
 from othello_learn.models.fastpath import BF16, FP32
 from othello_learn.models.nets import masked
-from othello_learn.selfplay.mcts import PASS, BatchedMCTS, Evaluator, MCTSConfig
+from othello.states import PASS
+from othello_learn.selfplay.mcts import BatchedMCTS, Evaluator, MCTSConfig
 
 
 class FakeNet(torch.nn.Module):

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 import torch
 
+from othello.states import ACTIONS
+
 from . import tree as T
-from .mcts import ACTIONS, BatchedMCTS, Evaluator, MCTSConfig
+from .mcts import BatchedMCTS, Evaluator, MCTSConfig
 
 LOW_LOGIT = -1e9  # floor of g + logits + sigma, so a zero prior still ranks among the considered
 

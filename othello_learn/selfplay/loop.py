@@ -36,9 +36,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import (ArgumentParser, UserError, atomic_path, atomic_write, check_output, describe_os_error, one_line,
+from othello.files import (ArgumentParser, UserError, atomic_write, check_output, describe_os_error, one_line,
                            run_main)
 from othello_learn.lock import RunLock
+from othello_learn.plots import pyplot, save_figure
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
 from othello_learn.models.nets import NetConfig, build_network, grow_network, load_network, save_network
@@ -368,11 +369,7 @@ def elo_series(history: list[dict]) -> dict[str, tuple[list, list, list | None]]
 
 
 def plot_elo(history: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     styles = {"best network": dict(fmt="o-"), "candidate (gating match)": dict(fmt="x", color="gray"),
               "promoted": dict(fmt="o", color="green")}
     series = elo_series(history)
@@ -387,9 +384,7 @@ def plot_elo(history: list[dict], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 class Terminated(KeyboardInterrupt):

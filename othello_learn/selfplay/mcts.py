@@ -19,7 +19,7 @@ import torch
 
 from othello import bitboard as bb
 from othello_learn.models.batch import from_arrays
-from othello.states import ACTIONS, PASS, States  # noqa: F401  (ACTIONS, PASS: re-exported)
+from othello.states import States
 
 from . import tree as T
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from othello.files import ArgumentParser, UserError, atomic_path, check_output, one_line, run_main
+from othello.files import ArgumentParser, UserError, one_line, run_main
+from othello_learn.plots import check_plot_path, pyplot, save_figure
 
 
 HOURS = "time/hours"
@@ -131,25 +132,8 @@ def is_fraction(metric: str) -> bool:
     return "acc" in name or "top" in name
 
 
-def check_plot_path(path: Path, flag: str) -> None:
-    """A plot's file name checked before the work that draws it: writable, and with
-    an extension matplotlib writes (it picks the format by the extension)."""
-    check_output(path, flag)
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    kinds = FigureCanvasBase.get_supported_filetypes()
-    suffix = Path(path).suffix.lower().lstrip(".")
-    if suffix not in kinds:
-        got = f"matplotlib cannot write .{suffix} files" if suffix else "no extension to pick the format by"
-        raise UserError(f"{flag} {path}: {got}; give a name ending in one of .{', .'.join(sorted(kinds))}")
-
-
 def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     curves = {run.name: load_curve(run, metric) for run in runs}
     timed = any(c["hours"].notna().any() for c in curves.values())
     fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(12 if timed else 7, 4.2), squeeze=False)
@@ -166,12 +150,7 @@ def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    try:
-        with atomic_path(out) as tmp:  # the temporary name hides the format: name it
-            fig.savefig(tmp, dpi=120, format=out.suffix.lstrip(".").lower())
-    finally:
-        plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def main(argv=None) -> int:

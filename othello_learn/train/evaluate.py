@@ -34,12 +34,12 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, at_least, atomic_path, atomic_write, check_distinct, check_output, run_main
+from othello.files import ArgumentParser, UserError, at_least, atomic_write, check_distinct, check_output, run_main
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform
 from othello_learn.data.dataset import WthorDataset, build, parse_years
 from othello_learn.models.batch import from_records, transform_batch
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
-from othello_learn.train.curves import check_plot_path
+from othello_learn.plots import check_plot_path, pyplot, save_figure
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 
@@ -135,11 +135,7 @@ def format_table(result: dict) -> str:
 
 
 def plot(result: dict, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     phases = [ph for ph in result["phases"] if ph["positions"]]
     x = np.arange(len(phases))
     fig, ax = plt.subplots(figsize=(9, 5))
@@ -159,11 +155,7 @@ def plot(result: dict, path: Path, title: str) -> None:
               fontsize=8, frameon=False)
     ax.set_title(title)
     fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:  # the temporary name hides the format: name it
-            fig.savefig(tmp, dpi=120, format=Path(path).suffix.lstrip(".").lower() or "png")
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)
 
 
 def open_dataset(path: Path) -> WthorDataset:
