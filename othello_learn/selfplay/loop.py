@@ -39,10 +39,10 @@ import torch
 from othello.files import (ArgumentParser, UserError, atomic_write, check_output, describe_os_error, one_line,
                            run_main)
 from othello_learn.lock import RunLock
-from othello_learn.plots import pyplot, save_figure
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
 from othello_learn.models.nets import NetConfig, build_network, grow_network, load_network, save_network
+from othello_learn.plots import pyplot, save_figure
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
 from othello_learn.selfplay.gumbel import GumbelConfig
