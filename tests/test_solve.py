@@ -185,6 +185,18 @@ def test_scored_positions_grade_each_answer_and_the_exact_solver_finds_every_bes
     assert summary.startswith(f"best move in {sum(r['best'] for r in recs)} of {len(recs)} scored")
 
 
+def test_a_scored_move_that_is_not_legal_is_one_error_naming_the_position(tmp_path, capsys):
+    scored = scored_positions()[:2]
+    pos, sc = scored[1]
+    illegal = next(s for s in range(64) if s not in pos.legal_moves())
+    obf = write_scored_obf(tmp_path / "bad.obf", [scored[0], (pos, {**sc, illegal: 0})])
+    out = tmp_path / "answers.json"
+    assert run_main(main, [str(obf), "--player", "alphabeta:1", "--json", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{obf}: position 2 scores {square_name(illegal)}" in err
+    assert not out.exists()
+
+
 def test_unscored_move_and_unscored_files(tmp_path, capsys):
     pos, sc = scored_positions()[0]
     from othello_learn.selfplay.solve import format_record, grade

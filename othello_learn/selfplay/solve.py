@@ -52,6 +52,12 @@ def read_obf(path: Path) -> list[ObfPosition]:
         raise UserError(str(e)) from None
     if not positions:  # an empty answer would look like success
         raise UserError(f"{path}: no positions (expected lines like '<64 of X/O/-> X;')")
+    for i, x in enumerate(positions, 1):  # a wrong comment would grade every answer against nonsense
+        legal = set(x.position.legal_moves()) or {PASS}
+        bad = [s for s in x.scores() if s not in legal]
+        if bad:
+            raise UserError(f"{path}: position {i} scores {_move_name(bad[0])}, not a legal move there "
+                            f"(legal: {', '.join(map(_move_name, sorted(legal)))}; is the side to move right?)")
     return positions
 
 
