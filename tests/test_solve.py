@@ -129,8 +129,8 @@ def test_malformed_line_is_one_error_naming_file_and_line(tmp_path, capsys):
 def scored_positions():
     """Late positions of a random game, each with every legal move's exact score
     (the side to move's final disc difference), computed here by playing the move
-    and solving the rest: the comment an Edax-scored OBF carries."""
-    from othello.game import Position
+    and solving the rest (the solver is checked against plain minimax in
+    test_endgame): the comment an Edax-scored OBF carries."""
     from othello_learn.selfplay.endgame import solve as exact
 
     rng = np.random.default_rng(5)
