@@ -19,7 +19,7 @@ import numpy as np, pandas as pd, torch
 from othello.symmetry import SQUARE_MAP
 from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays, transform_batch
-from othello_learn.models.losses import move_losses, value_loss
+from othello_learn.models.losses import policy_loss, value_loss
 from othello_learn.models.nets import load_network, save_network
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -91,14 +91,14 @@ while True:
     b = augment(b, generator=gen)
     with fastpath.autocast(dev, prec):
         out = net(b)
-        p = move_losses({"policy": out["policy"]}, b["policy"], value_weight=0)
-        loss = p["loss"]
+        kd = policy_loss(out["policy"], b["policy"])
+        loss = kd
         if "value" in out:
             v = value_loss(out["value"][:n_exp], torch.from_numpy(np.sign(e["result"]).astype(np.float32)))
             loss = loss + a.vw * v * n_exp / a.batch
             tot["val"] = tot.get("val", 0) + float(v.detach())
     opt.zero_grad(set_to_none=True); loss.backward(); opt.step(); step += 1
-    tot["kd"] = tot.get("kd", 0) + float(p["policy_loss"].detach())
+    tot["kd"] = tot.get("kd", 0) + float(kd.detach())
     if step % 200 == 0:
         print(step, f"{time.time() - t0:.0f}s lr {lr:.2e}", {k: round(v / 200, 4) for k, v in tot.items()}, flush=True)
         tot = {}
