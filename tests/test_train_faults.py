@@ -188,6 +188,21 @@ def _interrupt_at(monkeypatch, step: int, action):
     monkeypatch.setattr(MovePredictor, "training_step", step_then_interrupt)
 
 
+def test_raising_max_steps_continues_an_epoch_that_max_steps_cut_short(dataset_dir, tmp_path):
+    """Lightning records an epoch stopped by max_steps as finished: under max_epochs 1 the
+    rerun with more steps used to train nothing and still report success."""
+    from othello_learn.train.train import train
+
+    out = tmp_path / "run"
+    assert train(_args(dataset_dir, out, "--max-epochs", "1", "--max-steps", "3"))["global_step"] == 3
+    assert torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 0  # still in epoch 0
+    assert train(_args(dataset_dir, out, "--max-epochs", "1", "--max-steps", "6"))["global_step"] == 6
+    full = train(_args(dataset_dir, out, "--max-epochs", "1", "--max-steps", "1000"))["global_step"]
+    assert 6 < full < 1000  # the rest of epoch 0, then max_epochs stops it
+    assert torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 1  # a finished epoch stays one
+    assert train(_args(dataset_dir, out, "--max-epochs", "1", "--max-steps", "2000"))["global_step"] == full
+
+
 def test_sigterm_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
     from othello_learn.train.train import main
 
@@ -243,6 +258,26 @@ def test_a_second_training_into_the_same_out_is_refused(dataset_dir, tmp_path, c
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_folder_that_is_not_a_training_run_is_refused_untouched(dataset_dir, tmp_path, capsys):
+    """model.pt, config.yaml and metrics.json are replaced at the end of a run: in a folder
+    that holds no run they could be the user's own."""
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "model.pt").write_text("precious")
+    (out / "config.yaml").write_text("mine: 1\n")
+    for extra in ([], ["--fresh"]):
+        code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1", *extra), capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1
+        assert str(out) in err and "not empty" in err and "'config.yaml' and 1 more" in err
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "model.pt"]
+    assert (out / "model.pt").read_text() == "precious" and (out / "config.yaml").read_text() == "mine: 1\n"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert train(_args(dataset_dir, empty, "--max-steps", "1"))["global_step"] == 1  # an empty folder is fine
 
 
 def test_a_stale_lock_is_taken_over_and_released(tmp_path):

@@ -84,6 +84,7 @@ class LastCheckpoint(Checkpoint):
         self.interrupted_by: BaseException | None = None
         self._saved_step: int | None = None  # None until training has started
         self._saved_at = time.monotonic()
+        self._epoch_cut_short = False
 
     @property
     def state_key(self) -> str:
@@ -111,7 +112,25 @@ class LastCheckpoint(Checkpoint):
         self._save(trainer)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self._save(trainer)  # a time budget or max_steps stops between periodic saves
+        # A time budget or max_steps stops between periodic saves, often inside an epoch.
+        done, size = trainer.fit_loop.epoch_loop.batch_progress.current.completed, trainer.num_training_batches
+        self._epoch_cut_short = size != float("inf") and done < size
+        try:
+            self._save(trainer)
+        finally:
+            self._epoch_cut_short = False
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        """Lightning counts an epoch that max_steps or max_time stopped as finished, so a
+        rerun with a higher --max-steps under max_epochs 1 trained nothing, and under more
+        epochs skipped the rest of that one. Saved as still in progress, the rerun finishes it."""
+        if not self._epoch_cut_short:
+            return
+        checkpoint["epoch"] -= 1
+        progress = checkpoint["loops"]["fit_loop"]["epoch_progress"]
+        for part in ("total", "current"):
+            for count in ("processed", "completed"):
+                progress[part][count] -= 1
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self.interrupted_by = exception

@@ -377,6 +377,7 @@ def train(argv=None) -> dict:
     """The whole command; returns the run's summary (``metrics.json``)."""
     args = parse_args(argv)
     check_output(args.out, "--out", folder=True)
+    check_run_folder(args.out)
     new_out = not args.out.exists()
     try:
         return _train(args)
@@ -384,11 +385,28 @@ def train(argv=None) -> dict:
         # Refused before training: take back the folder this command made. Only if it holds
         # nothing but what the set-up writes; a checkpoint means training ran, and it all stays.
         setup = {"config.yaml", "wandb_id", ".lock"}
-        if new_out and args.out.is_dir() and {p.name for p in args.out.iterdir()} <= setup:
+        ckpt_dir = args.out / "checkpoints"
+        if new_out and args.out.is_dir() and {p.name for p in args.out.iterdir()} <= setup | {"checkpoints"} \
+                and not (ckpt_dir.is_dir() and any(ckpt_dir.iterdir())):
             for name in setup:
                 (args.out / name).unlink(missing_ok=True)
+            if ckpt_dir.is_dir():
+                ckpt_dir.rmdir()
             args.out.rmdir()
         raise
+
+
+def check_run_folder(out: Path) -> None:
+    """A folder that is not empty must be a run of this command, which makes OUT/checkpoints
+    before anything else: model.pt, config.yaml and metrics.json there are then ours to
+    replace. In any other folder they could be the user's."""
+    if not out.is_dir() or (out / "checkpoints").is_dir():
+        return
+    theirs = sorted(p.name for p in out.iterdir() if p.name != ".lock")
+    if theirs:
+        more = f" and {len(theirs) - 1} more" if len(theirs) > 1 else ""
+        raise UserError(f"--out {out}: the folder is not empty and holds no training run (no checkpoints/ "
+                        f"folder; it holds {theirs[0]!r}{more}): choose a new or an empty folder")
 
 
 def _train(args) -> dict:
@@ -438,6 +456,7 @@ def _train(args) -> dict:
     last = ckpt_dir / "last.ckpt"
 
     with RunLock(args.out):
+        ckpt_dir.mkdir(exist_ok=True)  # first: it marks the folder as a training run's (check_run_folder)
         resume = last if last.exists() and not args.fresh else None
         if resume:
             step = check_resumable(resume, model.net.config)
