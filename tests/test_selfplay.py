@@ -532,6 +532,16 @@ def test_truncated_games_are_named_with_what_to_do(run_copy, rl_run, capsys):
     assert "gen_0001.npz" in err and "restore it" in err
 
 
+def test_a_damaged_earlier_generation_is_found_before_the_next_is_played(run_copy, capsys):
+    """Generation 3 trains on generation 2's games: a damaged file must stop the rerun at
+    once, not after a whole generation of self-play."""
+    _truncate(run_copy / "games" / "gen_0002.npz")
+    err = _broken(run_copy, capsys, "--generations", "3")  # nothing written: no part of generation 3
+    assert "gen_0002.npz" in err and "restore it" in err
+    (run_copy / "games" / "gen_0002.npz").unlink()
+    assert "gen_0002.npz" in _broken(run_copy, capsys, "--generations", "3")
+
+
 def test_a_truncated_part_is_named_with_what_to_do(run_copy, capsys):
     part = run_copy / "games" / "gen_0003" / "part_000.npz"
     part.parent.mkdir()

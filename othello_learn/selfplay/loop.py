@@ -509,6 +509,11 @@ def _part_paths(cfg: RunConfig, p: dict) -> list[Path]:
     return [p["parts"] / f"part_{k:03d}.npz" for k in range(len(range(0, cfg.games, cfg.parallel)))]
 
 
+def _window_paths(cfg: RunConfig, gen: int) -> list[Path]:
+    """The committed generations' games that generation ``gen`` trains on beside its own."""
+    return [cfg.out / "games" / f"gen_{i:04d}.npz" for i in range(max(1, gen - cfg.window + 1), gen)]
+
+
 def self_play(cfg: RunConfig, gen: int) -> Path:
     """Generation ``gen``'s games by the best network, played in parts of
     ``--parallel`` games (by ``--workers`` processes at once): a part on disk is
@@ -521,6 +526,10 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         dev = torch.device(cfg.device)
         best = cfg.out / state["best"]
         net = load_net(best, dev, COMMITTED).to(dev)  # checked here, before any worker starts
+        # What this generation's training reads from earlier ones, checked before the play, not after it.
+        for path in _window_paths(cfg, gen):
+            load_games(path, COMMITTED)
+        load_net(cfg.out / state["trainee"], torch.device("cpu"), COMMITTED)
         sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=state["resign_threshold"],
                             no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
         seeds = generation_seeds(cfg, gen)["self_play"]
@@ -632,8 +641,7 @@ def train(cfg: RunConfig, gen: int) -> Path:
         return p["net"]
     state = read_state(cfg.out / "state.json")
     dev = torch.device(cfg.device)
-    window = [load_games(cfg.out / "games" / f"gen_{i:04d}.npz", COMMITTED)
-              for i in range(max(1, gen - cfg.window + 1), gen)]
+    window = [load_games(path, COMMITTED) for path in _window_paths(cfg, gen)]
     window.append(load_games(p["games"], f"delete it and rerun the same command: generation {gen}'s self-play "
                                          "is played again"))
     trainee = load_net(cfg.out / state["trainee"], dev, COMMITTED).to(dev)
