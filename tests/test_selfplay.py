@@ -182,6 +182,19 @@ def test_a_continuous_run_plots_its_eval_matches_with_their_intervals():
         "candidate's 1-ply policy vs policy:x.pt": ([1, 2], [-10.0, 30.0], [[40.0, 40.0], [50.0, 50.0]])}
 
 
+def test_a_run_with_nothing_to_plot_says_so_without_a_warning(tmp_path):
+    """A --continuous run without --eval-vs measures no Elo: the figure says so, and
+    matplotlib has no empty legend to warn about."""
+    import warnings
+
+    hist = [{"generation": 1, "gate_score": None, "elo_candidate": 0.0, "promoted": True, "elo_best": 0.0}]
+    assert rl_loop.elo_series(hist) == {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rl_loop.plot_elo(hist, tmp_path / "elo.png")
+    assert (tmp_path / "elo.png").stat().st_size > 1000
+
+
 def test_a_gated_run_plots_its_best_network_curve():
     hist = [{"generation": 1, "gate_score": 0.7, "elo_candidate": 120.0, "promoted": True, "elo_best": 120.0},
             {"generation": 2, "gate_score": 0.4, "elo_candidate": 50.0, "promoted": False, "elo_best": 120.0,

@@ -448,6 +448,21 @@ def test_a_file_that_is_no_pickle_is_named_as_not_a_checkpoint(tmp_path, content
     assert str(path) in str(e.value) and "Python objects" not in str(e.value)
 
 
+@pytest.mark.parametrize("protocol", [3, 4, 5])
+def test_a_bare_pickle_is_refused_in_one_line_without_torchs_warning(tmp_path, protocol):
+    """A user's own pickle (protocol 4 and 5 are Python's defaults) drew a two-line torch
+    warning before the error line."""
+    import warnings
+
+    path = tmp_path / "model.pt"
+    path.write_bytes(pickle.dumps({"state_dict": {"w": [1.0]}}, protocol=protocol))
+    with warnings.catch_warnings(record=True) as caught:  # recorded: turned into errors, torch.load's would be caught
+        warnings.simplefilter("always")
+        with pytest.raises(UserError, match=str(path)):
+            read_checkpoint(path)
+    assert [str(w.message) for w in caught] == []
+
+
 def test_export_refuses_what_weights_only_loading_would(tmp_path):
     net = build_network(NetConfig(depth=1, width=4))
     with pytest.raises(TypeError, match="metrics"):

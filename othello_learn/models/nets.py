@@ -9,6 +9,7 @@ import errno
 import io
 import os
 import pickle
+import warnings
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -206,7 +207,9 @@ def read_checkpoint(path, map_location="cpu") -> dict:
     Python objects) is a ``UserError`` naming the file."""
     _sniff_checkpoint(path)
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a bare pickle draws torch's protocol warning before our one line
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         lines = [ln.strip() for ln in str(e).splitlines()]
         operand = [ln for ln in lines if ln.startswith("Unsupported operand")]

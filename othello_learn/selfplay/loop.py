@@ -382,7 +382,11 @@ def plot_elo(history: list[dict], path: Path) -> None:
     ax.set_ylabel("Elo (relative to the initial network)" if "best network" in series
                   else "Elo against the --eval-vs opponent (95 % interval where recorded)")
     ax.grid(alpha=0.3)
-    ax.legend()
+    if series:
+        ax.legend()
+    else:  # a --continuous run without --eval-vs measures no Elo: say so on the figure
+        ax.text(0.5, 0.5, "no Elo measured: a --continuous run has no gate;\nadd --eval-vs SPEC to measure each candidate",
+                ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 
