@@ -247,3 +247,14 @@ def test_evaluation_names_a_year_the_wthor_folder_lacks(dataset_dir, tiny_net, t
     assert run_main(main, argv[:-4] + ["--years", ""]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--years: no years given" in err, err
+
+
+def test_evaluation_refuses_a_file_named_for_another_year(dataset_dir, tiny_net, tmp_path, capsys):  # noqa: F811
+    from othello_learn.train.evaluate import main
+
+    (tmp_path / "WTH_2004.wtb").write_bytes((dataset_dir.parent / "WTH_2003.wtb").read_bytes())
+    capsys.readouterr()
+    assert run_main(main, ["--checkpoint", str(tiny_net), "--wthor-dir", str(tmp_path), "--years", "2004"]) == 2
+    err = capsys.readouterr().err
+    assert "WTH_2004.wtb: the header says its games are from 2003, the file name says 2004" in err, err
+    assert len(err.splitlines()) == 1

@@ -317,6 +317,23 @@ def test_header_depth_over_60_is_a_clear_error(wthor_dir, tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_file_named_for_another_year_than_its_header_is_an_error(wthor_dir, tmp_path, capsys):
+    """2001's games copied to WTH_2003.wtb must not be labelled 2003 (another split)."""
+    (wthor_dir / "WTH_2003.wtb").write_bytes((wthor_dir / "WTH_2001.wtb").read_bytes())
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    _one_line_error(capsys, "WTH_2003.wtb", "header says its games are from 2001", "file name says 2003")
+    assert _listing(tmp_path) == ["wthor"]
+
+
+def test_a_header_without_a_year_is_labelled_by_the_name(wthor_dir, tmp_path):
+    w = wtb.read_wtb(wthor_dir / "WTH_2002.wtb")
+    wtb.write_wtb(wthor_dir / "WTH_2002.wtb", w.games, 0)
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "summary.json").read_text())["years"]["2002"]["games"] == 12
+
+
 # --- 5. file system faults ---------------------------------------------------------------------
 
 

@@ -194,9 +194,11 @@ class BuildResult:
 def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=print) -> BuildResult:
     """Read and replay WTHOR files into positions, a games table and a summary.
 
-    A malformed file raises ``WthorFormatError`` naming it. A game with an
-    illegal move is skipped, reported through ``warn`` with its file, index
-    and ply, and counted in ``skipped_games``.
+    A malformed file raises ``WthorFormatError`` naming it; so does a file whose
+    header gives another year than its name (a copy saved under the wrong year
+    would put its games in another split; a header year of 0 says nothing). A
+    game with an illegal move is skipped, reported through ``warn`` with its
+    file, index and ply, and counted in ``skipped_games``.
     """
     wthor_dir = Path(wthor_dir)
     files = find_wtb_files(wthor_dir, years, warn=warn)
@@ -206,6 +208,9 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     tables, records = [], []
     for year, path in files:
         w = read_wtb(path)
+        if w.year and w.year != year:
+            raise WthorFormatError(f"{path}: the header says its games are from {w.year}, the file name says {year}; "
+                                   "rename the file or replace it")
         records.append(w.games)
         tables.append(
             pd.DataFrame(
