@@ -229,3 +229,32 @@ def test_evaluation_names_a_year_the_dataset_lacks_and_a_bad_dataset(dataset_dir
     assert run_main(main, ["--checkpoint", str(tiny_net), "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"--data {tmp_path}: not a usable dataset" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("years,missing", [("2003,2030", "2030"), ("2000-2003", "2000")])
+def test_evaluation_names_a_year_the_wthor_folder_lacks(dataset_dir, tiny_net, tmp_path, years, missing,  # noqa: F811
+                                                        capsys):
+    """Not an evaluation of the years present, recorded under the years asked."""
+    from othello_learn.train.evaluate import main
+
+    capsys.readouterr()
+    out = tmp_path / "e.json"
+    argv = ["--checkpoint", str(tiny_net), "--wthor-dir", str(dataset_dir.parent), "--years", years, "--json", str(out)]
+    assert run_main(main, argv) == 2
+    err = capsys.readouterr().err
+    assert f"no WTH_YYYY.wtb file for {missing} " in err and str(dataset_dir.parent) in err, err
+    assert len(err.splitlines()) == 1 and not out.exists()
+    assert run_main(main, argv[:-4] + ["--years", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--years: no years given" in err, err
+
+
+def test_evaluation_refuses_a_file_named_for_another_year(dataset_dir, tiny_net, tmp_path, capsys):  # noqa: F811
+    from othello_learn.train.evaluate import main
+
+    (tmp_path / "WTH_2004.wtb").write_bytes((dataset_dir.parent / "WTH_2003.wtb").read_bytes())
+    capsys.readouterr()
+    assert run_main(main, ["--checkpoint", str(tiny_net), "--wthor-dir", str(tmp_path), "--years", "2004"]) == 2
+    err = capsys.readouterr().err
+    assert "WTH_2004.wtb: the header says its games are from 2003, the file name says 2004" in err, err
+    assert len(err.splitlines()) == 1

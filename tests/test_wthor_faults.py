@@ -257,6 +257,28 @@ def test_two_files_for_one_year_is_an_error_naming_both(wthor_dir, tmp_path, cap
     assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet", "--years", "2002"]) == 0
 
 
+def test_a_year_asked_for_without_its_file_is_an_error(wthor_dir, tmp_path, games, capsys):
+    """Named years, and years inside a named range, must all be there; nothing is written."""
+    recs = wtb.make_games([m for m, _ in games[:3]], [_black_score(b) for _, b in games[:3]])
+    wtb.write_wtb(wthor_dir / "WTH_2004.wtb", recs, 2004)  # the folder: 2001, 2002, 2004
+    out = tmp_path / "ds"
+    for years, missing in (("2001,2030", "2030"), ("2001-2004", "2003"), ("1999-2002,2030", "1999-2000, 2030")):
+        assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet", "--years", years]) == 2
+        line = _one_line_error(capsys, str(wthor_dir), f"no WTH_YYYY.wtb file for {missing} ")
+        assert "2001-2002, 2004" in line
+        assert _listing(tmp_path) == ["wthor"]
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet", "--years", "2001-2002"]) == 0
+
+
+@pytest.mark.parametrize("years", ["", "  "])
+def test_an_empty_years_is_an_error_not_every_year(wthor_dir, tmp_path, years, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_cli(["--wthor-dir", str(wthor_dir), "--out", str(tmp_path / "ds"), "--quiet", "--years", years])
+    assert exit_.value.code == 2
+    _one_line_error(capsys, "--years", "no years given")
+    assert _listing(tmp_path) == ["wthor"]
+
+
 # --- 4. damaged records ------------------------------------------------------------------------
 
 
@@ -293,6 +315,23 @@ def test_header_depth_over_60_is_a_clear_error(wthor_dir, tmp_path, capsys):
     assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
     _one_line_error(capsys, "WTH_2002.wtb", "depth 200")
     assert not out.exists()
+
+
+def test_a_file_named_for_another_year_than_its_header_is_an_error(wthor_dir, tmp_path, capsys):
+    """2001's games copied to WTH_2003.wtb must not be labelled 2003 (another split)."""
+    (wthor_dir / "WTH_2003.wtb").write_bytes((wthor_dir / "WTH_2001.wtb").read_bytes())
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 2
+    _one_line_error(capsys, "WTH_2003.wtb", "header says its games are from 2001", "file name says 2003")
+    assert _listing(tmp_path) == ["wthor"]
+
+
+def test_a_header_without_a_year_is_labelled_by_the_name(wthor_dir, tmp_path):
+    w = wtb.read_wtb(wthor_dir / "WTH_2002.wtb")
+    wtb.write_wtb(wthor_dir / "WTH_2002.wtb", w.games, 0)
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "summary.json").read_text())["years"]["2002"]["games"] == 12
 
 
 # --- 5. file system faults ---------------------------------------------------------------------

@@ -54,9 +54,16 @@ _SQUARE_NAMES = np.array([square_name(s).encode() for s in range(64)] + [b""], d
 
 
 def parse_years(text: str | int | None) -> set[int] | None:
-    """``'1977-2014'``, ``'2015,2016'``, ``2016`` or a mix -> set of years; None -> None (all)."""
-    text = None if text is None else str(text)
-    if text is None or text.strip().lower() in ("", "all"):
+    """``'1977-2014'``, ``'2015,2016'``, ``2016`` or a mix -> set of years; None or ``'all'`` -> None (all).
+
+    An empty string is refused rather than read as "all": it is what an unset
+    shell variable gives, and building every year then is not what was meant."""
+    if text is None:
+        return None
+    text = str(text)
+    if not text.strip():
+        raise ValueError("no years given (empty); use YYYY, YYYY-YYYY or a comma-separated list")
+    if text.strip().lower() == "all":
         return None
     years: set[int] = set()
     for part in text.split(","):
@@ -71,13 +78,26 @@ def parse_years(text: str | int | None) -> set[int] | None:
     return years
 
 
+def format_years(years) -> str:
+    """``{1977, 1978, 1979, 2016}`` -> ``'1977-1979, 2016'``: short enough for one line."""
+    runs: list[list[int]] = []
+    for y in sorted(years):
+        if runs and y == runs[-1][1] + 1:
+            runs[-1][1] = y
+        else:
+            runs.append([y, y])
+    return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs) or "none"
+
+
 def find_wtb_files(wthor_dir, years: set[int] | None = None, warn=None) -> list[tuple[int, Path]]:
     """``(year, path)`` of the ``WTH_YYYY.wtb`` files in a folder, by year.
 
     Only the exact WTHOR name counts, so a backup such as ``copy of WTH_1980.wtb``
     is not read as a second 1980 (it is mentioned through ``warn``); two files
     for one year (``WTH_1980.wtb`` and ``wth_1980.WTB``) are an error, since
-    either choice could be the wrong one."""
+    either choice could be the wrong one. So is a year asked for that has no
+    file, inside a range too: a dataset or an evaluation quietly short of a
+    year would be reported as if it covered it."""
     wthor_dir = Path(wthor_dir)
     if not wthor_dir.exists():
         raise UserError(f"WTHOR folder not found: {wthor_dir}")
@@ -90,8 +110,13 @@ def find_wtb_files(wthor_dir, years: set[int] | None = None, warn=None) -> list[
             if warn is not None and _WTB_NAME.search(p.name):
                 warn(f"warning: {p}: ignored, not named WTH_YYYY.wtb")
             continue
-        if years is None or int(m.group(1)) in years:
-            by_year.setdefault(int(m.group(1)), []).append(p)
+        by_year.setdefault(int(m.group(1)), []).append(p)
+    if years is not None:
+        missing = years - set(by_year)
+        if missing:
+            raise UserError(f"{wthor_dir}: no WTH_YYYY.wtb file for {format_years(missing)} "
+                            f"(the folder has {format_years(by_year)})")
+        by_year = {y: paths for y, paths in by_year.items() if y in years}
     for year, paths in sorted(by_year.items()):
         if len(paths) > 1:
             raise UserError(f"{wthor_dir}: two files for {year}: {' and '.join(p.name for p in paths)}; keep one")
@@ -99,8 +124,7 @@ def find_wtb_files(wthor_dir, years: set[int] | None = None, warn=None) -> list[
             what = "a folder" if paths[0].is_dir() else "not a regular file"
             raise UserError(f"{paths[0]}: is {what}, not a WTHOR game file")
     if not by_year:
-        wanted = "" if years is None else f" for years {min(years)}-{max(years)}"
-        raise UserError(f"no WTH_YYYY.wtb files in {wthor_dir}{wanted}")
+        raise UserError(f"no WTH_YYYY.wtb files in {wthor_dir}")
     return [(year, paths[0]) for year, paths in sorted(by_year.items())]
 
 
@@ -170,9 +194,11 @@ class BuildResult:
 def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=print) -> BuildResult:
     """Read and replay WTHOR files into positions, a games table and a summary.
 
-    A malformed file raises ``WthorFormatError`` naming it. A game with an
-    illegal move is skipped, reported through ``warn`` with its file, index
-    and ply, and counted in ``skipped_games``.
+    A malformed file raises ``WthorFormatError`` naming it; so does a file whose
+    header gives another year than its name (a copy saved under the wrong year
+    would put its games in another split; a header year of 0 says nothing). A
+    game with an illegal move is skipped, reported through ``warn`` with its
+    file, index and ply, and counted in ``skipped_games``.
     """
     wthor_dir = Path(wthor_dir)
     files = find_wtb_files(wthor_dir, years, warn=warn)
@@ -182,6 +208,9 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     tables, records = [], []
     for year, path in files:
         w = read_wtb(path)
+        if w.year and w.year != year:
+            raise WthorFormatError(f"{path}: the header says its games are from {w.year}, the file name says {year}; "
+                                   "rename the file or replace it")
         records.append(w.games)
         tables.append(
             pd.DataFrame(
@@ -465,6 +494,7 @@ __all__ = [
     "build",
     "check_replaceable",
     "find_wtb_files",
+    "format_years",
     "parse_years",
     "recover",
     "transcripts",

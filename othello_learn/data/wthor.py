@@ -92,7 +92,8 @@ def main(argv=None) -> int:
                         help="dataset folder to write (replaced atomically; only an empty folder or a dataset "
                              "this tool wrote is replaced); default: data/wthor in the repository")
     parser.add_argument("--years", default=None,
-                        help="years to include, e.g. 1977-2016 or 2015,2016; default: every file found")
+                        help="years to include, e.g. 1977-2016 or 2015,2016; every year named, inside a range "
+                             "too, must have its file; default: every file found")
     parser.add_argument("--download", action="store_true",
                         help="first fetch missing WTH_YYYY.wtb files from ffothello.org into --wthor-dir "
                              "(needs network; --years defaults to 1977-2018 then)")
@@ -102,7 +103,7 @@ def main(argv=None) -> int:
     try:
         years = parse_years(args.years)
     except ValueError as e:
-        parser.error(str(e))
+        parser.error(f"--years: {e}")
 
     def warn(message):
         print(message, file=sys.stderr)

@@ -191,7 +191,8 @@ def evaluate_command(argv=None) -> dict:
                     help="dataset folder from data_tools/wthor.py (default: data/wthor in the repository)")
     ap.add_argument("--wthor-dir", type=Path, default=None,
                     help="replay the WTH_YYYY.wtb files of this folder instead of reading --data")
-    ap.add_argument("--years", default="2016", help="years to evaluate, e.g. 2016 or 2015-2016 (default: %(default)s)")
+    ap.add_argument("--years", default="2016", help="years to evaluate, e.g. 2016 or 2015-2016; each must be in "
+                    "the dataset, or have its file in --wthor-dir (default: %(default)s)")
     ap.add_argument("--json", type=Path, help="write the result here (its folder is created)")
     ap.add_argument("--plot", type=Path, help="PNG of accuracy by phase (default: beside --json)")
     ap.add_argument("--tta", type=int, default=1, choices=[1, 4, 8],
@@ -216,7 +217,7 @@ def evaluate_command(argv=None) -> dict:
     try:
         years = parse_years(args.years)
     except ValueError as e:
-        raise UserError(f"--years {args.years}: {e}") from None
+        raise UserError(f"--years: {e}") from None
     source = f"--wthor-dir {args.wthor_dir}" if args.wthor_dir else f"--data {args.data}"
     # The dataset is opened (and its years checked) before the network: a wrong folder is found at once.
     dataset = None if args.wthor_dir else open_dataset(args.data)
