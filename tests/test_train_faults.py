@@ -280,6 +280,30 @@ def test_a_folder_that_is_not_a_training_run_is_refused_untouched(dataset_dir, t
     assert train(_args(dataset_dir, empty, "--max-steps", "1"))["global_step"] == 1  # an empty folder is fine
 
 
+@pytest.mark.parametrize("setting, value, missing", [
+    ("data.train_years", "2001,2030", "2030"), ("data.val_years", "1999-2002", "1999-2000"),
+    ("data.test_years", "2040", "2040")])
+def test_a_split_year_the_dataset_lacks_is_one_line_naming_the_setting(dataset_dir, tmp_path, capsys, setting,
+                                                                       value, missing):
+    """Years the dataset does not hold were dropped without a word: a run said to train on
+    2001 and 2030 trained on 2001."""
+    from othello_learn.train.train import main
+
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1", "--set", f"{setting}={value}"), capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{setting} {value}" in err and f"has no {missing} " in err and str(dataset_dir) in err
+    assert not out.exists()
+
+
+def test_all_years_of_the_dataset_is_a_split(dataset_dir):
+    from othello_learn.data.datamodule import WthorDataModule
+
+    dm = WthorDataModule(dataset_dir, train_years="all", val_years="2002", test_years="2003")
+    dm.setup()
+    assert len(dm.splits["train"]) == len(dm.data.positions)
+
+
 def test_a_stale_lock_is_taken_over_and_released(tmp_path):
     import socket
 

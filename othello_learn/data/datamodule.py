@@ -14,9 +14,10 @@ import lightning as L
 import numpy as np
 import torch
 
+from othello.files import UserError
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_records
 
-from .dataset import REFERENCE_SPLIT, WthorDataset, parse_years
+from .dataset import REFERENCE_SPLIT, WthorDataset, format_years, parse_years
 
 
 class PositionBatches(torch.utils.data.Dataset):
@@ -92,9 +93,17 @@ class WthorDataModule(L.LightningDataModule):
         self.data: WthorDataset | None = None
         self.splits: dict[str, np.ndarray] = {}
 
-    def _years(self, text: str) -> np.ndarray:
-        ranges = [self.data.summary["years"][str(y)]["position_range"] for y in sorted(parse_years(text))
-                  if str(y) in self.data.summary["years"]]
+    def _years(self, split: str) -> np.ndarray:
+        """The split's positions. A year the setting names that the dataset lacks is an error, as
+        for the builder: a run quietly short of a year would be reported as if trained on it."""
+        text = self.hparams[f"{split}_years"]
+        have = self.data.years
+        wanted = parse_years(text)
+        missing = set() if wanted is None else wanted - set(have)
+        if missing:
+            raise UserError(f"data.{split}_years {text}: {self.data.path} has no {format_years(missing)} "
+                            f"(it has {format_years(have)})")
+        ranges = [self.data.summary["years"][str(y)]["position_range"] for y in sorted(wanted or have)]
         merged: list[list[int]] = []
         for lo, hi in ranges:  # adjacent years stay one memory-mapped view, not a copy
             if merged and merged[-1][1] == lo:
@@ -103,7 +112,7 @@ class WthorDataModule(L.LightningDataModule):
                 merged.append([lo, hi])
         parts = [self.data.positions[lo:hi] for lo, hi in merged]
         if not parts:
-            raise ValueError(f"{self.data.path}: no positions for years {text} (has {self.data.years[0]}-{self.data.years[-1]})")
+            raise UserError(f"data.{split}_years {text}: no positions in {self.data.path}")
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _subset(self, positions: np.ndarray, limit: int | None, salt: int) -> np.ndarray:
@@ -118,9 +127,9 @@ class WthorDataModule(L.LightningDataModule):
         self.data = WthorDataset(self.hparams.data_dir)
         hp = self.hparams
         self.splits = {
-            "train": self._subset(self._years(hp.train_years), hp.train_positions, 1),
-            "val": self._subset(self._years(hp.val_years), hp.val_positions, 2),
-            "test": self._years(hp.test_years),
+            "train": self._subset(self._years("train"), hp.train_positions, 1),
+            "val": self._subset(self._years("val"), hp.val_positions, 2),
+            "test": self._years("test"),
         }
 
     def _loader(self, split: str, shuffle: bool) -> torch.utils.data.DataLoader:
