@@ -203,6 +203,47 @@ def test_raising_max_steps_continues_an_epoch_that_max_steps_cut_short(dataset_d
     assert train(_args(dataset_dir, out, "--max-epochs", "1", "--max-steps", "2000"))["global_step"] == full
 
 
+def test_a_mid_epoch_resume_trains_on_exactly_the_rest_of_the_epoch(dataset_dir, tmp_path, monkeypatch, capsys):
+    """The permutation is the epoch's; the batches a stopped run trained on are skipped,
+    so stopping and resuming trains on the batches of one uninterrupted run, in its order.
+    It used to start the epoch's permutation over: its first batches twice, its last never."""
+    from othello_learn.data import datamodule
+    from othello_learn.train.train import main, train
+
+    seen = []
+    original = datamodule.EpochBatchSampler.__iter__
+
+    def record(self):
+        for idx in original(self):
+            if self.shuffle:  # the training batches
+                seen.append(tuple(int(i) for i in idx))
+            yield idx
+
+    monkeypatch.setattr(datamodule.EpochBatchSampler, "__iter__", record)
+    common = ("--checkpoint-every", "2", "--set", "trainer.val_check_interval=1.0")
+    assert train(_args(dataset_dir, tmp_path / "whole", "--max-steps", "9", *common))["global_step"] == 9
+    whole, seen[:] = list(seen), []
+    out = tmp_path / "resumed"
+    train(_args(dataset_dir, out, "--max-steps", "3", *common))  # stopped at the end: saved after step 3
+    fired = []
+
+    def ctrl_c_once():
+        if not fired:
+            fired.append(1)
+            raise KeyboardInterrupt
+
+    _interrupt_at(monkeypatch, 6, ctrl_c_once)  # inside step 7, just after the periodic save at step 6
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        assert _run(main, _args(dataset_dir, out, "--max-steps", "9", *common), capsys)[0] == 130
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert _step(out / "checkpoints" / "last.ckpt") == 6
+    assert train(_args(dataset_dir, out, "--max-steps", "9", *common))["global_step"] == 9
+    assert list(dict.fromkeys(seen)) == whole  # what was drawn, first draws in order: the whole run's batches
+    assert len(seen) <= 9 + 2  # and nothing more than a batch drawn ahead at each stop
+
+
 def test_sigterm_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
     from othello_learn.train.train import main
 

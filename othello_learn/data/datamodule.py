@@ -43,11 +43,16 @@ def _keep(batch):
 
 class EpochBatchSampler(torch.utils.data.Sampler):
     """Index arrays of ``batch_size``: a fresh seeded permutation each epoch
-    (Lightning calls ``set_epoch``), or the natural order."""
+    (Lightning calls ``set_epoch``), or the natural order.
 
-    def __init__(self, n: int, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False):
+    ``skip``: batches of the first epoch iterated to leave out, those a resumed run
+    trained on before it stopped. The permutation depends on the epoch alone, so the
+    rest of an interrupted epoch is exactly what it would have been."""
+
+    def __init__(self, n: int, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False,
+                 skip: int = 0):
         self.n, self.batch_size, self.shuffle, self.seed, self.drop_last = n, batch_size, shuffle, seed, drop_last
-        self.epoch = 0
+        self.epoch, self.skip = 0, skip
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -58,7 +63,8 @@ class EpochBatchSampler(torch.utils.data.Sampler):
     def __iter__(self):
         order = (np.random.default_rng((self.seed, self.epoch)).permutation(self.n) if self.shuffle
                  else np.arange(self.n))
-        for b in range(len(self)):
+        start, self.skip = self.skip, 0
+        for b in range(start, len(self)):
             yield order[b * self.batch_size : (b + 1) * self.batch_size]
 
 
@@ -132,9 +138,10 @@ class WthorDataModule(L.LightningDataModule):
             "test": self._years("test"),
         }
 
-    def _loader(self, split: str, shuffle: bool) -> torch.utils.data.DataLoader:
+    def _loader(self, split: str, shuffle: bool, skip: int = 0) -> torch.utils.data.DataLoader:
         positions = self.splits[split]
-        sampler = EpochBatchSampler(len(positions), self.hparams.batch_size, shuffle, self.hparams.seed, drop_last=shuffle)
+        sampler = EpochBatchSampler(len(positions), self.hparams.batch_size, shuffle, self.hparams.seed,
+                                    drop_last=shuffle, skip=skip)
         return torch.utils.data.DataLoader(
             PositionBatches(positions),
             batch_sampler=sampler,
@@ -145,7 +152,19 @@ class WthorDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self):
-        return self._loader("train", shuffle=True)
+        loader = self._loader("train", shuffle=True)
+        loader.batch_sampler.skip = self._batches_trained_this_epoch(len(loader))
+        return loader
+
+    def _batches_trained_this_epoch(self, per_epoch: int) -> int:
+        """How far into its epoch a resumed run is: Lightning restores its progress before
+        it asks for the loaders. Without skipping them, a mid-epoch resume trained the
+        epoch's first batches twice and never reached its last ones."""
+        trainer = self.trainer
+        if trainer is None:
+            return 0
+        done = trainer.fit_loop.epoch_loop.batch_progress.current.processed  # completed lags by one after a
+        return done if 0 < done < per_epoch else 0                            # save at a batch's end
 
     def val_dataloader(self):
         return self._loader("val", shuffle=False)

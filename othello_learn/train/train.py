@@ -20,6 +20,7 @@ import re
 import secrets
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import yaml  # (a Lightning dependency)
@@ -482,6 +483,9 @@ def _train(args) -> dict:
         except (MisconfigurationException, ValueError, TypeError) as e:
             raise UserError(f"trainer settings: {one_line(e)}") from e
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
+        # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
+        # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
+        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
         try:
             trainer.fit(model, datamodule=dm, ckpt_path=resume)
         except SystemExit:
