@@ -485,9 +485,10 @@ def _train(args) -> dict:
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
         # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
-        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
         try:
-            trainer.fit(model, datamodule=dm, ckpt_path=resume)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
+                trainer.fit(model, datamodule=dm, ckpt_path=resume)
         except SystemExit:
             # Lightning turns Ctrl-C into sys.exit(1) after the callbacks' on_exception
             # (LastCheckpoint saved): give run_main the interrupt back (exit 130).
