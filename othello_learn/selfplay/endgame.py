@@ -194,6 +194,9 @@ class EndgamePlayer(Player):
     def reset(self) -> None:
         self.inner.reset()
 
+    def check(self) -> None:
+        self.inner.check()  # an external engine inside plays every move before the solves
+
     def close(self) -> None:
         if hasattr(self.inner, "close"):
             self.inner.close()

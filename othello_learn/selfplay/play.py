@@ -377,7 +377,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         raise UserError("--opponent human: you are the human here; pick a program (random, greedy, alphabeta:D, ...)")
     try:
         opponent = make_player(spec)
-    except ValueError as e:
+        opponent.check()  # an engine that cannot start is found before the first prompt, not after the move
+    except (ValueError, UserError) as e:
         raise UserError(f"--opponent: {e}") from None
     hint_net = network_of(opponent)
     if args.hint_net:
