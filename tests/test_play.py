@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 HC = REPO / "checkpoints" / "cpu_hc_long.pt"  # policy only
 RL = REPO / "checkpoints" / "cpu_rl_warm_long.pt"  # policy + value
 HEADER = "    a  b  c  d  e  f  g  h"
+FAKE = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"
 
 
 def last_board(text: str):
@@ -192,6 +193,13 @@ def test_an_engine_that_cannot_start_is_one_line_before_the_first_prompt(spec, c
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--opponent: cannot start engine '/nonexistent'" in err[0]
     assert out.getvalue() == ""  # no board, no prompt: the move typed was never asked for
+
+
+def test_a_full_game_against_a_gtp_engine():
+    """A GTP engine cannot be given a board: play.py tells it the game's moves, as the arena does."""
+    rc, text = run_game(["--opponent", f"gtp:timeout=20:{FAKE}"], colour=1, seed=4)
+    assert rc == 0 and "Final score" in text
+    assert ref.game_over(replay_reference(transcript_of(text)))
 
 
 def _find(pred, seed=0):
