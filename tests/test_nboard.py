@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from othello.formats import GameRecord, format_ggf
 from othello.game import Position
 from othello.notation import PASS, parse_square
@@ -97,6 +99,29 @@ def test_network_hints_are_policy_ordered_with_values():
     assert out[-2].startswith("=== ") and out[-2].split("/")[1] != ""  # an evaluation from the value head
     engine = Engine(player, "x", io.StringIO(), io.StringIO())
     assert engine.analyst.choose(Position(), []) in Position().legal_moves()
+
+
+def test_go_gives_the_chosen_move_the_evaluation_hint_gives_it():
+    """NBoard's eval, in ``=== move/eval`` as in a ``search`` line, is the move's from the side to
+    move's view: a GUI shows both beside the move, so one move must get one number."""
+    from othello.states import last_actions
+    from othello_learn.selfplay.nn_players import best_move
+
+    rec = GameRecord.from_transcript("f5d6")
+    net_player = make_player("policy:checkpoints/cpu_rl_warm_long.pt")
+    answers = {}
+    for player in (net_player, AlphaBetaPlayer(2)):
+        out, _ = session(player, [f"set game {format_ggf(rec)}", "go", "hint 20"])
+        move, ev = next(line for line in out if line.startswith("=== "))[4:].split("/")[:2]
+        hints = {line.split()[1]: line.split()[2] for line in out if line.startswith("search ")}
+        assert ev == hints[move], player.name
+        answers[player.name] = parse_square(move), float(ev)
+    # The network's: minus the value of the position the move leads to, in discs (64 a full win).
+    sq, ev = answers[net_player.name]
+    child_value = best_move(net_player.net, rec.final.play(sq), last_actions(rec.moves + [sq]))[2]
+    assert ev == pytest.approx(-64 * child_value, abs=0.006)
+    root_value = best_move(net_player.net, rec.final, last_actions(rec.moves))[2]
+    assert abs(ev - 64 * root_value) > 0.1  # the position's own value, which go gave before, differs here
 
 
 def test_the_network_behind_an_endgame_player_gives_hints_and_evaluations():

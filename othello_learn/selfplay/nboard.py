@@ -13,10 +13,13 @@ once everything before it is done. Commands we do not know are ignored, as the
 protocol asks; a bad game or move leaves the position as it was and says why
 on stderr, so stdout only ever carries protocol lines.
 
-Evaluations are from the side to move's view, in discs (NBoard's scale): the
-value head's expected result times 64 for network players, the search value
-for ``alphabeta`` (exact disc difference once the search sees the end, the
-heuristic / 100 before), none otherwise.
+Evaluations are from the side to move's view, in discs (NBoard's scale). The
+protocol's eval in ``=== move/eval`` and in a ``search`` line is the move's, and a
+GUI shows them side by side, so both give a move the same figure: minus the value
+head's expected result of the position it leads to, times 64, for network players;
+the search value for ``alphabeta`` (exact disc difference once the search sees the
+end, the heuristic / 100 before); none otherwise. ``analyze`` gives each position's
+own value.
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ class Engine:
             self.send("=== PA")
         else:
             sq = self.analyst.choose(self.pos, self.game.moves)
-            ev = self.analyst.root_eval(self.pos, self.game.moves)
+            ev = self.analyst.move_eval(self.pos, self.game.moves, sq)  # the figure hint gives the move
             dt = time.perf_counter() - t0
             self.send(f"=== {move_text(sq)}" + (f"/{ev:.2f}/{dt:.3f}" if ev is not None else f"//{dt:.3f}"))
         self.send("status")

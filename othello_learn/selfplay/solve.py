@@ -6,10 +6,10 @@
 One line per position: its number in the file, the side to move, the move the
 player chooses (``PA`` when the side to move must pass, ``game over`` when
 neither side can move). Network players add the policy's probability of that
-move, the value head's evaluation and the policy's top three moves; the
-evaluation is in discs from the side to move's view, the same figure the
-NBoard engine reports (``othello_learn.selfplay.analysis.Analyst`` computes both), as is
-alpha-beta's search value. All positions go to the player in one ``select``
+move, the value head's evaluation of the position and the policy's top three
+moves; the evaluation is in discs from the side to move's view, the same figure
+the NBoard engine's ``analyze`` reports (``othello_learn.selfplay.analysis.Analyst``
+computes both), as is alpha-beta's search value. All positions go to the player in one ``select``
 call, so a network sees them as one batch.
 
 Where a line's comment scores moves, as Edax writes them and the FFO endgame test
