@@ -61,6 +61,14 @@ def test_bad_player_spec_is_one_line_exit_2():
     assert r.returncode == 2 and "error:" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_malformed_command_is_one_line_naming_it_and_the_engine_goes_on():
+    out, err = session(AlphaBetaPlayer(1), ["hint abc", "set depth x", "set depth", "hint", "ping 3"])
+    assert err.splitlines() == ["nboard: hint abc: expected a number of moves, as in 'hint 3'; ignored",
+                                "nboard: set depth x: expected a search depth, as in 'set depth 6'; ignored",
+                                "nboard: set depth: expected a search depth, as in 'set depth 6'; ignored"]
+    assert sum(line.startswith("search ") for line in out) == 1 and out[-1] == "pong 3"
+
+
 def test_forced_pass_and_game_over_answer_pa():
     moves = pass_position()
     rec = GameRecord.from_transcript("".join("pa" if m == PASS else f"{'abcdefgh'[m % 8]}{m // 8 + 1}" for m in moves))
