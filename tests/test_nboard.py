@@ -132,6 +132,23 @@ def test_go_gives_the_chosen_move_the_evaluation_hint_gives_it():
     assert abs(ev - 64 * root_value) > 0.1  # the position's own value, which go gave before, differs here
 
 
+def test_an_endgame_player_in_its_range_gives_exact_results_from_go_hint_and_analyze():
+    from test_formats import random_game
+
+    from othello_learn.selfplay.endgame import solve
+
+    rec = GameRecord(moves=random_game(4, stop_at=54))
+    pos = rec.final
+    assert pos.legal_moves() and 64 - bin(pos.player | pos.opponent).count("1") <= 10
+    value, best = solve(pos.player, pos.opponent)  # checked against plain minimax in test_endgame
+    out, _ = session(make_player("endgame:10:alphabeta:1"), [f"set game {format_ggf(rec)}", "go", "hint 20", "analyze"])
+    move, ev = next(line for line in out if line.startswith("=== "))[4:].split("/")[:2]
+    hints = [line.split() for line in out if line.startswith("search ")]
+    assert parse_square(move) in best and float(ev) == value == float(hints[0][2])
+    assert {h[1]: h[2] for h in hints}[move] == ev and len(hints) == len(pos.legal_moves())
+    assert f"analysis {len(rec.moves)} {value:.2f}" in out
+
+
 def test_the_network_behind_an_endgame_player_gives_hints_and_evaluations():
     """``endgame:E:SPEC`` plays SPEC's moves before its solves: the engine ranks them with
     SPEC's network, as ``othello-play``'s hints do."""

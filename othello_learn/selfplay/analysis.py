@@ -11,6 +11,7 @@ from othello import bitboard as bb
 from othello.game import Position
 from othello.notation import PASS
 from othello.states import States, last_actions
+from othello_learn.selfplay import endgame
 from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
 from othello_learn.selfplay.players import Player, network_of
 
@@ -21,8 +22,9 @@ class Analyst:
     ``choose`` is the player's own move (its ``select``); ``hints`` ranks the
     legal moves by what the player can say about them: the policy (with the
     value of each child when there is a value head) for network players, one
-    search per move for alpha-beta; for the rest, which cannot rank moves, only the
-    move they would play."""
+    search per move for alpha-beta, one exact solve per move where an
+    ``endgame:E:SPEC`` player solves; for the rest, which cannot rank moves, only
+    the move they would play."""
 
     def __init__(self, player: Player, seed: int = 0):
         self.player = player
@@ -45,7 +47,15 @@ class Analyst:
         value = out["value"].float().cpu().numpy() if "value" in out else None
         return probs, value
 
+    def exact(self, pos: Position) -> bool:
+        """Whether the player solves ``pos`` (``endgame:E:SPEC`` with at most E empty squares):
+        then it knows the result, and its evaluations are that, not SPEC's guess."""
+        return (isinstance(self.player, endgame.EndgamePlayer)
+                and endgame.empties(pos.player, pos.opponent) <= self.player.empties)
+
     def root_eval(self, pos: Position, moves: list[int]) -> float | None:
+        if self.exact(pos):
+            return float(endgame.value(pos.player, pos.opponent))
         if isinstance(self.player, AlphaBetaPlayer):
             v, _ = self.player.search(pos.player, pos.opponent)
             return self._ab_discs(v)
@@ -95,7 +105,12 @@ class Analyst:
         """(move, eval or None, text, sort key) for each of ``squares`` (legal ones), the eval from the
         side to move's view after playing it; None for a player that cannot say anything about moves."""
         rows = []
-        if isinstance(self.player, AlphaBetaPlayer):
+        if self.exact(pos):
+            for sq in squares:
+                child = pos.play(sq)
+                v = -endgame.value(child.player, child.opponent)
+                rows.append((sq, float(v), "exact", v))
+        elif isinstance(self.player, AlphaBetaPlayer):
             ab = self.player
             for sq in squares:
                 cp, co = bb.play(pos.player, pos.opponent, 1 << sq)

@@ -19,8 +19,9 @@ protocol's eval in ``=== move/eval`` and in a ``search`` line is the move's, and
 GUI shows them side by side, so both give a move the same figure: minus the value
 head's expected result of the position it leads to, times 64, for network players;
 the search value for ``alphabeta`` (exact disc difference once the search sees the
-end, the heuristic / 100 before); none otherwise. ``analyze`` gives each position's
-own value.
+end, the heuristic / 100 before); the exact final disc difference where an
+``endgame:E:SPEC`` player solves (at most E empty squares); none otherwise.
+``analyze`` gives each position's own value.
 """
 
 from __future__ import annotations
