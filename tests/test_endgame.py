@@ -52,6 +52,18 @@ def test_solve_equals_plain_minimax_on_the_reference_boards():
         assert endgame.move_results(*ref.to_bitboards(board, color)) == {sq: int(np.sign(v)) for sq, v in children.items()}
 
 
+def test_value_equals_plain_minimax_also_at_passes_and_finished_games():
+    rng = random.Random(11)
+    passes = 0
+    for _ in range(40):
+        record, final, color = ref.random_game(rng)
+        for board, color_, mv in record + [(final, color, None)]:
+            if sum(v == 0 for row in board for v in row) <= 5:
+                assert endgame.value(*ref.to_bitboards(board, color_)) == _minimax(board, color_)
+                passes += mv == 64
+    assert passes > 5
+
+
 def test_move_generator_and_play_equal_the_bitboard_engine():
     rng = random.Random(5)
     for _ in range(6):

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from othello.formats import GameRecord, format_ggf
 from othello.game import Position
 from othello.notation import PASS, parse_square
@@ -59,6 +61,14 @@ def test_bad_player_spec_is_one_line_exit_2():
     assert r.returncode == 2 and "error:" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_malformed_command_is_one_line_naming_it_and_the_engine_goes_on():
+    out, err = session(AlphaBetaPlayer(1), ["hint abc", "set depth x", "set depth", "hint", "ping 3"])
+    assert err.splitlines() == ["nboard: hint abc: expected a number of moves, as in 'hint 3'; ignored",
+                                "nboard: set depth x: expected a search depth, as in 'set depth 6'; ignored",
+                                "nboard: set depth: expected a search depth, as in 'set depth 6'; ignored"]
+    assert sum(line.startswith("search ") for line in out) == 1 and out[-1] == "pong 3"
+
+
 def test_forced_pass_and_game_over_answer_pa():
     moves = pass_position()
     rec = GameRecord.from_transcript("".join("pa" if m == PASS else f"{'abcdefgh'[m % 8]}{m // 8 + 1}" for m in moves))
@@ -97,6 +107,46 @@ def test_network_hints_are_policy_ordered_with_values():
     assert out[-2].startswith("=== ") and out[-2].split("/")[1] != ""  # an evaluation from the value head
     engine = Engine(player, "x", io.StringIO(), io.StringIO())
     assert engine.analyst.choose(Position(), []) in Position().legal_moves()
+
+
+def test_go_gives_the_chosen_move_the_evaluation_hint_gives_it():
+    """NBoard's eval, in ``=== move/eval`` as in a ``search`` line, is the move's from the side to
+    move's view: a GUI shows both beside the move, so one move must get one number."""
+    from othello.states import last_actions
+    from othello_learn.selfplay.nn_players import best_move
+
+    rec = GameRecord.from_transcript("f5d6")
+    net_player = make_player("policy:checkpoints/cpu_rl_warm_long.pt")
+    answers = {}
+    for player in (net_player, AlphaBetaPlayer(2)):
+        out, _ = session(player, [f"set game {format_ggf(rec)}", "go", "hint 20"])
+        move, ev = next(line for line in out if line.startswith("=== "))[4:].split("/")[:2]
+        hints = {line.split()[1]: line.split()[2] for line in out if line.startswith("search ")}
+        assert ev == hints[move], player.name
+        answers[player.name] = parse_square(move), float(ev)
+    # The network's: minus the value of the position the move leads to, in discs (64 a full win).
+    sq, ev = answers[net_player.name]
+    child_value = best_move(net_player.net, rec.final.play(sq), last_actions(rec.moves + [sq]))[2]
+    assert ev == pytest.approx(-64 * child_value, abs=0.006)
+    root_value = best_move(net_player.net, rec.final, last_actions(rec.moves))[2]
+    assert abs(ev - 64 * root_value) > 0.1  # the position's own value, which go gave before, differs here
+
+
+def test_an_endgame_player_in_its_range_gives_exact_results_from_go_hint_and_analyze():
+    from test_formats import random_game
+
+    from othello_learn.selfplay.endgame import solve
+
+    rec = GameRecord(moves=random_game(4, stop_at=54))
+    pos = rec.final
+    assert pos.legal_moves() and 64 - bin(pos.player | pos.opponent).count("1") <= 10
+    value, best = solve(pos.player, pos.opponent)  # checked against plain minimax in test_endgame
+    out, _ = session(make_player("endgame:10:alphabeta:1"), [f"set game {format_ggf(rec)}", "go", "hint 20", "analyze"])
+    move, ev = next(line for line in out if line.startswith("=== "))[4:].split("/")[:2]
+    hints = [line.split() for line in out if line.startswith("search ")]
+    assert parse_square(move) in best and float(ev) == value == float(hints[0][2])
+    assert {h[1]: h[2] for h in hints}[move] == ev and len(hints) == len(pos.legal_moves())
+    assert f"analysis {len(rec.moves)} {value:.2f}" in out
 
 
 def test_the_network_behind_an_endgame_player_gives_hints_and_evaluations():

@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 HC = REPO / "checkpoints" / "cpu_hc_long.pt"  # policy only
 RL = REPO / "checkpoints" / "cpu_rl_warm_long.pt"  # policy + value
 HEADER = "    a  b  c  d  e  f  g  h"
+FAKE = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"
 
 
 def last_board(text: str):
@@ -185,6 +186,22 @@ def test_bad_opponent_is_one_line_exit_2(capsys):
     assert "/nonexistent/x.pt" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("spec", ["gtp:/nonexistent", "endgame:10:gtp:/nonexistent"])
+def test_an_engine_that_cannot_start_is_one_line_before_the_first_prompt(spec, capsys):
+    out = io.StringIO()
+    rc = play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("f5\nquit\n"), stdout=out), ["--opponent", spec])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--opponent: cannot start engine '/nonexistent'" in err[0]
+    assert out.getvalue() == ""  # no board, no prompt: the move typed was never asked for
+
+
+def test_a_full_game_against_a_gtp_engine():
+    """A GTP engine cannot be given a board: play.py tells it the game's moves, as the arena does."""
+    rc, text = run_game(["--opponent", f"gtp:timeout=20:{FAKE}"], colour=1, seed=4)
+    assert rc == 0 and "Final score" in text
+    assert ref.game_over(replay_reference(transcript_of(text)))
+
+
 def _find(pred, seed=0):
     """A position reached by random play where ``pred`` holds."""
     rng = random.Random(seed)
@@ -295,6 +312,15 @@ def test_arena_human_quit_abandons_the_match():
     assert "hints need a network: play as human:CKPT" in proc.stdout
     assert "undo is not available here" in proc.stdout
     assert "match abandoned: the human player quit" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_arena_checks_an_engine_before_the_human_plays():
+    proc = subprocess.run([sys.executable, str(REPO / "selfplay" / "arena.py"), "--a", "human", "--b", "gtp:/nonexistent",
+                           "--games", "1"], input="f5\nquit\n", capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "arena.py: error: --b: cannot start engine '/nonexistent': [Errno 2] No such file or directory: '/nonexistent'"]
 
 
 # --------------------------------------------------------------------------

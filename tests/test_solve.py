@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+import reference_engine as ref
 from othello import bitboard as bb
 from othello.files import run_main
 from othello.formats import format_obf
@@ -183,6 +184,24 @@ def test_scored_positions_grade_each_answer_and_the_exact_solver_finds_every_bes
         assert rec["best_moves"] == [square_name(s) for s in sorted(sc) if sc[s] == top]
     summary = capsys.readouterr().out.splitlines()[-1]
     assert summary.startswith(f"best move in {sum(r['best'] for r in recs)} of {len(recs)} scored")
+
+
+def test_an_exact_solver_reports_the_exact_result(tmp_path, capsys, network_player):
+    """``endgame:E:SPEC`` within E empties knows the final disc difference under perfect play:
+    that is its eval (over SPEC's network), here checked against plain minimax on the reference
+    engine's boards."""
+    from test_endgame import _endings, _minimax
+
+    ends = _endings(6, seed=7, max_empties=6)[::7][:5]  # 6 empties down to 2, both colours to move
+    poss = [Position(*ref.to_bitboards(board, colour), black_to_move=colour == 1) for board, colour in ends]
+    expected = [float(_minimax(board, colour)) for board, colour in ends]
+    obf = write_obf(tmp_path / "late.obf", poss)
+    out = tmp_path / "answers.json"
+    assert run_main(main, [str(obf), "--player", "endgame:14:alphabeta:1", "--json", str(out)]) == 0
+    assert [r["eval"] for r in json.loads(out.read_text())] == expected
+    assert [float(line.split("eval=")[1].split()[0]) for line in capsys.readouterr().out.splitlines()] == expected
+    assert [r["eval"] for r in solve(make_player(f"endgame:14:{network_player.name}"), poss)] == expected
+    assert solve(make_player("endgame:4:alphabeta:1"), poss[:1])[0]["eval"] is None  # beyond E: no solve
 
 
 def test_a_scored_move_that_is_not_legal_is_one_error_naming_the_position(tmp_path, capsys):

@@ -11,6 +11,7 @@ from othello import bitboard as bb
 from othello.game import Position
 from othello.notation import PASS
 from othello.states import States, last_actions
+from othello_learn.selfplay import endgame
 from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
 from othello_learn.selfplay.players import Player, network_of
 
@@ -21,8 +22,9 @@ class Analyst:
     ``choose`` is the player's own move (its ``select``); ``hints`` ranks the
     legal moves by what the player can say about them: the policy (with the
     value of each child when there is a value head) for network players, one
-    search per move for alpha-beta; for the rest, which cannot rank moves, only the
-    move they would play."""
+    search per move for alpha-beta, one exact solve per move where an
+    ``endgame:E:SPEC`` player solves; for the rest, which cannot rank moves, only
+    the move they would play."""
 
     def __init__(self, player: Player, seed: int = 0):
         self.player = player
@@ -45,7 +47,15 @@ class Analyst:
         value = out["value"].float().cpu().numpy() if "value" in out else None
         return probs, value
 
+    def exact(self, pos: Position) -> bool:
+        """Whether the player solves ``pos`` (``endgame:E:SPEC`` with at most E empty squares):
+        then it knows the result, and its evaluations are that, not SPEC's guess."""
+        return (isinstance(self.player, endgame.EndgamePlayer)
+                and endgame.empties(pos.player, pos.opponent) <= self.player.empties)
+
     def root_eval(self, pos: Position, moves: list[int]) -> float | None:
+        if self.exact(pos):
+            return float(endgame.value(pos.player, pos.opponent))
         if isinstance(self.player, AlphaBetaPlayer):
             v, _ = self.player.search(pos.player, pos.opponent)
             return self._ab_discs(v)
@@ -74,28 +84,47 @@ class Analyst:
             raise RuntimeError(f"player {self.player.name!r} chose {sq}, not a legal move")
         return sq
 
+    def move_eval(self, pos: Position, moves: list[int], sq: int) -> float | None:
+        """The evaluation ``hints`` gives ``sq``, or None: NBoard's ``=== move/eval`` is the
+        chosen move's evaluation, so a GUI showing it beside the hints shows one number a move."""
+        rows = self._rows(pos, moves, [sq])
+        return None if rows is None else rows[0][1]
+
     def hints(self, pos: Position, moves: list[int], n: int) -> list[tuple[int, float, str]]:
         """Up to ``n`` (move, eval, free text), best first."""
         legal = pos.legal_moves()
         if not legal:
             return [] if pos.is_over() else [(PASS, self.root_eval(pos.play(PASS), moves + [PASS]) or 0.0, "forced pass")]
-        rows: list[tuple[int, float, str, float]] = []  # move, eval, text, sort key
-        if isinstance(self.player, AlphaBetaPlayer):
+        rows = self._rows(pos, moves, legal)
+        if rows is None:  # nothing to rank: the one move the player would play, with no evaluation to give
+            return [(self.choose(pos, moves), 0.0, f"{self.player.name}'s move (no evaluation)")]
+        rows.sort(key=lambda r: -r[3])
+        return [(sq, 0.0 if ev is None else ev, text) for sq, ev, text, _ in rows[: max(n, 1)]]
+
+    def _rows(self, pos: Position, moves: list[int], squares: list[int]):
+        """(move, eval or None, text, sort key) for each of ``squares`` (legal ones), the eval from the
+        side to move's view after playing it; None for a player that cannot say anything about moves."""
+        rows = []
+        if self.exact(pos):
+            for sq in squares:
+                child = pos.play(sq)
+                v = -endgame.value(child.player, child.opponent)
+                rows.append((sq, float(v), "exact", v))
+        elif isinstance(self.player, AlphaBetaPlayer):
             ab = self.player
-            for sq in legal:
+            for sq in squares:
                 cp, co = bb.play(pos.player, pos.opponent, 1 << sq)
                 v = -ab.negamax(cp, co, ab.depth - 1, -10**9, 10**9)
                 rows.append((sq, self._ab_discs(v), f"alphabeta depth {ab.depth}", v))
         elif self.net is not None:
             probs, _ = self.net_out([pos], last_actions(moves)[None])
-            children = [pos.play(sq) for sq in legal]
-            hist = np.stack([last_actions(moves + [sq]) for sq in legal])
+            children = [pos.play(sq) for sq in squares]
+            hist = np.stack([last_actions(moves + [sq]) for sq in squares])
             _, child_values = self.net_out(children, hist)
-            for i, sq in enumerate(legal):
+            for i, sq in enumerate(squares):
                 p = float(probs[0, sq])
-                ev = 0.0 if child_values is None else -64.0 * float(child_values[i])
+                ev = None if child_values is None else -64.0 * float(child_values[i])
                 rows.append((sq, ev, f"policy {p:.3f}", p))
-        else:  # nothing to rank: the one move the player would play, with no evaluation to give
-            rows = [(self.choose(pos, moves), 0.0, f"{self.player.name}'s move (no evaluation)", 0.0)]
-        rows.sort(key=lambda r: -r[3])
-        return [(sq, ev, text) for sq, ev, text, _ in rows[: max(n, 1)]]
+        else:
+            return None
+        return rows

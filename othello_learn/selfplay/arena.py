@@ -251,6 +251,11 @@ def main(argv=None) -> int:
         except ImportError as e:
             raise UserError(f"--import {module}: {e}") from e
     a, b = make_player(args.a), make_player(args.b)  # a bad spec: PlayerSpecError, one line naming it
+    for flag, player in (("--a", a), ("--b", b)):
+        try:
+            player.check()  # a broken engine is found before a human at the keyboard has played a move
+        except UserError as e:
+            raise UserError(f"{flag}: {e}") from None
     from othello_learn.selfplay.play import HumanQuit
 
     plies = args.opening_plies if args.opening_plies is not None else default_opening_plies(args.games)

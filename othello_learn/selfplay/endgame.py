@@ -117,11 +117,17 @@ def empties(player: int, opponent: int) -> int:
     return 64 - (player | opponent).bit_count()
 
 
-def _solvable(player: int, opponent: int, what: str) -> tuple[int, int]:
-    """(empty squares, legal moves) of a position an exact search can take, or a ValueError saying why not."""
+def _in_range(player: int, opponent: int) -> int:
+    """The empty squares of a position an exact search can take, or a ValueError saying why not."""
     n = empties(player, opponent)
     if n > MAX_EMPTIES:
         raise ValueError(f"an exact solve needs at most {MAX_EMPTIES} empty squares, this position has {n}")
+    return n
+
+
+def _solvable(player: int, opponent: int, what: str) -> tuple[int, int]:
+    """(empty squares, legal moves) of a position an exact search can take, or a ValueError saying why not."""
+    n = _in_range(player, opponent)
     moves = _moves(player, opponent)
     if not moves:
         raise ValueError(f"{what} needs a position where the side to move has a legal move")
@@ -146,6 +152,13 @@ def solve(player: int, opponent: int) -> tuple[int, list[int]]:
         elif v == best:
             best_moves.append(sq)
     return best, best_moves
+
+
+def value(player: int, opponent: int) -> int:
+    """``solve``'s value alone, of any position in range: a forced pass or a finished game
+    too, since an evaluation is asked of the positions moves lead to and those can be either."""
+    player, opponent = int(player), int(opponent)
+    return _negamax(player, opponent, -65, 65, _in_range(player, opponent))
 
 
 def move_results(player: int, opponent: int) -> dict[int, int]:
@@ -193,6 +206,9 @@ class EndgamePlayer(Player):
 
     def reset(self) -> None:
         self.inner.reset()
+
+    def check(self) -> None:
+        self.inner.check()  # an external engine inside plays every move before the solves
 
     def close(self) -> None:
         if hasattr(self.inner, "close"):

@@ -10,13 +10,18 @@ game: ``set game <GGF>`` and ``move <sq>[/eval/time]`` say where we are,
 until the GUI sends ``move``), ``hint N`` for the top N moves as
 ``search <move> <eval> 0 <depth> <text>`` lines, ``ping N`` for ``pong N``
 once everything before it is done. Commands we do not know are ignored, as the
-protocol asks; a bad game or move leaves the position as it was and says why
-on stderr, so stdout only ever carries protocol lines.
+protocol asks; a known one in the wrong form (``hint abc``) is ignored too, and a
+bad game or move leaves the position as it was: each says why in one line on
+stderr, so stdout only ever carries protocol lines and the session goes on.
 
-Evaluations are from the side to move's view, in discs (NBoard's scale): the
-value head's expected result times 64 for network players, the search value
-for ``alphabeta`` (exact disc difference once the search sees the end, the
-heuristic / 100 before), none otherwise.
+Evaluations are from the side to move's view, in discs (NBoard's scale). The
+protocol's eval in ``=== move/eval`` and in a ``search`` line is the move's, and a
+GUI shows them side by side, so both give a move the same figure: minus the value
+head's expected result of the position it leads to, times 64, for network players;
+the search value for ``alphabeta`` (exact disc difference once the search sees the
+end, the heuristic / 100 before); the exact final disc difference where an
+``endgame:E:SPEC`` player solves (at most E empty squares); none otherwise.
+``analyze`` gives each position's own value.
 """
 
 from __future__ import annotations
@@ -37,6 +42,19 @@ from othello_learn.selfplay.registry import make_program
 
 def move_text(sq: int) -> str:
     return "PA" if sq == PASS else square_name(sq).upper()
+
+
+class BadCommand(ValueError):
+    """A known command in the wrong form; the message is the whole line to report."""
+
+
+def number(command: str, rest: str, expected: str) -> int:
+    """``rest``'s first word as an integer, or a BadCommand naming the command and what it
+    takes: a GUI's odd command gets a line it can act on, not Python's int() message."""
+    try:
+        return int(rest.split()[0])
+    except (IndexError, ValueError):
+        raise BadCommand(f"{command} {rest}".strip() + f": expected {expected}; ignored") from None
 
 
 class Engine:
@@ -75,6 +93,8 @@ class Engine:
                 self.cmd_move(cmd)
             else:
                 self.warn(f"ignored unknown command: {line.strip()!r}")
+        except BadCommand as e:
+            self.warn(str(e))
         except (FormatError, IllegalMoveError, ValueError) as e:
             self.warn(f"{cmd}: {e} (position unchanged)")
         except Exception as e:  # a GUI session must survive anything one command does
@@ -94,7 +114,7 @@ class Engine:
             self.game = parse_ggf_game(value, "set game")
             self.pos = self.game.final
         elif what == "depth":
-            self.depth = int(value.split()[0])  # noted; the player spec fixes the strength
+            self.depth = number("set depth", value, "a search depth, as in 'set depth 6'")  # the spec fixes the strength
             self.send(f"set myname {self.name}")
         # set contempt / set time / anything else: nothing for us to change
 
@@ -114,7 +134,7 @@ class Engine:
         self.send("learned")
 
     def cmd_hint(self, rest):
-        n = int(rest.split()[0]) if rest.split() else 1
+        n = number("hint", rest, "a number of moves, as in 'hint 3'") if rest.split() else 1
         self.send("status Analyzing")
         for sq, ev, text in self.analyst.hints(self.pos, self.game.moves, n):
             self.send(f"search {move_text(sq)} {ev:.2f} 0 {self.analyst.depth} {text}")
@@ -130,7 +150,7 @@ class Engine:
             self.send("=== PA")
         else:
             sq = self.analyst.choose(self.pos, self.game.moves)
-            ev = self.analyst.root_eval(self.pos, self.game.moves)
+            ev = self.analyst.move_eval(self.pos, self.game.moves, sq)  # the figure hint gives the move
             dt = time.perf_counter() - t0
             self.send(f"=== {move_text(sq)}" + (f"/{ev:.2f}/{dt:.3f}" if ev is not None else f"//{dt:.3f}"))
         self.send("status")

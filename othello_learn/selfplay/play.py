@@ -264,8 +264,12 @@ class TerminalGame:
             self.notes.append(f"{name} has no legal move and passes.")
             self.push(PASS)
             return
-        extra = {"history": last_actions(self.moves)[None]} \
-            if getattr(self.opponent, "uses_history", False) else {}
+        extra = {}
+        if getattr(self.opponent, "uses_history", False):
+            extra["history"] = last_actions(self.moves)[None]
+        if getattr(self.opponent, "uses_moves", False) and self.positions[0] == Position():
+            # the game from the start: a GTP engine is told moves, it cannot be given a board
+            extra["moves"] = [self.moves]
         chosen = self.opponent.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
                                       np.array([pos.black_to_move]), self.rng, **extra)
         if hasattr(chosen, "detach"):
@@ -377,7 +381,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         raise UserError("--opponent human: you are the human here; pick a program (random, greedy, alphabeta:D, ...)")
     try:
         opponent = make_player(spec)
-    except ValueError as e:
+        opponent.check()  # an engine that cannot start is found before the first prompt, not after the move
+    except (ValueError, UserError) as e:
         raise UserError(f"--opponent: {e}") from None
     hint_net = network_of(opponent)
     if args.hint_net:

@@ -6,11 +6,13 @@
 One line per position: its number in the file, the side to move, the move the
 player chooses (``PA`` when the side to move must pass, ``game over`` when
 neither side can move). Network players add the policy's probability of that
-move, the value head's evaluation and the policy's top three moves; the
-evaluation is in discs from the side to move's view, the same figure the
-NBoard engine reports (``othello_learn.selfplay.analysis.Analyst`` computes both), as is
-alpha-beta's search value. All positions go to the player in one ``select``
-call, so a network sees them as one batch.
+move, the value head's evaluation of the position and the policy's top three
+moves; the evaluation is in discs from the side to move's view, the same figure
+the NBoard engine's ``analyze`` reports (``othello_learn.selfplay.analysis.Analyst``
+computes both), as is alpha-beta's search value and, where an ``endgame:E:SPEC``
+player solves the position (at most E empty squares), the exact final disc
+difference. All positions go to the player in one ``select`` call, so a network
+sees them as one batch.
 
 Where a line's comment scores moves, as Edax writes them and the FFO endgame test
 suites carry them (``... X; g8:+18; h1:+12;``), each answer is graded against
@@ -106,7 +108,8 @@ def solve(player: Player, positions: list[Position], seed: int = 0) -> list[dict
             rec["eval"] = None if values is None else 64.0 * float(values[i])
             ranked = sorted(legal, key=lambda s: -probs[i, s])[:TOP]
             rec["top"] = [{"move": square_name(s), "probability": float(probs[i, s])} for s in ranked]
-        elif sq != PASS:  # alpha-beta's search value; None for players without one
+        if analyst.exact(pos) or (probs is None and sq != PASS):
+            # a solver's exact result (over its network's guess), alpha-beta's search value, None for the rest
             rec["eval"] = analyst.root_eval(pos, [])
     return records
 
