@@ -63,12 +63,14 @@ def command(args, name: str, seed: int) -> list[str]:
 def run_one(args, name: str, seed: int) -> dict:
     out = args.out / f"{name}_seed{seed}"
     if not (out / "metrics.json").exists():
-        out.mkdir(parents=True, exist_ok=True)
+        # The log lies beside the run folder: train.py refuses a folder that holds anything but its own run.
+        logfile = args.out / f"{name}_seed{seed}.log"
+        args.out.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-        with open(out / "train.log", "ab") as log:
+        with open(logfile, "ab") as log:
             rc = subprocess.run(command(args, name, seed), env=env, stdout=log, stderr=subprocess.STDOUT).returncode
         if rc != 0:
-            raise UserError(f"variant {name} (seed {seed}) failed with exit status {rc}; see {out / 'train.log'}")
+            raise UserError(f"variant {name} (seed {seed}) failed with exit status {rc}; see {logfile}")
     curve = load_curve(out)
     last = curve.iloc[-1]
     hours = float(last["hours"])

@@ -2,6 +2,8 @@
 
 import json
 import random
+import subprocess
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -334,6 +336,38 @@ def test_every_recipe_variant_is_a_valid_config():
     table = {t["variant"]: t for t in compare.summarize(rows)}
     assert table["cosine"]["seeds"] == 2 and table["cosine"]["vs_base_points"] == 1.5
     assert table["base"]["vs_base_points"] == 0.0
+
+
+def test_a_recipe_comparison_runs_end_to_end_and_resumes(dataset_dir, tmp_path):
+    """The command itself, not only its table: its variants are real train.py runs (a log
+    inside a run folder once made train.py refuse every one of them)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "recipe_compare.py"
+    spec = importlib.util.spec_from_file_location("recipe_compare", path)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    from othello.files import run_main
+    from othello_learn.train.train import main as train_main
+
+    def in_process(cmd, env, stdout, stderr):  # the train.py command line, without a second interpreter's start
+        assert cmd[1].endswith("train.py")
+        return subprocess.CompletedProcess(cmd, run_main(train_main, cmd[2:]))
+
+    compare.subprocess = SimpleNamespace(run=in_process, STDOUT=subprocess.STDOUT)
+    out = tmp_path / "cmp"
+    argv = ["--data", str(dataset_dir), "--out", str(out), "--variants", "base", "--positions", "2000",
+            "--val-positions", "500", "--jobs", "1", "--json", str(tmp_path / "cmp.json"),
+            "--set", "model.blocks=1", "--set", "model.width=8", "--set", "data.batch_size=500",
+            "--set", "data.train_years=2001", "--set", "data.val_years=2002", "--set", "data.test_years=2003"]
+    assert compare.main(argv) == 0
+    report = json.loads((tmp_path / "cmp.json").read_text())
+    assert [r["variant"] for r in report["runs"]] == ["base"] and report["runs"][0]["positions"] == 2000
+    assert (out / "base_seed0" / "metrics.json").exists() and (out / "base_seed0.log").exists()
+    before = (out / "base_seed0" / "metrics.json").stat().st_mtime_ns
+    assert compare.main(argv) == 0  # a finished variant is read, not trained again
+    assert (out / "base_seed0" / "metrics.json").stat().st_mtime_ns == before
 
 
 @pytest.mark.parametrize("tta", [4, 8])
