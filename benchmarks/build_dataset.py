@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from othello import bitboard as bb  # noqa: E402
+from othello.files import run_main  # noqa: E402
 from othello.notation import wthor_to_square  # noqa: E402
 from othello_learn.data.dataset import find_wtb_files  # noqa: E402
 from othello_learn.data.wtb import read_wtb  # noqa: E402
@@ -48,12 +49,12 @@ def plain_python_replay(move_bytes: np.ndarray) -> int:
     return count
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wthor-dir", type=Path, default=default_wthor_dir())
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sample", type=int, default=3000, help="games for the plain Python replay")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     times = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,4 +90,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

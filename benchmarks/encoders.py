@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from othello.files import UserError, run_main  # noqa: E402
 from othello.notation import PASS  # noqa: E402
 from othello.states import States  # noqa: E402
 from othello_learn.models.batch import from_arrays  # noqa: E402
@@ -85,7 +86,7 @@ def time_encoder(fn, batches, device: str) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wthor-dir", type=Path, default=None, help="default: ../shared/data/wthor when it exists")
     ap.add_argument("--year", type=int, default=2016)
@@ -93,7 +94,14 @@ def main() -> None:
     ap.add_argument("--devices", default=None,
                     help="default: cpu,cpu:torch and cuda when available; cpu:torch runs the bitboard work with "
                          "torch ops on CPU (the GPU code path) instead of numpy")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    try:
+        repeats = [int(r) for r in args.repeats.split(",")]
+    except ValueError:
+        repeats = []
+    if len(repeats) != len(BATCH_SIZES) or min(repeats) < 1:
+        raise UserError(f"--repeats {args.repeats}: expected {len(BATCH_SIZES)} positive counts, one per batch size "
+                        f"{', '.join(map(str, BATCH_SIZES))}, as in 200,50,10")
 
     if args.wthor_dir is None:
         from othello_learn.data.wthor import default_wthor_dir
@@ -109,7 +117,6 @@ def main() -> None:
     player, opponent, history, black = (x[order] for x in data)
     devices = args.devices.split(",") if args.devices else ["cpu", "cpu:torch"] + (
         ["cuda"] if torch.cuda.is_available() else [])
-    repeats = [int(r) for r in args.repeats.split(",")]
 
     print(machine())
     print(f"positions: {source} ({n:,}); median over repeats of the time per call, each repeat a different batch")
@@ -129,4 +136,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -23,18 +23,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from othello import Position  # noqa: E402
+from othello.files import run_main  # noqa: E402
 from othello_learn.models.batch import from_arrays  # noqa: E402
 from othello_learn.models.nets import NetConfig, build_network, load_network  # noqa: E402
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--depth", type=int, default=10)
     ap.add_argument("--checkpoints", nargs="+", type=Path, help="time these networks instead of the reference nets")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     pos = Position.from_transcript("f5d6c3d3c4f4c5b3c2e6c6b4b5d2e3a6c1b1")
     batch = from_arrays([pos.player], [pos.opponent], [pos.black_to_move], [[8, 9, 41, 33]])
@@ -64,4 +65,4 @@ def main() -> None:
               f"{max(rounds):.3f} over {args.rounds} rounds of {args.repeats}), move {move}")
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

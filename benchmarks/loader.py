@@ -17,17 +17,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from othello.files import run_main  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import augment  # noqa: E402
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / "data" / "wthor")
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--batches", type=int, default=300)
     ap.add_argument("--workers", type=int, default=0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     dm = WthorDataModule(args.data, batch_size=args.batch_size, num_workers=args.workers)
     dm.setup()
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -53,4 +54,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from othello.files import run_main  # noqa: E402
 from othello_learn.models import fastpath  # noqa: E402
 from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
 from othello_learn.selfplay.gumbel import GumbelConfig  # noqa: E402
@@ -113,4 +114,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

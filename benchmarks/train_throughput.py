@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+from othello.files import run_main  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
 from othello_learn.models.fastpath import FP32, auto_precision, autocast, prepare  # noqa: E402
@@ -114,7 +115,7 @@ def profile(setup: Setup, loader, group, steps: int, bs: int) -> dict:
     return {k: v * 1e3 for k, v in med.items()}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--config", type=Path, default=REPO / "train/configs/cpu_raw_fast.yaml",
@@ -129,7 +130,7 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="alternate fp32 eager NCHW baseline and the recipe")
     ap.add_argument("--profile", action="store_true", help="time each stage of the recipe's training step")
     ap.add_argument("--json", type=Path, help="write the medians here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = load_config(args.config, [])
@@ -175,4 +176,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -258,3 +258,32 @@ def test_evaluation_refuses_a_file_named_for_another_year(dataset_dir, tiny_net,
     err = capsys.readouterr().err
     assert "WTH_2004.wtb: the header says its games are from 2003, the file name says 2004" in err, err
     assert len(err.splitlines()) == 1
+
+
+def _benchmark(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_benchmark_runs_through_run_main():
+    """Benchmarks are commands too: a bad flag value or a missing file is one line and exit 2."""
+    for path in sorted((REPO / "benchmarks").glob("*.py")):
+        source = path.read_text()
+        assert "sys.exit(run_main(main))" in source and "def main(argv=None)" in source, path.name
+
+
+@pytest.mark.parametrize("name, argv, expected", [
+    ("encoders", ["--repeats", "3"], "--repeats 3: expected 3 positive counts"),
+    ("encoders", ["--repeats", "1,0,2"], "--repeats 1,0,2: expected 3 positive counts"),
+    ("inference", ["--checkpoints", "no/such.pt"], "no/such.pt"),
+])
+def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
+    module = _benchmark(name)
+    capsys.readouterr()
+    assert run_main(module.main, argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -134,8 +134,8 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
     if not openings:  # random play ended every game within the opening
         raise ValueError(f"no opening of {opening_plies} plies was found where the game goes on; use fewer plies")
     if len(openings) < pairs:
-        print(f"note: only {len(openings)} distinct openings of {opening_plies} plies exist; "
-              f"{pairs} pairs of games reuse them in turn", file=sys.stderr)
+        print(f"note: only {len(openings)} distinct openings of {opening_plies} plies exist for {pairs} pairs "
+              f"of games; {pairs - len(openings)} pairs replay one (more --opening-plies gives more)", file=sys.stderr)
     per_game = [openings[(g // 2) % len(openings)] for g in range(games)]
     a_black = np.arange(games) % 2 == 0
     state = opening_states(openings)[np.arange(games) // 2 % len(openings)]
