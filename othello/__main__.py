@@ -7,6 +7,7 @@ import time
 from .files import ArgumentParser
 from .perft import perft
 
+MAX_DEPTH = 11  # ~0.2 G positions, ~8 GB; depth 12 needs ~60 GB and was killed for memory, not refused
 
 def main(argv=None) -> None:
     parser = ArgumentParser(prog="python -m othello", description=__doc__)
@@ -15,8 +16,9 @@ def main(argv=None) -> None:
     p.add_argument("depth", type=int, help="plies (a pass is a ply)")
     p.add_argument("--all", action="store_true", help="print every depth from 1 to N, with timings")
     args = parser.parse_args(argv)
-    if args.depth < 0:
-        parser.error("depth must be >= 0")
+    if not 0 <= args.depth <= MAX_DEPTH:
+        parser.error(f"depth {args.depth}: must be 0..{MAX_DEPTH}; the count is breadth-first and holds every "
+                     f"position of a depth at once (depth 10: 25 M, ~1 GB; each ply ~8x more)")
     for d in range(1 if args.all else args.depth, args.depth + 1):
         t = time.perf_counter()
         n = perft(d)

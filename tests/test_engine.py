@@ -25,6 +25,10 @@ def test_perft_cli(capsys):
 
     main(["perft", "6"])
     assert capsys.readouterr().out.strip() == "8200"
+    for depth in ("12", "-1"):  # breadth-first: a depth past memory is refused, not started
+        with pytest.raises(SystemExit) as e:
+            main(["perft", depth])
+        assert e.value.code == 2 and f"depth {depth}: must be 0..11" in capsys.readouterr().err
 
 
 def _random_positions(n_games: int, seed: int):
