@@ -5,7 +5,8 @@ in the target's folder, then a rename: a reader, a kill or a full disk never
 leaves a truncated file under the real name) and runs under ``run_main``, which
 turns a ``UserError`` (bad input: a file, a game, a setting) or an OS error
 (missing file, no space left) into one line on stderr and exit status 2, with
-the traceback only under ``--debug``.
+the traceback only under ``--debug``; Ctrl-C is exit 130, and SIGTERM, where a
+command turns it into ``Terminated`` (``sigterm_raises``), 143.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,9 +136,34 @@ def one_line(e: BaseException) -> str:
     return lines[0] if lines else type(e).__name__
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a scheduler ending a job) raised where the main process
+    is, so it unwinds as Ctrl-C does: nothing half-written, what is done kept.
+    A KeyboardInterrupt, so no ``except Exception`` on the way swallows it."""
+
+
+def raise_terminated(signum, frame):
+    """A SIGTERM handler (``signal.signal``) that raises ``Terminated``."""
+    raise Terminated
+
+
+@contextmanager
+def sigterm_raises():
+    """SIGTERM raises ``Terminated`` inside the block; the previous handler is back after it.
+    Python lets only the main thread set handlers (a command's ``main`` may be called from
+    another, a notebook's say): there the block runs with SIGTERM as it was."""
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main else None
+    try:
+        yield
+    finally:
+        if in_main:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
 def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
     """Run a command's ``main``: user errors and OS errors become one line and exit 2,
-    Ctrl-C a short message and exit 130; ``--debug`` in argv shows tracebacks."""
+    Ctrl-C a short message and exit 130 (``Terminated``: 143); ``--debug`` in argv shows tracebacks."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     if debug:
@@ -153,8 +181,9 @@ def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | N
             raise
         print(f"{prog}: error: {describe_os_error(e)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if debug:
             raise
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+        what, code = ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+        print(f"{prog}: {what}", file=sys.stderr)
+        return code

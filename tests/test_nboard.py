@@ -146,7 +146,24 @@ def test_an_endgame_player_in_its_range_gives_exact_results_from_go_hint_and_ana
     hints = [line.split() for line in out if line.startswith("search ")]
     assert parse_square(move) in best and float(ev) == value == float(hints[0][2])
     assert {h[1]: h[2] for h in hints}[move] == ev and len(hints) == len(pos.legal_moves())
+    assert {h[4] for h in hints} == {str(64 - bin(pos.player | pos.opponent).count("1"))}  # a solve's depth: the end
     assert f"analysis {len(rec.moves)} {value:.2f}" in out
+
+
+def test_beyond_its_range_an_endgame_player_is_analysed_as_its_alphabeta():
+    """``endgame:E:alphabeta:D`` plays alpha-beta's moves while more than E squares are empty:
+    go, hint (every move ranked, depth D) and analyze give what alphabeta:D alone gives."""
+    from test_formats import random_game
+
+    rec = GameRecord(moves=random_game(4, stop_at=40))  # 24 empties
+    answers = []
+    for player in (make_player("endgame:12:alphabeta:2"), AlphaBetaPlayer(2)):
+        out, _ = session(player, [f"set game {format_ggf(rec)}", "go", "hint 20", "analyze"])
+        answers.append([line.rsplit("/", 1)[0] if line.startswith("=== ") else line for line in out])  # no time
+    assert answers[0] == answers[1]
+    hints = [line.split() for line in answers[0] if line.startswith("search ")]
+    assert len(hints) == len(rec.final.legal_moves()) and {h[4] for h in hints} == {"2"}
+    assert answers[0][answers[0].index("status Thinking") + 1].count("/") == 1  # === move/eval
 
 
 def test_the_network_behind_an_endgame_player_gives_hints_and_evaluations():

@@ -12,6 +12,7 @@ import pty
 import random
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ import torch
 
 import reference_engine as ref
 from othello import Position
-from othello.notation import PASS, parse_transcript, square_name
+from othello.notation import PASS, parse_square, parse_transcript, square_name
 from othello_learn.selfplay import play
 from othello_learn.selfplay.arena import play_match, write_games
 from othello_learn.selfplay.players import GreedyPlayer, RandomPlayer
@@ -176,6 +177,58 @@ def test_eof_ends_cleanly():
     rc, text = run_game(["--opponent", "greedy"], script=["f5"], then_eof=True)
     assert rc == 0 and "Input ended: game abandoned." in text and "Traceback" not in text
     assert transcript_of(text).startswith("f5")
+
+
+class Interrupted(io.StringIO):
+    """stdin that gives ``lines``, then is interrupted at the next prompt: ``os.kill`` sends the
+    signal (SIGTERM goes through the handler play.py sets), or Ctrl-C's KeyboardInterrupt is raised."""
+
+    def __init__(self, lines, sig):
+        super().__init__("".join(line + "\n" for line in lines))
+        self.sig = sig
+
+    def readline(self, *a):
+        line = super().readline(*a)
+        if line:
+            return line
+        if self.sig == signal.SIGINT:
+            raise KeyboardInterrupt
+        if signal.getsignal(self.sig) in (signal.SIG_DFL, None):  # the signal would end pytest too
+            raise AssertionError("play.py does not handle the signal")
+        os.kill(os.getpid(), self.sig)
+        time.sleep(5)  # the handler raises before this ends
+        raise AssertionError("the signal was not handled")
+
+
+def _abandoned(argv, stdin, path, capsys):
+    """(exit status, stderr lines, stdout, the saved game) of a game that ends before its end."""
+    from othello import formats
+
+    out = io.StringIO()
+    rc = play.run_main(lambda a: play.main(a, stdin=stdin, stdout=out), argv + ["--save", str(path)])
+    [rec] = formats.parse_ggf(path.read_text())
+    assert not [f for f in path.parent.iterdir() if f.name.endswith(".tmp")]
+    return rc, capsys.readouterr().err.strip().splitlines(), out.getvalue(), rec
+
+
+@pytest.mark.parametrize("sig,code,said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_an_interrupted_game_is_saved_and_its_transcript_printed(sig, code, said, tmp_path, capsys):
+    handler = signal.getsignal(signal.SIGTERM)
+    rc, err, text, rec = _abandoned(["--opponent", "greedy"], Interrupted(["f5"], sig), tmp_path / "g.ggf", capsys)
+    assert rc == code and len(err) == 1 and err[0].endswith(f": {said}")  # as before the game was kept
+    assert signal.getsignal(signal.SIGTERM) == handler
+    t = transcript_of(text)  # the move and the reply
+    assert t.startswith("f5") and len(t) == 4 and "game abandoned." in text and "(unfinished)" in text
+    assert rec.moves == parse_transcript(t) and rec.result is None and rec.white == "greedy"
+
+
+@pytest.mark.parametrize("fault,message", [("--illegal", "which is illegal"), ("--hang", "no answer within 1 s")])
+def test_a_game_an_engine_fails_in_is_saved_and_its_transcript_printed(fault, message, tmp_path, capsys):
+    spec = f"gtp:timeout=1:{FAKE} {fault}"
+    rc, err, text, rec = _abandoned(["--opponent", spec], io.StringIO("f5\n"), tmp_path / "g.ggf", capsys)
+    assert rc == 2 and len(err) == 1 and message in err[0] and "after f5" in err[0]
+    assert transcript_of(text) == "f5" and "game abandoned." in text
+    assert rec.moves == [parse_square("f5")] and rec.result is None and rec.white == spec
 
 
 def test_bad_opponent_is_one_line_exit_2(capsys):

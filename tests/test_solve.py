@@ -201,7 +201,20 @@ def test_an_exact_solver_reports_the_exact_result(tmp_path, capsys, network_play
     assert [r["eval"] for r in json.loads(out.read_text())] == expected
     assert [float(line.split("eval=")[1].split()[0]) for line in capsys.readouterr().out.splitlines()] == expected
     assert [r["eval"] for r in solve(make_player(f"endgame:14:{network_player.name}"), poss)] == expected
-    assert solve(make_player("endgame:4:alphabeta:1"), poss[:1])[0]["eval"] is None  # beyond E: no solve
+    beyond = solve(make_player("endgame:4:alphabeta:1"), poss[:1])[0]  # 6 empties: not solved, searched
+    assert beyond["eval"] == solve(make_player("alphabeta:1"), poss[:1])[0]["eval"] != expected[0]
+
+
+def test_beyond_its_range_an_endgame_player_answers_as_its_alphabeta(tmp_path, capsys):
+    """``endgame:E:alphabeta:D`` plays alpha-beta's moves until E squares are empty, so it reports
+    alpha-beta's search value there too, not nothing."""
+    obf = write_obf(tmp_path / "p.obf", positions())
+    answers = []
+    for spec in ("endgame:12:alphabeta:2", "alphabeta:2"):
+        assert run_main(main, [str(obf), "--player", spec, "--json", str(tmp_path / "a.json")]) == 0
+        answers.append((capsys.readouterr().out, json.loads((tmp_path / "a.json").read_text())))
+    assert answers[0] == answers[1]
+    assert all(r["eval"] is not None for r in answers[0][1] if r["move"] not in (None, "PA"))
 
 
 def test_a_scored_move_that_is_not_legal_is_one_error_naming_the_position(tmp_path, capsys):

@@ -1,7 +1,9 @@
 """What a player can say about one position: its move, its evaluation, its ranked
 hints. The NBoard engine (``nboard.py``) and ``othello-solve`` (``solve.py``) report
-both for any player kind; a network behind an ``endgame:E:SPEC`` player is found as
-``othello-play``'s hints find it (``players.network_of``)."""
+both for any player kind. An ``endgame:E:SPEC`` player is SPEC until E squares are
+empty, so there it is evaluated as SPEC is (its alpha-beta, ``players.before_solves``;
+its network, found as ``othello-play``'s hints find it, ``players.network_of``), and
+exactly from there."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from othello.notation import PASS
 from othello.states import States, last_actions
 from othello_learn.selfplay import endgame
 from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
-from othello_learn.selfplay.players import Player, network_of
+from othello_learn.selfplay.players import Player, before_solves, network_of
 
 
 class Analyst:
@@ -30,6 +32,8 @@ class Analyst:
         self.player = player
         self.rng = np.random.default_rng(seed)
         self.net = network_of(player)
+        inner = before_solves(player)
+        self.ab = inner if isinstance(inner, AlphaBetaPlayer) else None  # the search to evaluate with, if any
         self.device = None if self.net is None else next(self.net.parameters()).device
 
     # -- networks
@@ -56,18 +60,20 @@ class Analyst:
     def root_eval(self, pos: Position, moves: list[int]) -> float | None:
         if self.exact(pos):
             return float(endgame.value(pos.player, pos.opponent))
-        if isinstance(self.player, AlphaBetaPlayer):
-            v, _ = self.player.search(pos.player, pos.opponent)
+        if self.ab is not None:
+            v, _ = self.ab.search(pos.player, pos.opponent)
             return self._ab_discs(v)
         if self.net is not None:
             _, value = self.net_out([pos], last_actions(moves)[None])
             return None if value is None else 64.0 * float(value[0])
         return None
 
-    @property
-    def depth(self) -> int:
-        """The plies behind a hint's evaluation: alpha-beta's depth, 1 for a network's look at each child."""
-        return self.player.depth if isinstance(self.player, AlphaBetaPlayer) else 1
+    def depth(self, pos: Position) -> int:
+        """The plies behind a hint's evaluation in ``pos``: every empty square for a solve,
+        alpha-beta's depth, 1 for a network's look at each child (a GUI shows it beside the eval)."""
+        if self.exact(pos):
+            return endgame.empties(pos.player, pos.opponent)
+        return self.ab.depth if self.ab is not None else 1
 
     @staticmethod
     def _ab_discs(v: int) -> float:
@@ -110,8 +116,8 @@ class Analyst:
                 child = pos.play(sq)
                 v = -endgame.value(child.player, child.opponent)
                 rows.append((sq, float(v), "exact", v))
-        elif isinstance(self.player, AlphaBetaPlayer):
-            ab = self.player
+        elif self.ab is not None:
+            ab = self.ab
             for sq in squares:
                 cp, co = bb.play(pos.player, pos.opponent, 1 << sq)
                 v = -ab.negamax(cp, co, ab.depth - 1, -10**9, 10**9)

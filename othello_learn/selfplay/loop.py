@@ -26,7 +26,6 @@ import multiprocessing
 import os
 import signal
 import sys
-import threading
 import time
 import typing
 import zipfile
@@ -36,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import (ArgumentParser, UserError, atomic_write, check_output, describe_os_error, one_line,
-                           run_main)
+from othello.files import (ArgumentParser, Terminated, UserError, atomic_write, check_output, describe_os_error,
+                           one_line, raise_terminated, run_main, sigterm_raises)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
@@ -391,23 +390,11 @@ def plot_elo(history: list[dict], path: Path) -> None:
     save_figure(fig, path, dpi=110)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a scheduler ending a job) raised where the main process
-    is, so it unwinds as Ctrl-C does: self-play workers stopped, nothing half-written.
-    A KeyboardInterrupt, so no ``except Exception`` on the way swallows it."""
-
-
-def _terminate(signum, frame):
-    raise Terminated
-
-
 def main(argv=None) -> int:
     cfg = RunConfig.from_args(argv)
-    # Python lets only the main thread set handlers (main() may be called from another, e.g. a notebook's).
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
-        run(cfg)
+        with sigterm_raises():  # SIGTERM unwinds as Ctrl-C does: self-play workers stopped
+            run(cfg)
     except KeyboardInterrupt as e:
         # Everything is written atomically, so the rerun finds only whole files.
         g = min(committed_generation(cfg.out) + 1, cfg.generations)
@@ -415,9 +402,6 @@ def main(argv=None) -> int:
         print(f"{Path(sys.argv[0]).name}: {what}; rerun the same command to resume from generation {g}",
               file=sys.stderr)
         return code
-    finally:
-        if in_main:  # None: a handler not set from Python, which cannot be put back
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0
 
 
@@ -586,7 +570,7 @@ def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list
     main process would play for it. Errors are one line and exit status 2
     (the main process names the worker); Ctrl-C or SIGTERM exits quietly (a
     worker killed outright would leave its semaphores behind)."""
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, raise_terminated)
     try:
         torch.set_num_threads(threads)
         dev = torch.device(device)

@@ -20,7 +20,8 @@ GUI shows them side by side, so both give a move the same figure: minus the valu
 head's expected result of the position it leads to, times 64, for network players;
 the search value for ``alphabeta`` (exact disc difference once the search sees the
 end, the heuristic / 100 before); the exact final disc difference where an
-``endgame:E:SPEC`` player solves (at most E empty squares); none otherwise.
+``endgame:E:SPEC`` player solves (at most E empty squares), and SPEC's figure
+before, where SPEC plays; none otherwise.
 ``analyze`` gives each position's own value.
 """
 
@@ -137,7 +138,7 @@ class Engine:
         n = number("hint", rest, "a number of moves, as in 'hint 3'") if rest.split() else 1
         self.send("status Analyzing")
         for sq, ev, text in self.analyst.hints(self.pos, self.game.moves, n):
-            self.send(f"search {move_text(sq)} {ev:.2f} 0 {self.analyst.depth} {text}")
+            self.send(f"search {move_text(sq)} {ev:.2f} 0 {self.analyst.depth(self.pos)} {text}")
         self.send("status")
 
     def cmd_go(self, rest):

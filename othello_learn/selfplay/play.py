@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main
+from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main, sigterm_raises
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
 from othello.states import last_actions
@@ -366,7 +366,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     parser.add_argument("--hint-net", metavar="CKPT", help="network for hints and --show-policy "
                         "(default: the opponent's network, if it has one)")
     parser.add_argument("--save", metavar="GAME.ggf", type=Path,
-                        help="write the game here (GGF) when it ends or is abandoned (then without a result)")
+                        help="write the game here (GGF) however it ends: finished, quit, end of input, Ctrl-C, "
+                             "SIGTERM, an engine's failure (then without a result)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
@@ -399,17 +400,31 @@ def main(argv=None, stdin=None, stdout=None) -> int:
 
     game = TerminalGame(opponent, args.colour == "black", inp, out, hint_net=hint_net,
                         show_policy=args.show_policy, seed=args.seed)
-    finished = game.play()
+    with sigterm_raises():  # also around the save: a SIGTERM there unwinds through atomic_write, no temp file left
+        try:
+            finished = game.play()
+        except BaseException:
+            # Ctrl-C, SIGTERM, an engine's failure: the moves played are kept as on quit,
+            # then run_main reports the error with the exit status it has alone.
+            out.write("\ngame abandoned.\n")
+            end_game(game, False, args.save, out)
+            raise
+        end_game(game, finished, args.save, out)
+    return 0
+
+
+def end_game(game: TerminalGame, finished: bool, save: Path | None, out) -> None:
+    """One ending for every way a game ends, so an abandoned game is kept as a finished one
+    is: the score when ``finished``, the transcript, the moves so far written to ``save``."""
     if finished:
         out.write(game.result_line() + "\n")
     out.write(f"Transcript: {game.transcript() or '(no moves)'}\n")
-    if args.save:
-        you = "human"
-        black, white = (you, opponent.name) if game.human_black else (opponent.name, you)
-        write_ggf(args.save, [(game.moves, black, white)])
-        out.write(f"Saved to {args.save}{'' if finished else ' (unfinished)'}.\n")
+    if save:
+        you, them = "human", game.opponent.name
+        black, white = (you, them) if game.human_black else (them, you)
+        write_ggf(save, [(game.moves, black, white)])
+        out.write(f"Saved to {save}{'' if finished else ' (unfinished)'}.\n")
     out.flush()
-    return 0
 
 
 def cli() -> None:

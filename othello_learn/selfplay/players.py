@@ -124,11 +124,18 @@ class GreedyPlayer(Player):
         return random_legal_squares(best & (counts > 0), rng)
 
 
+def before_solves(player: Player) -> Player:
+    """SPEC's player for ``endgame:E:SPEC`` (it plays, and so is what can evaluate, until E
+    squares are empty), ``player`` itself for the rest."""
+    while getattr(player, "inner", None) is not None:  # endgame:E:SPEC wraps SPEC's player
+        player = player.inner
+    return player
+
+
 def network_of(player: Player):
     """The network behind a ``policy:``, ``mcts:`` or ``gumbel:`` player, or the one an
     ``endgame:E:SPEC`` player uses before its solves; else None."""
-    while getattr(player, "inner", None) is not None:  # endgame:E:SPEC wraps SPEC's player
-        player = player.inner
+    player = before_solves(player)
     net = getattr(player, "net", None)
     if net is None and getattr(player, "evaluator", None) is not None:
         net = player.evaluator.net

@@ -11,7 +11,7 @@ moves; the evaluation is in discs from the side to move's view, the same figure
 the NBoard engine's ``analyze`` reports (``othello_learn.selfplay.analysis.Analyst``
 computes both), as is alpha-beta's search value and, where an ``endgame:E:SPEC``
 player solves the position (at most E empty squares), the exact final disc
-difference. All positions go to the player in one ``select`` call, so a network
+difference (beyond E, SPEC plays, and its figure is given). All positions go to the player in one ``select`` call, so a network
 sees them as one batch.
 
 Where a line's comment scores moves, as Edax writes them and the FFO endgame test
