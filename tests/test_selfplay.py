@@ -462,6 +462,19 @@ def test_loop_refuses_bad_settings_before_any_work(tmp_path, capsys, flag, value
     assert not out.exists(), "nothing written"
 
 
+@pytest.mark.parametrize("spec", ["human", "human:{ckpt}", "endgame:4:human"])
+def test_loop_refuses_a_human_eval_opponent_before_any_work(tmp_path, capsys, tiny_net, spec):
+    """A human (with hints, or wrapped) would be asked for moves a generation in,
+    and a quit would end the run with a traceback: refused up front, naming the flag."""
+    save_network(tiny_net, tmp_path / "hints.pt")
+    out = tmp_path / "rl"
+    code, err = cli(LOOP + ["--out", str(out), "--logger", "none", "--eval-vs",
+                            spec.format(ckpt=tmp_path / "hints.pt")], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--eval-vs: player spec" in err and "a human cannot play in the loop" in err and "Traceback" not in err
+    assert not out.exists(), "nothing written"
+
+
 def test_loop_refuses_a_network_without_a_value_head(tmp_path, capsys):
     ckpt = tmp_path / "policy_only.pt"
     net = build_network(NetConfig("reference", depth=1, width=4))

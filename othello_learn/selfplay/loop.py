@@ -49,7 +49,7 @@ from othello_learn.selfplay.gumbel import GumbelConfig
 from othello_learn.selfplay.learner import train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
 from othello_learn.selfplay.nn_players import PolicyPlayer, search_player
-from othello_learn.selfplay.registry import make_player
+from othello_learn.selfplay.registry import make_program
 from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
 
 RANDOM_INIT = {"arch": "resnet", "encoder": "raw", "blocks": 6, "width": 64, "value_head": True}
@@ -212,9 +212,15 @@ class RunConfig:
             raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         if self.eval_vs:
             try:
-                make_player(self.eval_vs).check()
+                eval_opponent(self.eval_vs).check()
             except UserError as e:
                 raise UserError(f"--eval-vs: {e}") from e
+
+
+def eval_opponent(spec: str):
+    """The --eval-vs player: a program, since the loop runs unattended (a human
+    would be asked for moves a whole generation in, and end the run on a quit)."""
+    return make_program(spec, "in the loop (it runs unattended)")
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -687,7 +693,7 @@ def gate(cfg: RunConfig, gen: int) -> Path:
         result = {"games": r.games, "wins": r.wins, "draws": r.draws, "losses": r.losses, "score": r.score,
                   "elo": _finite(elo), "elo_low": _finite(lo), "elo_high": _finite(hi)}
     if cfg.eval_vs:
-        r = play_match(PolicyPlayer(cand, dev), make_player(cfg.eval_vs), cfg.eval_games, seed=seeds["eval"],
+        r = play_match(PolicyPlayer(cand, dev), eval_opponent(cfg.eval_vs), cfg.eval_games, seed=seeds["eval"],
                        progress=not cfg.quiet)
         elo, lo, hi = r.elo()
         result["eval_vs"] = {"spec": cfg.eval_vs, "score": r.score, "elo": _finite(elo), "elo_low": _finite(lo),
