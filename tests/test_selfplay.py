@@ -7,7 +7,9 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -305,7 +307,7 @@ def rl_run(tmp_path_factory):
 
 def test_sigterm_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
     """``kill`` (a scheduler ending the job) unwinds like Ctrl-C: exit 143, the
-    generation the rerun resumes from, nothing half-written, the handler given back."""
+    generation the rerun resumes from, nothing half-written, the handlers given back."""
     out = tmp_path / "rl"
     real, calls = rl_loop.play_games, []
 
@@ -316,9 +318,9 @@ def test_sigterm_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
         return real(*a, **k)
 
     monkeypatch.setattr(rl_loop, "play_games", killed_in_the_second_part)
-    handler = signal.getsignal(signal.SIGTERM)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     code, err = cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)
-    assert signal.getsignal(signal.SIGTERM) == handler
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
     assert code == 143 and "terminated; rerun the same command to resume from generation 1" in err, err
     assert "Traceback" not in err and not [f for f in _files(out) if f.endswith(".tmp")]
     assert len(list((out / "games" / "gen_0001").glob("part_*.npz"))) == 1, "the finished part is kept"
@@ -372,6 +374,53 @@ def test_a_failing_worker_is_named_and_the_finished_parts_are_kept(tmp_path, cap
     assert "self-play worker: error: " in err and "a_file" in err and "Traceback" not in err, err
     assert len(SelfPlayGames.load(todo[0][0]).winner) == 2
     assert (tmp_path / "a_file").read_text() == "mine"
+
+
+def _workers_started(pid: int) -> bool:
+    """Whether the loop ``pid`` has spawned its two self-play workers (Linux's /proc)."""
+    found = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            found += parent == pid and b"spawn_main" in (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):  # a process that ended meanwhile
+            pass
+    return found == 2
+
+
+@pytest.mark.parametrize("sig,code,when,to", [
+    (signal.SIGINT, 130, "importing", ("group",)),  # a terminal's Ctrl-C as the workers start
+    (signal.SIGTERM, 143, "playing", ("process", "group")),  # timeout -s TERM: the process, then its group
+])
+def test_a_signal_to_the_whole_process_group_stops_the_workers_quietly(tmp_path, sig, code, when, to):
+    """The signal reaches the workers as well as the main process, which then
+    stops them with its own: one stops each process, the rest are ignored, and a
+    worker still importing gets it once it can stop quietly. The main process's
+    one line, and no worker's traceback or leaked semaphore."""
+    out = tmp_path / "rl"
+    argv = LOOP + ["--out", str(out), "--logger", "none", "--workers", "2", "--games", "60", "--parallel", "3",
+                   "--generations", "1"]
+    proc = subprocess.Popen([sys.executable, str(Path(rl_loop.__file__).parents[2] / "selfplay" / "loop.py"), *argv],
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        while not (_workers_started(proc.pid) if when == "importing" else
+                   list((out / "games" / "gen_0001").glob("part_*.npz"))):
+            assert proc.poll() is None and time.monotonic() < deadline, f"the workers were never {when}"
+            time.sleep(0.02)
+        if when == "importing":
+            time.sleep(0.2)  # into their imports (seconds of torch)
+        for whom in to:
+            os.kill(proc.pid, sig) if whom == "process" else os.killpg(proc.pid, sig)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == code and "rerun the same command to resume from generation 1" in err, err
+    assert "Traceback" not in err and "leaked" not in err and "Process self-play" not in err, err
+    assert len(list((out / "games" / "gen_0001").glob("part_*.npz"))) < 20, "stopped while playing"
 
 
 @pytest.mark.parametrize("requested,device,threads,parts,expected", [

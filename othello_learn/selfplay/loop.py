@@ -403,15 +403,37 @@ class Terminated(KeyboardInterrupt):
     A KeyboardInterrupt, so no ``except Exception`` on the way swallows it."""
 
 
-def _terminate(signum, frame):
-    raise Terminated
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+class _StopOnce:
+    """A SIGINT / SIGTERM handler that raises KeyboardInterrupt / Terminated at
+    the first of them and ignores the rest: ``timeout`` signals the process and
+    then its group, and a self-play worker gets the main process's stop after
+    the group's signal, so a second exception would break into the unwinding the
+    first began (a traceback from an exit function, a leaked semaphore, workers
+    left unjoined). It ignores them itself, where SIG_IGN would not do: Python
+    raises "Signal N ignored due to race condition" for a signal that arrives as
+    the handler is swapped. ``done`` set: all are ignored."""
+
+    def __init__(self):
+        self.done = False
+
+    def __call__(self, signum, frame):
+        if not self.done:
+            self.done = True
+            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 def main(argv=None) -> int:
     cfg = RunConfig.from_args(argv)
+    previous = {}
     # Python lets only the main thread set handlers (main() may be called from another, e.g. a notebook's).
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
+    if threading.current_thread() is threading.main_thread():
+        stop = _StopOnce()
+        # SIGINT only where it is Python's Ctrl-C: a background job's is ignored, and stays so.
+        previous = {sig: signal.signal(sig, stop) for sig in sorted(_STOP_SIGNALS)
+                    if sig == signal.SIGTERM or signal.getsignal(sig) is signal.default_int_handler}
     try:
         run(cfg)
     except KeyboardInterrupt as e:
@@ -422,8 +444,8 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return code
     finally:
-        if in_main:  # None: a handler not set from Python, which cannot be put back
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        for sig, handler in previous.items():  # None: a handler not set from Python, which cannot be put back
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
     return 0
 
 
@@ -590,10 +612,15 @@ def _play_into(ev: Evaluator, search, sp: SelfPlayConfig, parts: list, progress:
 def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list, threads: int) -> None:
     """A worker process: its share of the parts, each the same games as the
     main process would play for it. Errors are one line and exit status 2
-    (the main process names the worker); Ctrl-C or SIGTERM exits quietly (a
-    worker killed outright would leave its semaphores behind)."""
-    signal.signal(signal.SIGTERM, _terminate)
+    (the main process names the worker); a stop signal exits quietly (a
+    worker killed outright would leave its semaphores behind), and reporting
+    it is the main process's business. The worker starts with the stop signals
+    blocked (``_play_parts_in_workers``): one sent while it imports waits here."""
+    stop = _StopOnce()
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, stop)
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # one that came meanwhile is raised here
         torch.set_num_threads(threads)
         dev = torch.device(device)
         _play_into(Evaluator(load_net(best, dev, COMMITTED).to(dev), dev), search, sp, parts, progress=False)
@@ -602,6 +629,8 @@ def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list
     except (UserError, OSError) as e:
         print(f"self-play worker: error: {describe_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
         sys.exit(2)
+    finally:  # nothing left to stop: a late signal must not break into the exit
+        stop.done = True
 
 
 def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo: list, workers: int,
@@ -610,7 +639,12 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
     written atomically as it finishes, so a crash or Ctrl-C keeps the finished
     ones, and on either the workers are stopped at once (nothing queued plays
     on). Spawned, not forked: a fork of a process whose torch threads are
-    running can deadlock."""
+    running can deadlock. They start with SIGINT and SIGTERM blocked (a spawned
+    process inherits the mask) and unblock them once they can stop quietly:
+    a signal to the whole process group during their seconds of imports would
+    otherwise print a traceback, and the main process's stop could be lost."""
+    from multiprocessing import resource_tracker
+
     from tqdm.auto import tqdm
 
     ctx = multiprocessing.get_context("spawn")
@@ -619,8 +653,14 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
     bar = tqdm(total=sum(n for _, n, _ in todo), unit="game", desc=f"self-play ({workers} processes)",
                disable=cfg.quiet)
     try:
-        for proc in procs:
-            proc.start()
+        # Started first: starting the resource tracker unblocks the two signals (and so would undo this block).
+        resource_tracker.ensure_running()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            for proc in procs:
+                proc.start()
+        finally:  # one that came meanwhile is delivered here
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         while any(proc.is_alive() for proc in procs):
             time.sleep(0.2)
             bar.update(sum(n for path, n, _ in todo if path.exists()) - bar.n)  # a part file is whole
@@ -637,8 +677,8 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
                 os.kill(proc.pid, signal.SIGINT)
         for proc in (proc for proc in procs if proc.pid is not None):  # started
             proc.join(timeout=30)
-            if proc.is_alive():
-                proc.terminate()
+            if proc.is_alive():  # stuck: it ignores signals once stopping
+                proc.kill()
                 proc.join()
         bar.close()
 
