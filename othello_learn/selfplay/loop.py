@@ -179,10 +179,7 @@ class RunConfig:
         def same(name, now, then):
             if now == then:
                 return True
-            try:  # one file given by another path (absolute, from another folder)
-                return name == "init" and now is not None and then is not None and os.path.samefile(now, then)
-            except OSError:
-                return False
+            return name == "init" and None not in (now, then) and "random" not in (now, then) and same_init(now, then)
 
         return [f.name for f in dataclasses.fields(self)
                 if not f.metadata["resumable"] and not same(f.name, getattr(self, f.name), getattr(saved, f.name))]
@@ -221,6 +218,19 @@ def eval_opponent(spec: str):
     """The --eval-vs player: a program, since the loop runs unattended (a human
     would be asked for moves a whole generation in, and end the run on a quit)."""
     return make_program(spec, "in the loop (it runs unattended)")
+
+
+def same_init(given: str, saved: str) -> bool:
+    """Whether a resumed run's --init names the checkpoint in its config.json:
+    the same file by any path, or, where the saved path names no file from
+    here, a file of the same name. New runs save the absolute path, but older
+    ones saved it as given, relative to a folder they did not record (and a
+    file may have moved since); the checkpoint only made generation 0, which
+    the run keeps (nets/gen_0000.pt), so its name is all that is left to check."""
+    try:
+        return os.path.samefile(given, saved)
+    except OSError:
+        return not os.path.exists(saved) and Path(given).name == Path(saved).name
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -510,6 +520,8 @@ def open_run(cfg: RunConfig) -> dict:
     net = initial_network(cfg)
     if cfg.search is None:
         cfg.search = DEFAULT_SEARCH
+    if cfg.init != "random":  # saved absolute: a resume from another folder finds the same file
+        cfg.init = os.path.abspath(cfg.init)
     if not cfg_path.exists():
         write_json(cfg_path, cfg.to_json())
     save_network(net, out / "nets" / "gen_0000.pt")
