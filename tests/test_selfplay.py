@@ -5,6 +5,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -174,6 +175,31 @@ def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     assert "eval_elo_low" in rec and "eval_elo_high" in rec  # None here: 4 games against random give no finite bound
     # No gate, so no flat best-network curve: the plot is the eval match alone.
     assert list(rl_loop.elo_series([rec])) == ["candidate's 1-ply policy vs random"]
+
+
+def test_a_generation_reports_its_matches_games_and_rounded_scores(tmp_path, capsys):
+    """The gate score printed to 3 decimals as the eval score is (not 0.3333333333333333);
+    the --eval-vs record has the match's games and W/D/L, None when the gate file
+    was written before they were kept."""
+    out = tmp_path / "rl"
+    argv = LOOP + ["--out", str(out), "--logger", "none", "--generations", "1", "--gate-games", "3",
+                   "--eval-vs", "random", "--eval-games", "4"]
+    code, err = cli(argv, capsys)
+    rec = json.loads((out / "stats" / "gen_0001.json").read_text())
+    assert code == 0 and re.search(rf"gate score {rec['gate_score']:.3f}, (promoted|kept best);", err), err
+    assert rec["eval_games"] == 4 and rec["eval_wins"] + rec["eval_draws"] + rec["eval_losses"] == 4
+    assert rec["eval_score"] == (rec["eval_wins"] + rec["eval_draws"] / 2) / 4
+    # Generation 1 committed again from a gate file of before the counts.
+    gate = json.loads((out / "stats" / "gen_0001_gate.json").read_text())
+    gate["eval_vs"] = {k: v for k, v in gate["eval_vs"].items() if k not in ("games", "wins", "draws", "losses")}
+    (out / "stats" / "gen_0001_gate.json").write_text(json.dumps(gate))
+    state = json.loads((out / "state.json").read_text())
+    (out / "state.json").write_text(json.dumps({**state, "generation": 0, "best": "nets/gen_0000.pt", "elo_best": 0.0,
+                                                "trainee": "nets/gen_0000.pt", "history": [],
+                                                "resign_threshold": rec["resign_threshold"]}))
+    rl_loop.commit(rl_loop.RunConfig.from_args(argv), 1)
+    old = json.loads((out / "stats" / "gen_0001.json").read_text())
+    assert old["eval_games"] is None and old["eval_wins"] is None and old["eval_score"] == rec["eval_score"]
 
 
 def test_a_continuous_run_plots_its_eval_matches_with_their_intervals():

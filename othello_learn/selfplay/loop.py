@@ -748,7 +748,8 @@ def gate(cfg: RunConfig, gen: int) -> Path:
         r = play_match(PolicyPlayer(cand, dev), eval_opponent(cfg.eval_vs), cfg.eval_games, seed=seeds["eval"],
                        progress=not cfg.quiet)
         elo, lo, hi = r.elo()
-        result["eval_vs"] = {"spec": cfg.eval_vs, "score": r.score, "elo": _finite(elo), "elo_low": _finite(lo),
+        result["eval_vs"] = {"spec": cfg.eval_vs, "games": r.games, "wins": r.wins, "draws": r.draws,
+                             "losses": r.losses, "score": r.score, "elo": _finite(elo), "elo_low": _finite(lo),
                              "elo_high": _finite(hi)}
     write_json(p["gate"], result)
     return p["gate"]
@@ -795,11 +796,11 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
         "seeds": generation_seeds(cfg, gen),
     }
     if "eval_vs" in result:
-        record["eval_vs"] = result["eval_vs"]["spec"]
-        record["eval_score"] = result["eval_vs"]["score"]
-        record["eval_elo"] = result["eval_vs"]["elo"]
-        record["eval_elo_low"] = result["eval_vs"].get("elo_low")  # absent in gate files from before 2026-11-24
-        record["eval_elo_high"] = result["eval_vs"].get("elo_high")
+        ev = result["eval_vs"]
+        record["eval_vs"], record["eval_score"], record["eval_elo"] = ev["spec"], ev["score"], ev["elo"]
+        # Absent in gate files from before 2026-11-24 (the interval) and 2026-11-25 (the games): None.
+        for key in ("elo_low", "elo_high", "games", "wins", "draws", "losses"):
+            record[f"eval_{key}"] = ev.get(key)
     write_json(p["record"], record)
     state = {**state, "generation": gen, "trainee": f"nets/{p['tag']}.pt",
              "best": f"nets/{p['tag']}.pt" if promoted else state["best"], "elo_best": record["elo_best"],
@@ -809,7 +810,7 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
     if log is not None:
         log.log({k: v for k, v in record.items() if isinstance(v, (int, float)) and v is not None}, step=gen)
     plot_elo(state["history"], cfg.out / "elo.png")
-    gated = (f"gate score {result['score']}, {'promoted' if promoted else 'kept best'}"
+    gated = (f"gate score {result['score']:.3f}, {'promoted' if promoted else 'kept best'}"
              if result["score"] is not None else "no gate (--continuous)")
     evaluated = f"; 1-ply vs {record['eval_vs']}: {record['eval_score']:.3f}" if "eval_vs" in record else ""
     print(f"generation {gen}: {n} games ({record['black_wins']:.0%} black wins, {record['resigned']:.0%} resigned), "
