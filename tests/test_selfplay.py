@@ -223,6 +223,58 @@ def test_a_run_with_nothing_to_plot_says_so_without_a_warning(tmp_path):
     assert (tmp_path / "elo.png").stat().st_size > 1000
 
 
+def _drawn(history, tmp_path, monkeypatch):
+    """plot_elo's figure, drawn and kept open: (figure, axes)."""
+    figures = []
+    monkeypatch.setattr(rl_loop, "save_figure", lambda fig, path, dpi: figures.append(fig))
+    rl_loop.plot_elo(history, tmp_path / "elo.png")
+    figures[0].canvas.draw()
+    return figures[0], figures[0].axes[0]
+
+
+def test_a_continuous_runs_clean_sweeps_are_plotted_or_explained(tmp_path, monkeypatch):
+    """A sweep's Elo is infinite (None in the record): counted as the gate counts
+    one, (n - 1/2) / n, where the record has its game count; where it has not, the
+    figure says the matches were sweeps, not that no --eval-vs was given."""
+    import warnings
+
+    from othello_learn.selfplay.elo import elo_from_score
+
+    sweep = {"gate_score": None, "elo_candidate": 0.0, "promoted": True, "elo_best": 0.0, "eval_vs": "random",
+             "eval_score": 1.0, "eval_elo": None, "eval_elo_high": None}
+    hist = [{**sweep, "generation": 1, "eval_games": 4, "eval_elo_low": -72.0},
+            {**sweep, "generation": 2, "eval_games": 4, "eval_elo_low": -72.0, "eval_score": 0.75, "eval_elo": 190.8,
+             "eval_elo_high": 400.0}]
+    (gens, elo, bars), = rl_loop.elo_series(hist).values()
+    assert gens == [1, 2] and elo == [pytest.approx(elo_from_score(3.5 / 4)), 190.8]
+    assert bars[0] == [pytest.approx(elo[0] + 72), pytest.approx(190.8 + 72)]
+    assert bars[1] == [0.0, pytest.approx(400 - 190.8)], "no upper bound: no bar up"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig, ax = _drawn(hist, tmp_path, monkeypatch)
+    assert not ax.texts and ax.get_legend() is not None
+    old = [{**sweep, "generation": g} for g in (1, 2)]  # before the game count was recorded
+    assert rl_loop.elo_series(old) == {}
+    fig, ax = _drawn(old, tmp_path, monkeypatch)
+    text = ax.texts[0].get_text()
+    assert "clean sweep" in text and "score 1" in text and "add --eval-vs" not in text, text
+    fig, ax = _drawn([{k: v for k, v in h.items() if not k.startswith("eval")} for h in old], tmp_path, monkeypatch)
+    assert "add --eval-vs" in ax.texts[0].get_text()
+    rl_loop.pyplot().close("all")
+
+
+@pytest.mark.parametrize("gated", [False, True])
+def test_the_elo_figure_has_whole_generations_and_its_whole_axis_label(tmp_path, monkeypatch, gated):
+    hist = [{"generation": g, "gate_score": 0.6 if gated else None, "elo_candidate": 10.0 * g, "promoted": True,
+             "elo_best": 10.0 * g, "eval_vs": "random", "eval_score": 0.6, "eval_elo": 70.0, "eval_elo_low": 20.0,
+             "eval_elo_high": 120.0} for g in (1, 2, 3)]
+    fig, ax = _drawn(hist, tmp_path, monkeypatch)
+    assert all(float(t).is_integer() for t in ax.get_xticks()), ax.get_xticks()
+    label = ax.yaxis.label.get_window_extent()
+    assert 0 <= label.y0 and label.y1 <= fig.bbox.height, "the label fits the figure's height"
+    rl_loop.pyplot().close(fig)
+
+
 def test_a_gated_run_plots_its_best_network_curve():
     hist = [{"generation": 1, "gate_score": 0.7, "elo_candidate": 120.0, "promoted": True, "elo_best": 120.0},
             {"generation": 2, "gate_score": 0.4, "elo_candidate": 50.0, "promoted": False, "elo_best": 120.0,

@@ -366,7 +366,9 @@ def elo_series(history: list[dict]) -> dict[str, tuple[list, list, list | None]]
 
     A --continuous run has no gate, so its best-network curve would be a flat 0: it
     draws only its --eval-vs match, the one measure it has, with each match's interval
-    (when every record has one), which shows how much of the zigzag is noise."""
+    (none on the side of a bound past score 0 or 1, or one an old record lacks), which shows
+    how much of the zigzag is noise. A clean sweep is counted as the gate's is
+    (``finite_elo``) where the record has its game count (since 2026-11-25), else left out."""
     out = {}
     gated = [h for h in history if h.get("gate_score") is not None]
     if gated or not history:
@@ -374,17 +376,21 @@ def elo_series(history: list[dict]) -> dict[str, tuple[list, list, list | None]]
         out["best network"] = ([0] + [h["generation"] for h in history], [0.0] + [h["elo_best"] for h in history], None)
         out["candidate (gating match)"] = ([h["generation"] for h in gated], [h["elo_candidate"] for h in gated], None)
         out["promoted"] = ([h["generation"] for h in promoted], [h["elo_best"] for h in promoted], None)
-    evals = [h for h in history if h.get("eval_elo") is not None]
+    evals = [h for h in history if h.get("eval_elo") is not None or h.get("eval_games")]
     if evals:
+        elo = [finite_elo(h.get("eval_elo"), h.get("eval_score"), h.get("eval_games")) for h in evals]
+        low, high = ([h.get(f"eval_elo_{side}") for h in evals] for side in ("low", "high"))
         bars = None
-        if all(h.get("eval_elo_low") is not None and h.get("eval_elo_high") is not None for h in evals):
-            bars = [[h["eval_elo"] - h["eval_elo_low"] for h in evals], [h["eval_elo_high"] - h["eval_elo"] for h in evals]]
-        out[f"candidate's 1-ply policy vs {evals[-1]['eval_vs']}"] = (
-            [h["generation"] for h in evals], [h["eval_elo"] for h in evals], bars)
+        if any(x is not None for x in low + high):
+            bars = [[0.0 if lo is None else e - lo for e, lo in zip(elo, low)],
+                    [0.0 if hi is None else hi - e for e, hi in zip(elo, high)]]
+        out[f"candidate's 1-ply policy vs {evals[-1]['eval_vs']}"] = ([h["generation"] for h in evals], elo, bars)
     return out
 
 
 def plot_elo(history: list[dict], path: Path) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     plt = pyplot()
     styles = {"best network": dict(fmt="o-"), "candidate (gating match)": dict(fmt="x", color="gray"),
               "promoted": dict(fmt="o", color="green")}
@@ -395,16 +401,26 @@ def plot_elo(history: list[dict], path: Path) -> None:
         ax.errorbar(gens, elo, yerr=bars, label=label, **style)
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xlabel("generation")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no generation 1.5
     ax.set_ylabel("Elo (relative to the initial network)" if "best network" in series
-                  else "Elo against the --eval-vs opponent (95 % interval where recorded)")
+                  else "Elo against the --eval-vs opponent")
     ax.grid(alpha=0.3)
     if series:
         ax.legend()
-    else:  # a --continuous run without --eval-vs measures no Elo: say so on the figure
-        ax.text(0.5, 0.5, "no Elo measured: a --continuous run has no gate;\nadd --eval-vs SPEC to measure each candidate",
-                ha="center", va="center", transform=ax.transAxes)
+    else:  # a --continuous run whose Elo is nowhere finite: say why on the figure
+        ax.text(0.5, 0.5, _no_elo_why(history), ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
+
+
+def _no_elo_why(history: list[dict]) -> str:
+    """Why a --continuous run's plot is empty: no --eval-vs match, or only clean
+    sweeps from records without their game count, whose Elo is unbounded."""
+    scores = sorted({h["eval_score"] for h in history if h.get("eval_score") is not None})
+    if not scores:
+        return "no Elo measured: a --continuous run has no gate;\nadd --eval-vs SPEC to measure each candidate"
+    return (f"no finite Elo: each --eval-vs match was a clean sweep\n(score {' or '.join(f'{s:g}' for s in scores)}; "
+            "its game count, which would bound it, was not recorded)")
 
 
 class Terminated(KeyboardInterrupt):
@@ -819,14 +835,18 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
 
 
 def gate_elo_gain(result: dict) -> float:
-    """The Elo a gate match adds to the run's curve: its estimate, or for a
-    clean sweep (an infinite estimate) the score with half a game given to the
-    loser, (n - 1/2) / n. Why not the sweep's 95 % bound: for a few games it
-    lies on the wrong side of 0 (a 2-0 win read -291)."""
-    if result["elo"] is not None or result["score"] is None:
-        return result["elo"] or 0.0
-    n = result["games"]
-    return elo_from_score((n - 0.5) / n if result["score"] >= 0.5 else 0.5 / n)
+    """The Elo a gate match adds to the run's curve (0 without one: --continuous)."""
+    return 0.0 if result["score"] is None else finite_elo(result["elo"], result["score"], result["games"])
+
+
+def finite_elo(elo: float | None, score: float, games: int) -> float:
+    """A match's Elo on a curve: its estimate, or for a clean sweep (an infinite
+    estimate, stored as None) the score with half a game given to the loser,
+    (n - 1/2) / n. Why not the sweep's 95 % bound: for a few games it lies on
+    the wrong side of 0 (a 2-0 win read -291)."""
+    if elo is not None:
+        return elo
+    return elo_from_score((games - 0.5) / games if score >= 0.5 else 0.5 / games)
 
 
 def _finite(x):
