@@ -70,6 +70,7 @@ def test_a_negative_seed_is_refused(command, argv, capsys):
 
 @pytest.mark.parametrize("command,argv", [
     ("selfplay.nboard", ["--player", "human"]), ("selfplay.solve", ["/no/such.obf", "--player", "human"]),
+    ("selfplay.nboard", ["--player", "endgame:4:human"]),  # interactive however wrapped
 ])
 def test_a_human_is_refused_where_no_one_can_answer(command, argv, tmp_path, capsys):
     if command == "selfplay.solve":
@@ -77,7 +78,7 @@ def test_a_human_is_refused_where_no_one_can_answer(command, argv, tmp_path, cap
         obf.write_text("-" * 27 + "XO------OX" + "-" * 27 + " X;\n")
         argv = [str(obf)] + argv[1:]
     code, err = _run(_command(command), argv, capsys)
-    assert code == 2 and "'human'" in err and "a human cannot play here" in err
+    assert code == 2 and "human'" in err and "a human cannot play here" in err
 
 
 def test_a_device_this_machine_lacks_is_one_line_naming_the_flag():

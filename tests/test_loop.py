@@ -120,3 +120,43 @@ def test_grow_deepens_and_widens_the_warm_start_without_changing_its_play(tmp_pa
             RunConfig.from_args(BASE + [f"--grow-{flag}", "1"]).check()
     old = RunConfig.from_json({"init": "random", "out": "x"})
     assert (old.grow_blocks, old.grow_width) == (0, 0), "runs from before the flags"
+
+
+def test_a_run_resumes_from_another_folder_with_its_init_named_another_way(tmp_path, monkeypatch):
+    """config.json saves --init absolute, so a resume from another folder compares
+    the right file; an older run's path, saved relative to a folder it did not
+    record, is matched by the file's name where it names no file from here."""
+    from othello_learn.models.nets import NetConfig, build_network, save_network
+
+    for stage in ("self_play", "train", "gate"):
+        monkeypatch.setattr(rl_loop, stage, lambda cfg, gen: None)
+    monkeypatch.setattr(rl_loop, "commit", lambda cfg, gen, log=None: rl_loop.read_state(cfg.out / "state.json"))
+    repo, elsewhere, out = tmp_path / "repo", tmp_path / "elsewhere", tmp_path / "rl"
+    (repo / "checkpoints").mkdir(parents=True)
+    elsewhere.mkdir()
+    net = build_network(NetConfig("resnet", encoder="raw", blocks=1, width=8, value_head=True))
+    for folder in (repo, elsewhere):
+        save_network(net, folder / "checkpoints" / "warm.pt" if folder == repo else folder / "warm.pt")
+    save_network(net, elsewhere / "other.pt")
+
+    def loop(init):
+        return rl_loop.main(["--init", init, "--out", str(out), "--generations", "1", "--logger", "none", "--quiet"])
+
+    monkeypatch.chdir(repo)
+    assert loop("checkpoints/warm.pt") == 0
+    assert json.loads((out / "config.json").read_text())["init"] == str(repo / "checkpoints" / "warm.pt")
+    monkeypatch.chdir(elsewhere)
+    assert loop(str(repo / "checkpoints" / "warm.pt")) == 0 and loop("../repo/checkpoints/warm.pt") == 0
+    with pytest.raises(UserError, match=r"different init \(init='/"):
+        loop("warm.pt")  # the same name, but the saved file is there to compare: another file
+
+    # A run folder from before: its init as given, relative to the folder it was started from.
+    saved = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**saved, "init": "checkpoints/warm.pt"}))
+    assert loop(str(repo / "checkpoints" / "warm.pt")) == 0 and loop("warm.pt") == 0
+    with pytest.raises(UserError, match=r"different init \(init='checkpoints/warm.pt'\)"):
+        loop("other.pt")
+    monkeypatch.chdir(repo)  # from where the saved path names a file, that file it is
+    with pytest.raises(UserError, match="different init"):
+        loop(str(elsewhere / "warm.pt"))
+    assert loop("checkpoints/warm.pt") == 0

@@ -5,9 +5,12 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shutil
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -174,6 +177,31 @@ def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     assert list(rl_loop.elo_series([rec])) == ["candidate's 1-ply policy vs random"]
 
 
+def test_a_generation_reports_its_matches_games_and_rounded_scores(tmp_path, capsys):
+    """The gate score printed to 3 decimals as the eval score is (not 0.3333333333333333);
+    the --eval-vs record has the match's games and W/D/L, None when the gate file
+    was written before they were kept."""
+    out = tmp_path / "rl"
+    argv = LOOP + ["--out", str(out), "--logger", "none", "--generations", "1", "--gate-games", "3",
+                   "--eval-vs", "random", "--eval-games", "4"]
+    code, err = cli(argv, capsys)
+    rec = json.loads((out / "stats" / "gen_0001.json").read_text())
+    assert code == 0 and re.search(rf"gate score {rec['gate_score']:.3f}, (promoted|kept best);", err), err
+    assert rec["eval_games"] == 4 and rec["eval_wins"] + rec["eval_draws"] + rec["eval_losses"] == 4
+    assert rec["eval_score"] == (rec["eval_wins"] + rec["eval_draws"] / 2) / 4
+    # Generation 1 committed again from a gate file of before the counts.
+    gate = json.loads((out / "stats" / "gen_0001_gate.json").read_text())
+    gate["eval_vs"] = {k: v for k, v in gate["eval_vs"].items() if k not in ("games", "wins", "draws", "losses")}
+    (out / "stats" / "gen_0001_gate.json").write_text(json.dumps(gate))
+    state = json.loads((out / "state.json").read_text())
+    (out / "state.json").write_text(json.dumps({**state, "generation": 0, "best": "nets/gen_0000.pt", "elo_best": 0.0,
+                                                "trainee": "nets/gen_0000.pt", "history": [],
+                                                "resign_threshold": rec["resign_threshold"]}))
+    rl_loop.commit(rl_loop.RunConfig.from_args(argv), 1)
+    old = json.loads((out / "stats" / "gen_0001.json").read_text())
+    assert old["eval_games"] is None and old["eval_wins"] is None and old["eval_score"] == rec["eval_score"]
+
+
 def test_a_continuous_run_plots_its_eval_matches_with_their_intervals():
     hist = [{"generation": g, "gate_score": None, "elo_candidate": 0.0, "promoted": True, "elo_best": 0.0,
              "eval_vs": "policy:x.pt", "eval_elo": elo, "eval_elo_low": elo - 40, "eval_elo_high": elo + 50}
@@ -193,6 +221,58 @@ def test_a_run_with_nothing_to_plot_says_so_without_a_warning(tmp_path):
         warnings.simplefilter("error")
         rl_loop.plot_elo(hist, tmp_path / "elo.png")
     assert (tmp_path / "elo.png").stat().st_size > 1000
+
+
+def _drawn(history, tmp_path, monkeypatch):
+    """plot_elo's figure, drawn and kept open: (figure, axes)."""
+    figures = []
+    monkeypatch.setattr(rl_loop, "save_figure", lambda fig, path, dpi: figures.append(fig))
+    rl_loop.plot_elo(history, tmp_path / "elo.png")
+    figures[0].canvas.draw()
+    return figures[0], figures[0].axes[0]
+
+
+def test_a_continuous_runs_clean_sweeps_are_plotted_or_explained(tmp_path, monkeypatch):
+    """A sweep's Elo is infinite (None in the record): counted as the gate counts
+    one, (n - 1/2) / n, where the record has its game count; where it has not, the
+    figure says the matches were sweeps, not that no --eval-vs was given."""
+    import warnings
+
+    from othello_learn.selfplay.elo import elo_from_score
+
+    sweep = {"gate_score": None, "elo_candidate": 0.0, "promoted": True, "elo_best": 0.0, "eval_vs": "random",
+             "eval_score": 1.0, "eval_elo": None, "eval_elo_high": None}
+    hist = [{**sweep, "generation": 1, "eval_games": 4, "eval_elo_low": -72.0},
+            {**sweep, "generation": 2, "eval_games": 4, "eval_elo_low": -72.0, "eval_score": 0.75, "eval_elo": 190.8,
+             "eval_elo_high": 400.0}]
+    (gens, elo, bars), = rl_loop.elo_series(hist).values()
+    assert gens == [1, 2] and elo == [pytest.approx(elo_from_score(3.5 / 4)), 190.8]
+    assert bars[0] == [pytest.approx(elo[0] + 72), pytest.approx(190.8 + 72)]
+    assert bars[1] == [0.0, pytest.approx(400 - 190.8)], "no upper bound: no bar up"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig, ax = _drawn(hist, tmp_path, monkeypatch)
+    assert not ax.texts and ax.get_legend() is not None
+    old = [{**sweep, "generation": g} for g in (1, 2)]  # before the game count was recorded
+    assert rl_loop.elo_series(old) == {}
+    fig, ax = _drawn(old, tmp_path, monkeypatch)
+    text = ax.texts[0].get_text()
+    assert "clean sweep" in text and "score 1" in text and "add --eval-vs" not in text, text
+    fig, ax = _drawn([{k: v for k, v in h.items() if not k.startswith("eval")} for h in old], tmp_path, monkeypatch)
+    assert "add --eval-vs" in ax.texts[0].get_text()
+    rl_loop.pyplot().close("all")
+
+
+@pytest.mark.parametrize("gated", [False, True])
+def test_the_elo_figure_has_whole_generations_and_its_whole_axis_label(tmp_path, monkeypatch, gated):
+    hist = [{"generation": g, "gate_score": 0.6 if gated else None, "elo_candidate": 10.0 * g, "promoted": True,
+             "elo_best": 10.0 * g, "eval_vs": "random", "eval_score": 0.6, "eval_elo": 70.0, "eval_elo_low": 20.0,
+             "eval_elo_high": 120.0} for g in (1, 2, 3)]
+    fig, ax = _drawn(hist, tmp_path, monkeypatch)
+    assert all(float(t).is_integer() for t in ax.get_xticks()), ax.get_xticks()
+    label = ax.yaxis.label.get_window_extent()
+    assert 0 <= label.y0 and label.y1 <= fig.bbox.height, "the label fits the figure's height"
+    rl_loop.pyplot().close(fig)
 
 
 def test_a_gated_run_plots_its_best_network_curve():
@@ -305,7 +385,7 @@ def rl_run(tmp_path_factory):
 
 def test_sigterm_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
     """``kill`` (a scheduler ending the job) unwinds like Ctrl-C: exit 143, the
-    generation the rerun resumes from, nothing half-written, the handler given back."""
+    generation the rerun resumes from, nothing half-written, the handlers given back."""
     out = tmp_path / "rl"
     real, calls = rl_loop.play_games, []
 
@@ -316,9 +396,9 @@ def test_sigterm_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
         return real(*a, **k)
 
     monkeypatch.setattr(rl_loop, "play_games", killed_in_the_second_part)
-    handler = signal.getsignal(signal.SIGTERM)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     code, err = cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)
-    assert signal.getsignal(signal.SIGTERM) == handler
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
     assert code == 143 and "terminated; rerun the same command to resume from generation 1" in err, err
     assert "Traceback" not in err and not [f for f in _files(out) if f.endswith(".tmp")]
     assert len(list((out / "games" / "gen_0001").glob("part_*.npz"))) == 1, "the finished part is kept"
@@ -372,6 +452,53 @@ def test_a_failing_worker_is_named_and_the_finished_parts_are_kept(tmp_path, cap
     assert "self-play worker: error: " in err and "a_file" in err and "Traceback" not in err, err
     assert len(SelfPlayGames.load(todo[0][0]).winner) == 2
     assert (tmp_path / "a_file").read_text() == "mine"
+
+
+def _workers_started(pid: int) -> bool:
+    """Whether the loop ``pid`` has spawned its two self-play workers (Linux's /proc)."""
+    found = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            found += parent == pid and b"spawn_main" in (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):  # a process that ended meanwhile
+            pass
+    return found == 2
+
+
+@pytest.mark.parametrize("sig,code,when,to", [
+    (signal.SIGINT, 130, "importing", ("group",)),  # a terminal's Ctrl-C as the workers start
+    (signal.SIGTERM, 143, "playing", ("process", "group")),  # timeout -s TERM: the process, then its group
+])
+def test_a_signal_to_the_whole_process_group_stops_the_workers_quietly(tmp_path, sig, code, when, to):
+    """The signal reaches the workers as well as the main process, which then
+    stops them with its own: one stops each process, the rest are ignored, and a
+    worker still importing gets it once it can stop quietly. The main process's
+    one line, and no worker's traceback or leaked semaphore."""
+    out = tmp_path / "rl"
+    argv = LOOP + ["--out", str(out), "--logger", "none", "--workers", "2", "--games", "60", "--parallel", "3",
+                   "--generations", "1"]
+    proc = subprocess.Popen([sys.executable, str(Path(rl_loop.__file__).parents[2] / "selfplay" / "loop.py"), *argv],
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        while not (_workers_started(proc.pid) if when == "importing" else
+                   list((out / "games" / "gen_0001").glob("part_*.npz"))):
+            assert proc.poll() is None and time.monotonic() < deadline, f"the workers were never {when}"
+            time.sleep(0.02)
+        if when == "importing":
+            time.sleep(0.2)  # into their imports (seconds of torch)
+        for whom in to:
+            os.kill(proc.pid, sig) if whom == "process" else os.killpg(proc.pid, sig)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == code and "rerun the same command to resume from generation 1" in err, err
+    assert "Traceback" not in err and "leaked" not in err and "Process self-play" not in err, err
+    assert len(list((out / "games" / "gen_0001").glob("part_*.npz"))) < 20, "stopped while playing"
 
 
 @pytest.mark.parametrize("requested,device,threads,parts,expected", [
@@ -459,6 +586,19 @@ def test_loop_refuses_bad_settings_before_any_work(tmp_path, capsys, flag, value
     code, err = cli(argv, capsys)
     assert code == 2 and err.count("\n") == 1, err
     assert flag in err and "Traceback" not in err
+    assert not out.exists(), "nothing written"
+
+
+@pytest.mark.parametrize("spec", ["human", "human:{ckpt}", "endgame:4:human"])
+def test_loop_refuses_a_human_eval_opponent_before_any_work(tmp_path, capsys, tiny_net, spec):
+    """A human (with hints, or wrapped) would be asked for moves a generation in,
+    and a quit would end the run with a traceback: refused up front, naming the flag."""
+    save_network(tiny_net, tmp_path / "hints.pt")
+    out = tmp_path / "rl"
+    code, err = cli(LOOP + ["--out", str(out), "--logger", "none", "--eval-vs",
+                            spec.format(ckpt=tmp_path / "hints.pt")], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--eval-vs: player spec" in err and "a human cannot play in the loop" in err and "Traceback" not in err
     assert not out.exists(), "nothing written"
 
 

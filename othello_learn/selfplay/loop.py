@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 import typing
 import zipfile
@@ -36,7 +37,7 @@ import numpy as np
 import torch
 
 from othello.files import (ArgumentParser, Terminated, UserError, atomic_write, check_output, describe_os_error,
-                           one_line, raise_terminated, run_main, sigterm_raises)
+                           one_line, run_main)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
@@ -48,7 +49,7 @@ from othello_learn.selfplay.gumbel import GumbelConfig
 from othello_learn.selfplay.learner import train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
 from othello_learn.selfplay.nn_players import PolicyPlayer, search_player
-from othello_learn.selfplay.registry import make_player
+from othello_learn.selfplay.registry import make_program
 from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
 
 RANDOM_INIT = {"arch": "resnet", "encoder": "raw", "blocks": 6, "width": 64, "value_head": True}
@@ -178,10 +179,7 @@ class RunConfig:
         def same(name, now, then):
             if now == then:
                 return True
-            try:  # one file given by another path (absolute, from another folder)
-                return name == "init" and now is not None and then is not None and os.path.samefile(now, then)
-            except OSError:
-                return False
+            return name == "init" and None not in (now, then) and "random" not in (now, then) and same_init(now, then)
 
         return [f.name for f in dataclasses.fields(self)
                 if not f.metadata["resumable"] and not same(f.name, getattr(self, f.name), getattr(saved, f.name))]
@@ -211,9 +209,28 @@ class RunConfig:
             raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         if self.eval_vs:
             try:
-                make_player(self.eval_vs).check()
+                eval_opponent(self.eval_vs).check()
             except UserError as e:
                 raise UserError(f"--eval-vs: {e}") from e
+
+
+def eval_opponent(spec: str):
+    """The --eval-vs player: a program, since the loop runs unattended (a human
+    would be asked for moves a whole generation in, and end the run on a quit)."""
+    return make_program(spec, "in the loop (it runs unattended)")
+
+
+def same_init(given: str, saved: str) -> bool:
+    """Whether a resumed run's --init names the checkpoint in its config.json:
+    the same file by any path, or, where the saved path names no file from
+    here, a file of the same name. New runs save the absolute path, but older
+    ones saved it as given, relative to a folder they did not record (and a
+    file may have moved since); the checkpoint only made generation 0, which
+    the run keeps (nets/gen_0000.pt), so its name is all that is left to check."""
+    try:
+        return os.path.samefile(given, saved)
+    except OSError:
+        return not os.path.exists(saved) and Path(given).name == Path(saved).name
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -349,7 +366,9 @@ def elo_series(history: list[dict]) -> dict[str, tuple[list, list, list | None]]
 
     A --continuous run has no gate, so its best-network curve would be a flat 0: it
     draws only its --eval-vs match, the one measure it has, with each match's interval
-    (when every record has one), which shows how much of the zigzag is noise."""
+    (none on the side of a bound past score 0 or 1, or one an old record lacks), which shows
+    how much of the zigzag is noise. A clean sweep is counted as the gate's is
+    (``finite_elo``) where the record has its game count (since 2026-11-25), else left out."""
     out = {}
     gated = [h for h in history if h.get("gate_score") is not None]
     if gated or not history:
@@ -357,17 +376,21 @@ def elo_series(history: list[dict]) -> dict[str, tuple[list, list, list | None]]
         out["best network"] = ([0] + [h["generation"] for h in history], [0.0] + [h["elo_best"] for h in history], None)
         out["candidate (gating match)"] = ([h["generation"] for h in gated], [h["elo_candidate"] for h in gated], None)
         out["promoted"] = ([h["generation"] for h in promoted], [h["elo_best"] for h in promoted], None)
-    evals = [h for h in history if h.get("eval_elo") is not None]
+    evals = [h for h in history if h.get("eval_elo") is not None or h.get("eval_games")]
     if evals:
+        elo = [finite_elo(h.get("eval_elo"), h.get("eval_score"), h.get("eval_games")) for h in evals]
+        low, high = ([h.get(f"eval_elo_{side}") for h in evals] for side in ("low", "high"))
         bars = None
-        if all(h.get("eval_elo_low") is not None and h.get("eval_elo_high") is not None for h in evals):
-            bars = [[h["eval_elo"] - h["eval_elo_low"] for h in evals], [h["eval_elo_high"] - h["eval_elo"] for h in evals]]
-        out[f"candidate's 1-ply policy vs {evals[-1]['eval_vs']}"] = (
-            [h["generation"] for h in evals], [h["eval_elo"] for h in evals], bars)
+        if any(x is not None for x in low + high):
+            bars = [[0.0 if lo is None else e - lo for e, lo in zip(elo, low)],
+                    [0.0 if hi is None else hi - e for e, hi in zip(elo, high)]]
+        out[f"candidate's 1-ply policy vs {evals[-1]['eval_vs']}"] = ([h["generation"] for h in evals], elo, bars)
     return out
 
 
 def plot_elo(history: list[dict], path: Path) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     plt = pyplot()
     styles = {"best network": dict(fmt="o-"), "candidate (gating match)": dict(fmt="x", color="gray"),
               "promoted": dict(fmt="o", color="green")}
@@ -378,23 +401,61 @@ def plot_elo(history: list[dict], path: Path) -> None:
         ax.errorbar(gens, elo, yerr=bars, label=label, **style)
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xlabel("generation")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no generation 1.5
     ax.set_ylabel("Elo (relative to the initial network)" if "best network" in series
-                  else "Elo against the --eval-vs opponent (95 % interval where recorded)")
+                  else "Elo against the --eval-vs opponent")
     ax.grid(alpha=0.3)
     if series:
         ax.legend()
-    else:  # a --continuous run without --eval-vs measures no Elo: say so on the figure
-        ax.text(0.5, 0.5, "no Elo measured: a --continuous run has no gate;\nadd --eval-vs SPEC to measure each candidate",
-                ha="center", va="center", transform=ax.transAxes)
+    else:  # a --continuous run whose Elo is nowhere finite: say why on the figure
+        ax.text(0.5, 0.5, _no_elo_why(history), ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 
 
+def _no_elo_why(history: list[dict]) -> str:
+    """Why a --continuous run's plot is empty: no --eval-vs match, or only clean
+    sweeps from records without their game count, whose Elo is unbounded."""
+    scores = sorted({h["eval_score"] for h in history if h.get("eval_score") is not None})
+    if not scores:
+        return "no Elo measured: a --continuous run has no gate;\nadd --eval-vs SPEC to measure each candidate"
+    return (f"no finite Elo: each --eval-vs match was a clean sweep\n(score {' or '.join(f'{s:g}' for s in scores)}; "
+            "its game count, which would bound it, was not recorded)")
+
+
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+class _StopOnce:
+    """A SIGINT / SIGTERM handler that raises KeyboardInterrupt / Terminated at
+    the first of them and ignores the rest: ``timeout`` signals the process and
+    then its group, and a self-play worker gets the main process's stop after
+    the group's signal, so a second exception would break into the unwinding the
+    first began (a traceback from an exit function, a leaked semaphore, workers
+    left unjoined). It ignores them itself, where SIG_IGN would not do: Python
+    raises "Signal N ignored due to race condition" for a signal that arrives as
+    the handler is swapped. ``done`` set: all are ignored."""
+
+    def __init__(self):
+        self.done = False
+
+    def __call__(self, signum, frame):
+        if not self.done:
+            self.done = True
+            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     cfg = RunConfig.from_args(argv)
+    previous = {}
+    # Python lets only the main thread set handlers (main() may be called from another, e.g. a notebook's).
+    if threading.current_thread() is threading.main_thread():
+        stop = _StopOnce()
+        # SIGINT only where it is Python's Ctrl-C: a background job's is ignored, and stays so.
+        previous = {sig: signal.signal(sig, stop) for sig in sorted(_STOP_SIGNALS)
+                    if sig == signal.SIGTERM or signal.getsignal(sig) is signal.default_int_handler}
     try:
-        with sigterm_raises():  # SIGTERM unwinds as Ctrl-C does: self-play workers stopped
-            run(cfg)
+        run(cfg)  # a stop signal unwinds as Ctrl-C does: self-play workers stopped, nothing half-written
     except KeyboardInterrupt as e:
         # Everything is written atomically, so the rerun finds only whole files.
         g = min(committed_generation(cfg.out) + 1, cfg.generations)
@@ -402,6 +463,9 @@ def main(argv=None) -> int:
         print(f"{Path(sys.argv[0]).name}: {what}; rerun the same command to resume from generation {g}",
               file=sys.stderr)
         return code
+    finally:
+        for sig, handler in previous.items():  # None: a handler not set from Python, which cannot be put back
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
     return 0
 
 
@@ -466,6 +530,8 @@ def open_run(cfg: RunConfig) -> dict:
     net = initial_network(cfg)
     if cfg.search is None:
         cfg.search = DEFAULT_SEARCH
+    if cfg.init != "random":  # saved absolute: a resume from another folder finds the same file
+        cfg.init = os.path.abspath(cfg.init)
     if not cfg_path.exists():
         write_json(cfg_path, cfg.to_json())
     save_network(net, out / "nets" / "gen_0000.pt")
@@ -568,10 +634,15 @@ def _play_into(ev: Evaluator, search, sp: SelfPlayConfig, parts: list, progress:
 def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list, threads: int) -> None:
     """A worker process: its share of the parts, each the same games as the
     main process would play for it. Errors are one line and exit status 2
-    (the main process names the worker); Ctrl-C or SIGTERM exits quietly (a
-    worker killed outright would leave its semaphores behind)."""
-    signal.signal(signal.SIGTERM, raise_terminated)
+    (the main process names the worker); a stop signal exits quietly (a
+    worker killed outright would leave its semaphores behind), and reporting
+    it is the main process's business. The worker starts with the stop signals
+    blocked (``_play_parts_in_workers``): one sent while it imports waits here."""
+    stop = _StopOnce()
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, stop)
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # one that came meanwhile is raised here
         torch.set_num_threads(threads)
         dev = torch.device(device)
         _play_into(Evaluator(load_net(best, dev, COMMITTED).to(dev), dev), search, sp, parts, progress=False)
@@ -580,6 +651,8 @@ def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list
     except (UserError, OSError) as e:
         print(f"self-play worker: error: {describe_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
         sys.exit(2)
+    finally:  # nothing left to stop: a late signal must not break into the exit
+        stop.done = True
 
 
 def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo: list, workers: int,
@@ -588,7 +661,12 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
     written atomically as it finishes, so a crash or Ctrl-C keeps the finished
     ones, and on either the workers are stopped at once (nothing queued plays
     on). Spawned, not forked: a fork of a process whose torch threads are
-    running can deadlock."""
+    running can deadlock. They start with SIGINT and SIGTERM blocked (a spawned
+    process inherits the mask) and unblock them once they can stop quietly:
+    a signal to the whole process group during their seconds of imports would
+    otherwise print a traceback, and the main process's stop could be lost."""
+    from multiprocessing import resource_tracker
+
     from tqdm.auto import tqdm
 
     ctx = multiprocessing.get_context("spawn")
@@ -597,8 +675,14 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
     bar = tqdm(total=sum(n for _, n, _ in todo), unit="game", desc=f"self-play ({workers} processes)",
                disable=cfg.quiet)
     try:
-        for proc in procs:
-            proc.start()
+        # Started first: starting the resource tracker unblocks the two signals (and so would undo this block).
+        resource_tracker.ensure_running()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            for proc in procs:
+                proc.start()
+        finally:  # one that came meanwhile is delivered here
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         while any(proc.is_alive() for proc in procs):
             time.sleep(0.2)
             bar.update(sum(n for path, n, _ in todo if path.exists()) - bar.n)  # a part file is whole
@@ -615,8 +699,8 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
                 os.kill(proc.pid, signal.SIGINT)
         for proc in (proc for proc in procs if proc.pid is not None):  # started
             proc.join(timeout=30)
-            if proc.is_alive():
-                proc.terminate()
+            if proc.is_alive():  # stuck: it ignores signals once stopping
+                proc.kill()
                 proc.join()
         bar.close()
 
@@ -671,10 +755,11 @@ def gate(cfg: RunConfig, gen: int) -> Path:
         result = {"games": r.games, "wins": r.wins, "draws": r.draws, "losses": r.losses, "score": r.score,
                   "elo": _finite(elo), "elo_low": _finite(lo), "elo_high": _finite(hi)}
     if cfg.eval_vs:
-        r = play_match(PolicyPlayer(cand, dev), make_player(cfg.eval_vs), cfg.eval_games, seed=seeds["eval"],
+        r = play_match(PolicyPlayer(cand, dev), eval_opponent(cfg.eval_vs), cfg.eval_games, seed=seeds["eval"],
                        progress=not cfg.quiet)
         elo, lo, hi = r.elo()
-        result["eval_vs"] = {"spec": cfg.eval_vs, "score": r.score, "elo": _finite(elo), "elo_low": _finite(lo),
+        result["eval_vs"] = {"spec": cfg.eval_vs, "games": r.games, "wins": r.wins, "draws": r.draws,
+                             "losses": r.losses, "score": r.score, "elo": _finite(elo), "elo_low": _finite(lo),
                              "elo_high": _finite(hi)}
     write_json(p["gate"], result)
     return p["gate"]
@@ -721,11 +806,11 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
         "seeds": generation_seeds(cfg, gen),
     }
     if "eval_vs" in result:
-        record["eval_vs"] = result["eval_vs"]["spec"]
-        record["eval_score"] = result["eval_vs"]["score"]
-        record["eval_elo"] = result["eval_vs"]["elo"]
-        record["eval_elo_low"] = result["eval_vs"].get("elo_low")  # absent in gate files from before 2026-11-24
-        record["eval_elo_high"] = result["eval_vs"].get("elo_high")
+        ev = result["eval_vs"]
+        record["eval_vs"], record["eval_score"], record["eval_elo"] = ev["spec"], ev["score"], ev["elo"]
+        # Absent in gate files from before 2026-11-24 (the interval) and 2026-11-25 (the games): None.
+        for key in ("elo_low", "elo_high", "games", "wins", "draws", "losses"):
+            record[f"eval_{key}"] = ev.get(key)
     write_json(p["record"], record)
     state = {**state, "generation": gen, "trainee": f"nets/{p['tag']}.pt",
              "best": f"nets/{p['tag']}.pt" if promoted else state["best"], "elo_best": record["elo_best"],
@@ -735,7 +820,7 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
     if log is not None:
         log.log({k: v for k, v in record.items() if isinstance(v, (int, float)) and v is not None}, step=gen)
     plot_elo(state["history"], cfg.out / "elo.png")
-    gated = (f"gate score {result['score']}, {'promoted' if promoted else 'kept best'}"
+    gated = (f"gate score {result['score']:.3f}, {'promoted' if promoted else 'kept best'}"
              if result["score"] is not None else "no gate (--continuous)")
     evaluated = f"; 1-ply vs {record['eval_vs']}: {record['eval_score']:.3f}" if "eval_vs" in record else ""
     print(f"generation {gen}: {n} games ({record['black_wins']:.0%} black wins, {record['resigned']:.0%} resigned), "
@@ -744,14 +829,18 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
 
 
 def gate_elo_gain(result: dict) -> float:
-    """The Elo a gate match adds to the run's curve: its estimate, or for a
-    clean sweep (an infinite estimate) the score with half a game given to the
-    loser, (n - 1/2) / n. Why not the sweep's 95 % bound: for a few games it
-    lies on the wrong side of 0 (a 2-0 win read -291)."""
-    if result["elo"] is not None or result["score"] is None:
-        return result["elo"] or 0.0
-    n = result["games"]
-    return elo_from_score((n - 0.5) / n if result["score"] >= 0.5 else 0.5 / n)
+    """The Elo a gate match adds to the run's curve (0 without one: --continuous)."""
+    return 0.0 if result["score"] is None else finite_elo(result["elo"], result["score"], result["games"])
+
+
+def finite_elo(elo: float | None, score: float, games: int) -> float:
+    """A match's Elo on a curve: its estimate, or for a clean sweep (an infinite
+    estimate, stored as None) the score with half a game given to the loser,
+    (n - 1/2) / n. Why not the sweep's 95 % bound: for a few games it lies on
+    the wrong side of 0 (a 2-0 win read -291)."""
+    if elo is not None:
+        return elo
+    return elo_from_score((games - 0.5) / games if score >= 0.5 else 0.5 / games)
 
 
 def _finite(x):

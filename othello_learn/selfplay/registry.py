@@ -95,10 +95,16 @@ def make_player(spec: str):
     return player
 
 
-def make_program(spec: str):
-    """``make_player`` for commands whose stdin is not the player's: the NBoard engine
-    speaks its protocol there and solve reads no input, so ``human`` is refused."""
-    if spec.strip().split(":")[0] == "human":
-        raise PlayerSpecError(f"player spec {spec!r}: a human cannot play here (this command has no board to "
-                              "show); pick a program: random, greedy, alphabeta:D, policy:CKPT, ...")
-    return make_player(spec)
+def make_program(spec: str, where: str = "here (this command has no board to show)"):
+    """``make_player`` for commands where no person can play: the NBoard engine speaks
+    its protocol on stdin, solve reads no input, the RL loop runs unattended. Any
+    interactive player is refused, however wrapped (``human``, ``human:CKPT``,
+    ``endgame:E:human``, a registered kind that sets ``interactive``): it would ask
+    for moves where nobody answers, after the work before its first match."""
+    player = make_player(spec)
+    if getattr(player, "interactive", False):
+        if hasattr(player, "close"):
+            player.close()
+        raise PlayerSpecError(f"player spec {spec!r}: a human cannot play {where}; pick a program: random, greedy, "
+                              "alphabeta:D, policy:CKPT, ...")
+    return player
