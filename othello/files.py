@@ -6,7 +6,7 @@ leaves a truncated file under the real name) and runs under ``run_main``, which
 turns a ``UserError`` (bad input: a file, a game, a setting) or an OS error
 (missing file, no space left) into one line on stderr and exit status 2, with
 the traceback only under ``--debug``; Ctrl-C is exit 130, and SIGTERM, where a
-command turns it into ``Terminated`` (``sigterm_raises``), 143.
+command turns it into ``Terminated`` (``stop_signals_raise``), 143.
 """
 
 from __future__ import annotations
@@ -142,23 +142,43 @@ class Terminated(KeyboardInterrupt):
     A KeyboardInterrupt, so no ``except Exception`` on the way swallows it."""
 
 
-def raise_terminated(signum, frame):
-    """A SIGTERM handler (``signal.signal``) that raises ``Terminated``."""
-    raise Terminated
+class StopOnce:
+    """A SIGINT / SIGTERM handler that raises KeyboardInterrupt / ``Terminated`` at the
+    first of them and ignores the rest. ``timeout`` signals a process and then its group,
+    and a worker process gets its parent's stop after the group's signal: a second
+    exception would break into the unwinding the first began (a traceback from an exit
+    function, a leaked semaphore, a half-written file's clean-up cut short). It ignores
+    them itself, where SIG_IGN would not do: Python raises "Signal N ignored due to race
+    condition" for a signal that arrives as the handler is swapped. ``done`` set: all are
+    ignored (a process with nothing left to stop)."""
+
+    def __init__(self):
+        self.done = False
+
+    def __call__(self, signum, frame):
+        if not self.done:
+            self.done = True
+            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 @contextmanager
-def sigterm_raises():
-    """SIGTERM raises ``Terminated`` inside the block; the previous handler is back after it.
-    Python lets only the main thread set handlers (a command's ``main`` may be called from
-    another, a notebook's say): there the block runs with SIGTERM as it was."""
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main else None
+def stop_signals_raise(signals=(signal.SIGTERM,)):
+    """Inside the block the first of ``signals`` raises (``StopOnce``), so a command
+    unwinds as on Ctrl-C: nothing half-written, what is done kept; the previous handlers
+    are back after it. SIGINT is taken only where it is Python's Ctrl-C (a background
+    job's is ignored, and stays so). Python lets only the main thread set handlers (a
+    command's ``main`` may be called from another, a notebook's say): there the block
+    runs with the handlers as they were."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        stop = StopOnce()
+        previous = {sig: signal.signal(sig, stop) for sig in sorted(signals)
+                    if sig != signal.SIGINT or signal.getsignal(sig) is signal.default_int_handler}
     try:
         yield
     finally:
-        if in_main:  # None: a handler not set from Python, which cannot be put back
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        for sig, handler in previous.items():  # None: a handler not set from Python, which cannot be put back
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:

@@ -26,7 +26,6 @@ import multiprocessing
 import os
 import signal
 import sys
-import threading
 import time
 import typing
 import zipfile
@@ -36,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import (ArgumentParser, Terminated, UserError, atomic_write, check_output, describe_os_error,
-                           one_line, run_main)
+from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atomic_write, check_output,
+                           describe_os_error, one_line, run_main, stop_signals_raise)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
@@ -426,46 +425,20 @@ def _no_elo_why(history: list[dict]) -> str:
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-class _StopOnce:
-    """A SIGINT / SIGTERM handler that raises KeyboardInterrupt / Terminated at
-    the first of them and ignores the rest: ``timeout`` signals the process and
-    then its group, and a self-play worker gets the main process's stop after
-    the group's signal, so a second exception would break into the unwinding the
-    first began (a traceback from an exit function, a leaked semaphore, workers
-    left unjoined). It ignores them itself, where SIG_IGN would not do: Python
-    raises "Signal N ignored due to race condition" for a signal that arrives as
-    the handler is swapped. ``done`` set: all are ignored."""
-
-    def __init__(self):
-        self.done = False
-
-    def __call__(self, signum, frame):
-        if not self.done:
-            self.done = True
-            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
-
-
 def main(argv=None) -> int:
     cfg = RunConfig.from_args(argv)
-    previous = {}
-    # Python lets only the main thread set handlers (main() may be called from another, e.g. a notebook's).
-    if threading.current_thread() is threading.main_thread():
-        stop = _StopOnce()
-        # SIGINT only where it is Python's Ctrl-C: a background job's is ignored, and stays so.
-        previous = {sig: signal.signal(sig, stop) for sig in sorted(_STOP_SIGNALS)
-                    if sig == signal.SIGTERM or signal.getsignal(sig) is signal.default_int_handler}
-    try:
-        run(cfg)  # a stop signal unwinds as Ctrl-C does: self-play workers stopped, nothing half-written
-    except KeyboardInterrupt as e:
-        # Everything is written atomically, so the rerun finds only whole files.
-        g = min(committed_generation(cfg.out) + 1, cfg.generations)
-        what, code = ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
-        print(f"{Path(sys.argv[0]).name}: {what}; rerun the same command to resume from generation {g}",
-              file=sys.stderr)
-        return code
-    finally:
-        for sig, handler in previous.items():  # None: a handler not set from Python, which cannot be put back
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+    # The first stop signal unwinds as Ctrl-C does (workers stopped); later ones, until the
+    # message below is out, are ignored.
+    with stop_signals_raise(_STOP_SIGNALS):
+        try:
+            run(cfg)
+        except KeyboardInterrupt as e:
+            # Everything is written atomically, so the rerun finds only whole files.
+            g = min(committed_generation(cfg.out) + 1, cfg.generations)
+            what, code = ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+            print(f"{Path(sys.argv[0]).name}: {what}; rerun the same command to resume from generation {g}",
+                  file=sys.stderr)
+            return code
     return 0
 
 
@@ -638,7 +611,7 @@ def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list
     worker killed outright would leave its semaphores behind), and reporting
     it is the main process's business. The worker starts with the stop signals
     blocked (``_play_parts_in_workers``): one sent while it imports waits here."""
-    stop = _StopOnce()
+    stop = StopOnce()
     for sig in _STOP_SIGNALS:
         signal.signal(sig, stop)
     try:

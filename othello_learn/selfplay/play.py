@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main, sigterm_raises
+from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main, stop_signals_raise
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
 from othello.states import last_actions
@@ -400,7 +400,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
 
     game = TerminalGame(opponent, args.colour == "black", inp, out, hint_net=hint_net,
                         show_policy=args.show_policy, seed=args.seed)
-    with sigterm_raises():  # also around the save: a SIGTERM there unwinds through atomic_write, no temp file left
+    with stop_signals_raise():  # also around the save: a SIGTERM there unwinds through atomic_write, no temp file left
         try:
             finished = game.play()
         except BaseException:
