@@ -556,7 +556,8 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         # What this generation's training reads from earlier ones, checked before the play, not after it.
         for path in _window_paths(cfg, gen):
             load_games(path, COMMITTED)
-        load_net(cfg.out / state["trainee"], torch.device("cpu"), COMMITTED)
+        if state["trainee"] != state["best"]:  # the same file was read just above
+            load_net(cfg.out / state["trainee"], torch.device("cpu"), COMMITTED)
         sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=state["resign_threshold"],
                             no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
         seeds = generation_seeds(cfg, gen)["self_play"]
