@@ -161,6 +161,44 @@ def test_training_lowers_the_loss(games, tiny_net, precision):
         train_network(build_network(NetConfig("reference", depth=1, width=4)), games, steps=1)
 
 
+def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp_path, monkeypatch):
+    """The loop's training saves its state (here after every step) and a rerun goes on from
+    it: the same batches, Adam moments and step count as a run never stopped, so the same
+    weights and losses. Other settings find the saved state and start over."""
+    import copy
+
+    from othello_learn.selfplay import learner
+
+    kw = dict(steps=6, batch_size=32, lr=3e-3, seed=5, precision="32-true")
+    whole = copy.deepcopy(tiny_net)
+    expected = train_network(whole, games, **kw)
+    state = tmp_path / "gen_0001.training"
+    real, calls = learner.to_device_batch, []
+
+    def killed_at_the_fourth_batch(*a):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(*a)
+
+    monkeypatch.setattr(learner, "to_device_batch", killed_at_the_fourth_batch)
+    resumed = copy.deepcopy(tiny_net)
+    with pytest.raises(KeyboardInterrupt):
+        train_network(resumed, games, **kw, state_path=state, save_every_s=0)
+    assert state.exists()  # three steps done and saved
+    monkeypatch.setattr(learner, "to_device_batch", real)
+    got = train_network(resumed, games, **kw, state_path=state, save_every_s=0)
+    for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)
+    assert {k: v for k, v in got.items() if k != "seconds"} == {k: v for k, v in expected.items() if k != "seconds"}
+
+    other = copy.deepcopy(tiny_net)  # a state saved for other settings is not used
+    train_network(other, games, **{**kw, "lr": 1e-3}, state_path=state)
+    fresh = copy.deepcopy(tiny_net)
+    train_network(fresh, games, **{**kw, "lr": 1e-3})
+    assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), fresh.state_dict().values()))
+
+
 def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     out = tmp_path / "rl"
     argv = LOOP + ["--out", str(out), "--logger", "none", "--continuous", "--generations", "1", "--eval-vs", "random",
@@ -724,6 +762,42 @@ def test_each_stage_resumes_from_its_files(run_copy, rl_run, capsys, monkeypatch
     cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(run_copy)])
     assert rl_loop.self_play(cfg, 2) == run_copy / "games" / "gen_0002.npz"
     assert rl_loop.train(cfg, 2) == run_copy / "nets" / "gen_0002.pt" and played == []
+
+
+def test_a_generation_killed_in_training_goes_on_from_its_saved_state(run_copy, rl_run, monkeypatch):
+    """A kill mid-training leaves nets/gen_N.training; the rerun goes on from it to the
+    network the uninterrupted run trained, and removes it. A damaged one is named."""
+    from othello_learn.models.nets import load_network
+    from othello_learn.selfplay import learner
+
+    (run_copy / "state.json").write_text(json.dumps(rl_run.state_at_interrupt))
+    for name in ("nets/gen_0002.pt", "stats/gen_0002_train.json"):
+        (run_copy / name).unlink()
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(run_copy)])
+    real_train, real_batch, calls = rl_loop.train_network, learner.to_device_batch, []
+    monkeypatch.setattr(rl_loop, "train_network", lambda *a, **k: real_train(*a, **k, save_every_s=0))
+
+    def killed_at_the_third_batch(*a):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_batch(*a)
+
+    monkeypatch.setattr(learner, "to_device_batch", killed_at_the_third_batch)
+    with pytest.raises(KeyboardInterrupt):
+        rl_loop.train(cfg, 2)
+    saved = run_copy / "nets" / "gen_0002.training"
+    assert saved.exists() and not (run_copy / "nets" / "gen_0002.pt").exists()
+    monkeypatch.setattr(learner, "to_device_batch", real_batch)
+    good = saved.read_bytes()
+    saved.write_bytes(good[: len(good) // 2])
+    with pytest.raises(rl_loop.UserError, match=r"gen_0002\.training.*delete it and rerun"):
+        rl_loop.train(cfg, 2)
+    saved.write_bytes(good)
+    rl_loop.train(cfg, 2)
+    assert not saved.exists()
+    again, first = load_network(run_copy / "nets" / "gen_0002.pt"), load_network(rl_run.out / "nets" / "gen_0002.pt")
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), first.state_dict().values()))
 
 
 def test_a_truncated_network_is_named(run_copy, capsys):

@@ -7,12 +7,17 @@ optimizer stay fp32."""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import torch
 
 from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays
 from othello_learn.models.losses import l2_penalty, move_losses
+from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
 
 from .selfplay import SelfPlayGames
 
@@ -37,9 +42,17 @@ def losses(net, batch: dict, l2: float) -> dict:
 
 def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,
                   device="cpu", seed: int = 0, symmetries: bool = True, progress: bool = False,
-                  precision: str = "auto") -> dict:
-    """``steps`` Adam steps on uniform samples of ``games``; returns mean losses.
-    ``precision``: "auto" (the fast path where supported), or a Lightning precision string."""
+                  precision: str = "auto", state_path=None, save_every_s: float = 60.0) -> dict:
+    """``steps`` Adam steps on uniform samples of ``games``; returns mean losses and the
+    training's ``seconds`` (across resumes).
+    ``precision``: "auto" (the fast path where supported), or a Lightning precision string.
+
+    With ``state_path``, the training state (weights, Adam's moments, both samplers, the
+    step, the running losses) is saved there every ``save_every_s`` seconds, and a call
+    that finds it goes on from it: a kill costs at most that much training, and the
+    resumed call draws the same batches and ends with the same weights as one that was
+    never stopped. A state saved for other settings or other games is ignored (and
+    replaced at the next save). The caller deletes the file once it has kept the result."""
     if getattr(net, "value_head", None) is None:
         raise ValueError("self-play training needs a network with a value head (arch: resnet, value_head: true)")
     precision = fastpath.resolve(precision, device)
@@ -49,9 +62,27 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
     rng = np.random.default_rng(seed)
     gen = torch.Generator(device=device).manual_seed(seed)
     totals: dict[str, float] = {}
+    start, seconds_before = 0, 0.0
+    fingerprint = {"steps": steps, "batch_size": batch_size, "lr": lr, "l2": l2, "seed": seed,
+                   "symmetries": symmetries, "samples": len(games.player), "precision": precision}
+    if state_path is not None and Path(state_path).exists():
+        saved = read_checkpoint(state_path)
+        if saved.get("fingerprint") == fingerprint:
+            net.load_state_dict(saved["net"])
+            opt.load_state_dict(saved["optimizer"])
+            rng.bit_generator.state = saved["numpy_rng"]
+            gen.set_state(saved["torch_rng"])
+            start, totals, seconds_before = saved["step"], dict(saved["totals"]), saved["seconds"]
+            if progress:
+                print(f"training goes on from step {start} of {steps} ({state_path})", file=sys.stderr)
+        else:
+            print(f"{state_path}: saved for other training settings or games: training from the start",
+                  file=sys.stderr)
     from tqdm.auto import trange
 
-    for _ in trange(steps, disable=not progress, desc="training", leave=False):
+    t0 = last_save = time.monotonic()
+    for step in trange(start, steps, initial=start, total=steps, disable=not progress, desc="training",
+                       leave=False):
         idx = rng.integers(0, len(games.player), batch_size)
         batch = to_device_batch(games, idx, device)
         if symmetries:
@@ -63,5 +94,11 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
         opt.step()
         for k, v in parts.items():
             totals[k] = totals.get(k, 0.0) + float(v.detach())
+        if state_path is not None and step + 1 < steps and time.monotonic() - last_save >= save_every_s:
+            save_checkpoint_file({"fingerprint": fingerprint, "step": step + 1, "net": net.state_dict(),
+                                  "optimizer": opt.state_dict(), "numpy_rng": rng.bit_generator.state,
+                                  "torch_rng": gen.get_state(), "totals": totals,
+                                  "seconds": seconds_before + time.monotonic() - t0}, state_path)
+            t0 = last_save = time.monotonic()
     net.eval()
-    return {k: v / max(steps, 1) for k, v in totals.items()}
+    return {**{k: v / max(steps, 1) for k, v in totals.items()}, "seconds": seconds_before + time.monotonic() - t0}

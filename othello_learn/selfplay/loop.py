@@ -520,7 +520,8 @@ def _paths(cfg: RunConfig, gen: int) -> dict:
     out = cfg.out
     return {"tag": tag, "games": out / "games" / f"{tag}.npz", "parts": out / "games" / tag,
             "self_play": out / "stats" / f"{tag}_selfplay.json", "net": out / "nets" / f"{tag}.pt",
-            "train": out / "stats" / f"{tag}_train.json", "gate": out / "stats" / f"{tag}_gate.json",
+            "train": out / "stats" / f"{tag}_train.json", "train_state": out / "nets" / f"{tag}.training",
+            "gate": out / "stats" / f"{tag}_gate.json",
             "record": out / "stats" / f"{tag}.json"}
 
 
@@ -691,14 +692,17 @@ def train(cfg: RunConfig, gen: int) -> Path:
     window.append(load_games(p["games"], f"delete it and rerun the same command: generation {gen}'s self-play "
                                          "is played again"))
     trainee = load_net(cfg.out / state["trainee"], dev, COMMITTED).to(dev)
-    t0 = time.time()
-    stats = train_network(trainee, SelfPlayGames.concat(window), cfg.train_steps, cfg.batch_size, cfg.lr, cfg.l2,
-                          dev, seed=generation_seeds(cfg, gen)["train"], progress=not cfg.quiet)
-    stats["seconds"] = time.time() - t0
+    try:  # a kill mid-training loses at most a minute of it: the rerun goes on from nets/gen_N.training
+        stats = train_network(trainee, SelfPlayGames.concat(window), cfg.train_steps, cfg.batch_size, cfg.lr,
+                              cfg.l2, dev, seed=generation_seeds(cfg, gen)["train"], progress=not cfg.quiet,
+                              state_path=p["train_state"])
+    except UserError as e:
+        raise UserError(f"{e}: {REDONE}") from e
     stats["window_positions"] = int(sum(len(w.player) for w in window))
     stats["lr"], stats["l2_weight"] = cfg.lr, cfg.l2  # may change on resume: each generation records its own
     save_network(trainee.cpu(), p["net"], generation=gen)
     write_json(p["train"], stats)
+    p["train_state"].unlink(missing_ok=True)
     return p["net"]
 
 
