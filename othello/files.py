@@ -142,6 +142,11 @@ class Terminated(KeyboardInterrupt):
     A KeyboardInterrupt, so no ``except Exception`` on the way swallows it."""
 
 
+class HangUp(Terminated):
+    """SIGHUP (the terminal closed, an ssh session dropped) raised as ``Terminated`` is,
+    where a command takes it: a game in play.py is saved before the process ends."""
+
+
 class StopOnce:
     """A SIGINT / SIGTERM handler that raises KeyboardInterrupt / ``Terminated`` at the
     first of them and ignores the rest. ``timeout`` signals a process and then its group,
@@ -158,7 +163,9 @@ class StopOnce:
     def __call__(self, signum, frame):
         if not self.done:
             self.done = True
-            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+            if signum == signal.SIGTERM:
+                raise Terminated
+            raise HangUp if signum == getattr(signal, "SIGHUP", None) else KeyboardInterrupt
 
 
 @contextmanager
@@ -183,7 +190,8 @@ def stop_signals_raise(signals=(signal.SIGTERM,)):
 
 def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
     """Run a command's ``main``: user errors and OS errors become one line and exit 2,
-    Ctrl-C a short message and exit 130 (``Terminated``: 143); ``--debug`` in argv shows tracebacks."""
+    Ctrl-C a short message and exit 130 (``Terminated``: 143, ``HangUp``: 129); ``--debug`` in argv shows
+    tracebacks."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     if debug:
@@ -204,6 +212,10 @@ def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | N
     except KeyboardInterrupt as e:
         if debug:
             raise
-        what, code = ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
-        print(f"{prog}: {what}", file=sys.stderr)
+        what, code = (("hung up", 129) if isinstance(e, HangUp) else ("terminated", 143) if isinstance(e, Terminated)
+                      else ("interrupted", 130))
+        try:
+            print(f"{prog}: {what}", file=sys.stderr)
+        except OSError:  # a hang-up's terminal is gone
+            pass
         return code

@@ -200,26 +200,56 @@ class Interrupted(io.StringIO):
         raise AssertionError("the signal was not handled")
 
 
-def _abandoned(argv, stdin, path, capsys):
+def _abandoned(argv, stdin, path, capsys, out=None):
     """(exit status, stderr lines, stdout, the saved game) of a game that ends before its end."""
     from othello import formats
 
-    out = io.StringIO()
+    out = out or io.StringIO()
     rc = play.run_main(lambda a: play.main(a, stdin=stdin, stdout=out), argv + ["--save", str(path)])
     [rec] = formats.parse_ggf(path.read_text())
     assert not [f for f in path.parent.iterdir() if f.name.endswith(".tmp")]
     return rc, capsys.readouterr().err.strip().splitlines(), out.getvalue(), rec
 
 
-@pytest.mark.parametrize("sig,code,said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+@pytest.mark.parametrize("sig,code,said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated"),
+                                            (signal.SIGHUP, 129, "hung up")])
 def test_an_interrupted_game_is_saved_and_its_transcript_printed(sig, code, said, tmp_path, capsys):
-    handler = signal.getsignal(signal.SIGTERM)
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
     rc, err, text, rec = _abandoned(["--opponent", "greedy"], Interrupted(["f5"], sig), tmp_path / "g.ggf", capsys)
     assert rc == code and len(err) == 1 and err[0].endswith(f": {said}")  # as before the game was kept
-    assert signal.getsignal(signal.SIGTERM) == handler
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == handlers
     t = transcript_of(text)  # the move and the reply
     assert t.startswith("f5") and len(t) == 4 and "game abandoned." in text and "(unfinished)" in text
     assert rec.moves == parse_transcript(t) and rec.result is None and rec.white == "greedy"
+
+
+class GoneTerminal(io.StringIO):
+    """A terminal that closes with the hang-up: every write after it fails, as a tty's does (EIO)."""
+
+    def __init__(self, stdin):
+        super().__init__()
+        self.stdin = stdin
+
+    def write(self, text):
+        if self.stdin.hung_up:
+            raise OSError(5, "Input/output error")
+        return super().write(text)
+
+
+def test_a_hang_up_saves_the_game_though_the_terminal_is_gone(tmp_path, capsys):
+    class HungUp(Interrupted):
+        hung_up = False
+
+        def readline(self, *a):
+            line = io.StringIO.readline(self, *a)
+            if not line:
+                self.hung_up = True
+            return line or Interrupted.readline(self, *a)
+
+    stdin = HungUp(["f5"], signal.SIGHUP)
+    rc, err, text, rec = _abandoned(["--opponent", "greedy"], stdin, tmp_path / "g.ggf", capsys, GoneTerminal(stdin))
+    assert rc == 129 and err[-1].endswith(": hung up") and "game abandoned." not in text
+    assert len(rec.moves) == 2 and rec.moves[0] == parse_square("f5") and rec.result is None
 
 
 @pytest.mark.parametrize("fault,message", [("--illegal", "which is illegal")])  # a hang takes the same path, 2 s later

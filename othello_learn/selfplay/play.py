@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,13 +401,14 @@ def main(argv=None, stdin=None, stdout=None) -> int:
 
     game = TerminalGame(opponent, args.colour == "black", inp, out, hint_net=hint_net,
                         show_policy=args.show_policy, seed=args.seed)
-    with stop_signals_raise():  # also around the save: a SIGTERM there unwinds through atomic_write, no temp file left
+    # Also around the save: a SIGTERM there unwinds through atomic_write, no temp file left.
+    # SIGHUP (the terminal closed) is taken too, so a game is not lost with its window.
+    with stop_signals_raise((signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())):
         try:
             finished = game.play()
         except BaseException:
-            # Ctrl-C, SIGTERM, an engine's failure: the moves played are kept as on quit,
-            # then run_main reports the error with the exit status it has alone.
-            out.write("\ngame abandoned.\n")
+            # Ctrl-C, SIGTERM, SIGHUP, an engine's failure: the moves played are kept as on
+            # quit, then run_main reports the error with the exit status it has alone.
             end_game(game, False, args.save, out)
             raise
         end_game(game, finished, args.save, out)
@@ -415,16 +417,23 @@ def main(argv=None, stdin=None, stdout=None) -> int:
 
 def end_game(game: TerminalGame, finished: bool, save: Path | None, out) -> None:
     """One ending for every way a game ends, so an abandoned game is kept as a finished one
-    is: the score when ``finished``, the transcript, the moves so far written to ``save``."""
-    if finished:
-        out.write(game.result_line() + "\n")
-    out.write(f"Transcript: {game.transcript() or '(no moves)'}\n")
+    is: the score when ``finished``, the transcript, the moves so far written to ``save``.
+    The file is written first: an abandoned game's terminal may be gone (a hang-up), and
+    then the lines to it are dropped, not the game."""
     if save:
         you, them = "human", game.opponent.name
         black, white = (you, them) if game.human_black else (them, you)
         write_ggf(save, [(game.moves, black, white)])
-        out.write(f"Saved to {save}{'' if finished else ' (unfinished)'}.\n")
-    out.flush()
+    lines = [game.result_line()] if finished else ["", "game abandoned."]
+    lines.append(f"Transcript: {game.transcript() or '(no moves)'}")
+    if save:
+        lines.append(f"Saved to {save}{'' if finished else ' (unfinished)'}.")
+    try:
+        out.write("".join(line + "\n" for line in lines))
+        out.flush()
+    except OSError:
+        if finished:
+            raise
 
 
 def cli() -> None:
