@@ -52,6 +52,24 @@ def test_solve_equals_plain_minimax_on_the_reference_boards():
         assert endgame.move_results(*ref.to_bitboards(board, color)) == {sq: int(np.sign(v)) for sq, v in children.items()}
 
 
+def test_move_value_is_each_move_s_minimax_and_reuses_a_solve(monkeypatch):
+    """An engine's move and then its evaluation: the second is free for an optimal move of
+    the position just solved, and each move's value equals minimax's, solved or not."""
+    for board, color in _endings(6, seed=5, max_empties=7)[::3]:
+        p, o = ref.to_bitboards(board, color)
+        children = {8 * r + c: -_minimax(ref.apply(board, color, r, c), -color) for r, c in ref.legal(board, color)}
+        assert {sq: endgame.move_value(p, o, sq) for sq in children} == children  # before any solve
+        endgame._SOLVED.clear()
+        value, best = solve(p, o)
+        searched = []
+        real = endgame._negamax
+        monkeypatch.setattr(endgame, "_negamax", lambda *a: (searched.append(1), real(*a))[1])
+        assert [endgame.move_value(p, o, sq) for sq in best] == [value] * len(best) and not searched
+        assert endgame.value(p, o) == value and solve(p, o) == (value, best) and not searched
+        assert {sq: endgame.move_value(p, o, sq) for sq in children} == children
+        monkeypatch.undo()
+
+
 def test_value_equals_plain_minimax_also_at_passes_and_finished_games():
     rng = random.Random(11)
     passes = 0

@@ -113,8 +113,7 @@ class Analyst:
         rows = []
         if self.exact(pos):
             for sq in squares:
-                child = pos.play(sq)
-                v = -endgame.value(child.player, child.opponent)
+                v = endgame.move_value(pos.player, pos.opponent, sq)
                 rows.append((sq, float(v), "exact", v))
         elif self.ab is not None:
             ab = self.ab

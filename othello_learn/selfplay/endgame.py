@@ -18,6 +18,8 @@ first near it. Measured on positions of the policies' games (one core): about
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from othello import bitboard as bb
@@ -134,10 +136,29 @@ def _solvable(player: int, opponent: int, what: str) -> tuple[int, int]:
     return n, moves
 
 
+# The last positions solved: an engine asked for a move and then for its evaluation (NBoard's
+# go, othello-solve) solves the position once, not twice (2 s at 14 empties).
+_SOLVED: OrderedDict[tuple[int, int], tuple[int, tuple[int, ...]]] = OrderedDict()
+_SOLVED_KEEP = 64
+
+
 def solve(player: int, opponent: int) -> tuple[int, list[int]]:
     """(the final disc difference under perfect play from the side to move's view,
     every square that achieves it). The side to move must have a legal move."""
     player, opponent = int(player), int(opponent)
+    key = (player, opponent)
+    if key in _SOLVED:
+        _SOLVED.move_to_end(key)
+        v, best = _SOLVED[key]
+        return v, list(best)
+    v, best = _solve(player, opponent)
+    _SOLVED[key] = v, tuple(best)
+    if len(_SOLVED) > _SOLVED_KEEP:
+        _SOLVED.popitem(last=False)
+    return v, best
+
+
+def _solve(player: int, opponent: int) -> tuple[int, list[int]]:
     n, moves = _solvable(player, opponent, "solve")
     best, best_moves = -65, []
     for sq in range(64):
@@ -158,7 +179,20 @@ def value(player: int, opponent: int) -> int:
     """``solve``'s value alone, of any position in range: a forced pass or a finished game
     too, since an evaluation is asked of the positions moves lead to and those can be either."""
     player, opponent = int(player), int(opponent)
+    if (player, opponent) in _SOLVED:
+        return _SOLVED[player, opponent][0]
     return _negamax(player, opponent, -65, 65, _in_range(player, opponent))
+
+
+def move_value(player: int, opponent: int, sq: int) -> int:
+    """The exact value of playing ``sq`` (a legal square), from the side to move's view: one
+    solve of the position it leads to, none when ``sq`` is an optimal move of a position just solved."""
+    player, opponent = int(player), int(opponent)
+    solved = _SOLVED.get((player, opponent))
+    if solved is not None and sq in solved[1]:
+        return solved[0]
+    cp, co = _play(player, opponent, 1 << sq)
+    return -value(cp, co)
 
 
 def move_results(player: int, opponent: int) -> dict[int, int]:
