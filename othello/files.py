@@ -188,6 +188,23 @@ def stop_signals_raise(signals=(signal.SIGTERM,)):
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
+def _stdout_gone() -> bool:
+    """Whether our standard output's reader has closed it (a pipe with no reader polls as an
+    error); then it points at /dev/null from here, so the flush at exit does not fail again."""
+    try:
+        import select
+
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(ev & select.POLLERR for _, ev in poller.poll(0))
+        if gone:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        return gone
+    except (ValueError, AttributeError, OSError):  # closed, replaced (tests: no file number), no poll()
+        return False
+
+
 def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
     """Run a command's ``main``: user errors and OS errors become one line and exit 2,
     Ctrl-C a short message and exit 130 (``Terminated``: 143, ``HangUp``: 129); ``--debug`` in argv shows
@@ -205,6 +222,8 @@ def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | N
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
+        if isinstance(e, BrokenPipeError) and _stdout_gone():
+            return 141  # `... | head`: the reader has what it wanted; quiet, as a process SIGPIPE ends
         if debug:
             raise
         print(f"{prog}: error: {describe_os_error(e)}", file=sys.stderr)

@@ -68,6 +68,12 @@ def test_move_value_is_each_move_s_minimax_and_reuses_a_solve(monkeypatch):
         assert endgame.value(p, o) == value and solve(p, o) == (value, best) and not searched
         assert {sq: endgame.move_value(p, o, sq) for sq in children} == children
         monkeypatch.undo()
+        endgame._SOLVED.clear()  # each move's value, as hints compute them, is the position's solve
+        endgame.solved_from_moves(p, o, {sq: endgame.move_value(p, o, sq) for sq in children})
+        searched.clear()
+        monkeypatch.setattr(endgame, "_negamax", lambda *a: (searched.append(1), real(*a))[1])
+        assert solve(p, o) == (value, best) and not searched
+        monkeypatch.undo()
 
 
 def test_value_equals_plain_minimax_also_at_passes_and_finished_games():

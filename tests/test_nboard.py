@@ -62,11 +62,25 @@ def test_bad_player_spec_is_one_line_exit_2():
 
 
 def test_a_malformed_command_is_one_line_naming_it_and_the_engine_goes_on():
-    out, err = session(AlphaBetaPlayer(1), ["hint abc", "set depth x", "set depth", "hint", "ping 3"])
+    out, err = session(AlphaBetaPlayer(1), ["hint abc", "set depth x", "set depth", "hint 0", "hint -2", "hint",
+                                            "ping 3"])
     assert err.splitlines() == ["nboard: hint abc: expected a number of moves, as in 'hint 3'; ignored",
                                 "nboard: set depth x: expected a search depth, as in 'set depth 6'; ignored",
-                                "nboard: set depth: expected a search depth, as in 'set depth 6'; ignored"]
+                                "nboard: set depth: expected a search depth, as in 'set depth 6'; ignored",
+                                "nboard: hint 0: expected a number of moves, as in 'hint 3'; ignored",
+                                "nboard: hint -2: expected a number of moves, as in 'hint 3'; ignored"]
     assert sum(line.startswith("search ") for line in out) == 1 and out[-1] == "pong 3"
+
+
+def test_a_gui_that_closes_our_output_ends_the_session_quietly():
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    err = io.StringIO()
+    rest = io.StringIO("".join(f"ping {i}\n" for i in range(5)))
+    assert serve(AlphaBetaPlayer(1), "test", rest, Closed(), err) == 0
+    assert err.getvalue() == "" and rest.read() == "ping 1\nping 2\nping 3\nping 4\n"  # stopped at the first
 
 
 def test_forced_pass_and_game_over_answer_pa():
@@ -181,6 +195,11 @@ def test_a_player_that_ranks_nothing_hints_its_own_move_and_alphabeta_its_depth(
     hints = [line.split() for line in out if line.startswith("search ")]
     played = [line for line in out if line.startswith("=== ")][0][4:].split("/")[0]
     assert len(hints) == 1 and hints[0][1] == played and "no evaluation" in " ".join(hints[0])
+    games = [format_ggf(GameRecord.from_transcript(t)) for t in ("f5", "f5d6", "f5f6e6f4", "f5d6c3d3c4", "c4c3")]
+    out, _ = session(make_player("random"), [line for g in games for line in (f"set game {g}", "hint 1", "go")])
+    hinted = [line.split()[1] for line in out if line.startswith("search ")]
+    played = [line[4:].split("/")[0] for line in out if line.startswith("=== ")]
+    assert len(played) == 5 and hinted == played  # a random player's hint is the move it then plays
     out, _ = session(AlphaBetaPlayer(2), ["hint 2"])
     assert [line.split()[4] for line in out if line.startswith("search ")] == ["2", "2"]
 

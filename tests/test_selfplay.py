@@ -192,6 +192,10 @@ def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp
         assert torch.equal(a, b)
     assert {k: v for k, v in got.items() if k != "seconds"} == {k: v for k, v in expected.items() if k != "seconds"}
 
+    t = time.perf_counter()  # the time reported is the training's, not the time since the last save
+    timed = train_network(copy.deepcopy(tiny_net), games, **kw, state_path=tmp_path / "t.training", save_every_s=0)
+    assert timed["seconds"] > 0.5 * (time.perf_counter() - t)
+
     other = copy.deepcopy(tiny_net)  # a state saved for other settings is not used
     train_network(other, games, **{**kw, "lr": 1e-3}, state_path=state)
     fresh = copy.deepcopy(tiny_net)
@@ -700,9 +704,12 @@ def test_a_missing_state_json_is_named(run_copy, capsys):
     assert "state.json is missing" in err and "new --out" in err
 
 
-def test_a_corrupt_config_json_is_named(run_copy, capsys):
+def test_a_corrupt_or_missing_config_json_is_named(run_copy, capsys):
     (run_copy / "config.json").write_text("{")
     assert str(run_copy / "config.json") in _broken(run_copy, capsys)
+    (run_copy / "config.json").unlink()
+    err = _broken(run_copy, capsys)
+    assert "config.json is missing" in err and "restore config.json" in err
 
 
 def _truncate(path: Path) -> None:
@@ -794,6 +801,9 @@ def test_a_generation_killed_in_training_goes_on_from_its_saved_state(run_copy, 
     with pytest.raises(rl_loop.UserError, match=r"gen_0002\.training.*delete it and rerun"):
         rl_loop.train(cfg, 2)
     saved.write_bytes(good)
+    rl_loop.train(cfg, 2)
+    assert not saved.exists()
+    saved.write_bytes(good)  # killed after the network was saved, before its state was removed
     rl_loop.train(cfg, 2)
     assert not saved.exists()
     again, first = load_network(run_copy / "nets" / "gen_0002.pt"), load_network(rl_run.out / "nets" / "gen_0002.pt")

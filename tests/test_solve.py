@@ -116,6 +116,20 @@ def test_command_prints_one_line_per_position_and_writes_json(tmp_path, capsys):
     assert [r["number"] for r in json.loads(out.read_text())] == list(range(1, 8))
 
 
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
+    """``othello-solve big.obf | head -1``: the closed pipe is the reader's choice, not an
+    error to report (exit 141, as a process SIGPIPE ends, and nothing on stderr)."""
+    import subprocess
+
+    start = "-" * 27 + "OX------XO" + "-" * 27 + " X;\n"
+    (tmp_path / "big.obf").write_text(start * 3000)  # more output than a pipe holds
+    proc = subprocess.Popen([sys.executable, "selfplay/solve.py", str(tmp_path / "big.obf"), "--player", "alphabeta:1"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().split()[:3] == [b"1", b"black", b"e6"]
+    proc.stdout.close()
+    assert proc.wait(timeout=60) == 141 and proc.stderr.read() == b""
+
+
 def test_malformed_line_is_one_error_naming_file_and_line(tmp_path, capsys):
     obf = write_obf(tmp_path / "p.obf", positions()[:2])
     with obf.open("a") as f:

@@ -35,6 +35,7 @@ class Analyst:
         inner = before_solves(player)
         self.ab = inner if isinstance(inner, AlphaBetaPlayer) else None  # the search to evaluate with, if any
         self.device = None if self.net is None else next(self.net.parameters()).device
+        self._last_choice = None
 
     # -- networks
     def net_out(self, positions: list[Position], histories: np.ndarray):
@@ -80,6 +81,16 @@ class Analyst:
         return v / WIN_SCALE if abs(v) >= WIN_SCALE else v / 100.0
 
     def choose(self, pos: Position, moves: list[int]) -> int:
+        """The player's move; asked again about the same position and moves (``go`` after
+        ``hint``, for a player whose hint is its move), the same one, not a fresh random draw."""
+        key = (pos.player, pos.opponent, pos.black_to_move, tuple(moves))
+        if self._last_choice is not None and self._last_choice[0] == key:
+            return self._last_choice[1]
+        sq = self._select(pos, moves)
+        self._last_choice = key, sq
+        return sq
+
+    def _select(self, pos: Position, moves: list[int]) -> int:
         extra = {"history": last_actions(moves)[None]} if getattr(self.player, "uses_history", False) else {}
         sq = self.player.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
                                 np.array([pos.black_to_move]), self.rng, **extra)
@@ -115,6 +126,7 @@ class Analyst:
             for sq in squares:
                 v = endgame.move_value(pos.player, pos.opponent, sq)
                 rows.append((sq, float(v), "exact", v))
+            endgame.solved_from_moves(pos.player, pos.opponent, {sq: v for sq, _, _, v in rows})
         elif self.ab is not None:
             ab = self.ab
             for sq in squares:

@@ -152,10 +152,23 @@ def solve(player: int, opponent: int) -> tuple[int, list[int]]:
         v, best = _SOLVED[key]
         return v, list(best)
     v, best = _solve(player, opponent)
+    _remember(key, v, best)
+    return v, best
+
+
+def _remember(key: tuple[int, int], v: int, best: list[int]) -> None:
     _SOLVED[key] = v, tuple(best)
     if len(_SOLVED) > _SOLVED_KEEP:
         _SOLVED.popitem(last=False)
-    return v, best
+
+
+def solved_from_moves(player: int, opponent: int, values: dict[int, int]) -> None:
+    """Every legal move's exact value (``move_value``'s, as hints compute them) is the
+    position's solve: kept, so the ``go`` that follows a ``hint`` does not solve it again."""
+    player, opponent = int(player), int(opponent)
+    if values and set(values) == {sq for sq in range(64) if _moves(player, opponent) >> sq & 1}:
+        v = max(values.values())
+        _remember((player, opponent), v, sorted(sq for sq, x in values.items() if x == v))
 
 
 def _solve(player: int, opponent: int) -> tuple[int, list[int]]:

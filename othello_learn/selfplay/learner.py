@@ -73,8 +73,7 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
             rng.bit_generator.state = saved["numpy_rng"]
             gen.set_state(saved["torch_rng"])
             start, totals, seconds_before = saved["step"], dict(saved["totals"]), saved["seconds"]
-            if progress:
-                print(f"training goes on from step {start} of {steps} ({state_path})", file=sys.stderr)
+            print(f"training goes on from step {start} of {steps} ({state_path})", file=sys.stderr)
         else:
             print(f"{state_path}: saved for other training settings or games: training from the start",
                   file=sys.stderr)
@@ -99,6 +98,6 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
                                   "optimizer": opt.state_dict(), "numpy_rng": rng.bit_generator.state,
                                   "torch_rng": gen.get_state(), "totals": totals,
                                   "seconds": seconds_before + time.monotonic() - t0}, state_path)
-            t0 = last_save = time.monotonic()
+            last_save = time.monotonic()
     net.eval()
     return {**{k: v / max(steps, 1) for k, v in totals.items()}, "seconds": seconds_before + time.monotonic() - t0}

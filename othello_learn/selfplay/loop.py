@@ -10,8 +10,9 @@ best (score above ``--gate-threshold``; ``--continuous`` promotes always).
 Each of these stages reads and writes files under OUT, atomically (temporary
 file, then rename), self-play in parts, and skips work whose output is already
 there, so the process can be killed at any moment: rerunning the same command
-resumes where it stopped, without losing or repeating a game; Ctrl-C (exit
-status 130) or SIGTERM (143) says which generation the rerun resumes from.
+resumes where it stopped, without losing or repeating a game (training goes on from
+its state, saved every minute); Ctrl-C (exit status 130) or SIGTERM (143) says which
+generation the rerun resumes from.
 Settings marked (fixed) define the run and cannot change on resume.
 Per-generation statistics go to OUT/stats, W&B (offline by default) and OUT/elo.png.
 """
@@ -495,6 +496,9 @@ def open_run(cfg: RunConfig) -> dict:
         if (out / "games").exists() or (out / "stats").exists():
             raise UserError(f"{state_path} is missing, but {out} holds generations already: restore state.json "
                             "from a backup, or start a new --out")
+    elif state_path.exists() or (out / "games").exists() or (out / "stats").exists():
+        raise UserError(f"{cfg_path} is missing, but {out} holds a loop run: restore config.json from a "
+                        "backup, or start a new --out")
     elif out.is_dir() and any(p.name != ".lock" for p in out.iterdir()):
         raise UserError(f"--out {out}: the folder is not empty and holds no loop run (no config.json): "
                         "give a new or empty folder")
@@ -685,6 +689,7 @@ def train(cfg: RunConfig, gen: int) -> Path:
     saved as generation ``gen``'s candidate (with its training statistics)."""
     p = _paths(cfg, gen)
     if p["net"].exists() and p["train"].exists():
+        p["train_state"].unlink(missing_ok=True)  # a kill just before its removal left it
         return p["net"]
     state = read_state(cfg.out / "state.json")
     dev = torch.device(cfg.device)

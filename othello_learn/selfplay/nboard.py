@@ -28,6 +28,7 @@ before, where SPEC plays; none otherwise.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -45,17 +46,24 @@ def move_text(sq: int) -> str:
     return "PA" if sq == PASS else square_name(sq).upper()
 
 
+class GuiGone(Exception):
+    """Our output was closed (the GUI quit without ``quit``): the session ends quietly."""
+
+
 class BadCommand(ValueError):
     """A known command in the wrong form; the message is the whole line to report."""
 
 
 def number(command: str, rest: str, expected: str) -> int:
-    """``rest``'s first word as an integer, or a BadCommand naming the command and what it
+    """``rest``'s first word as a positive integer, or a BadCommand naming the command and what it
     takes: a GUI's odd command gets a line it can act on, not Python's int() message."""
     try:
-        return int(rest.split()[0])
+        n = int(rest.split()[0])
     except (IndexError, ValueError):
-        raise BadCommand(f"{command} {rest}".strip() + f": expected {expected}; ignored") from None
+        n = 0
+    if n < 1:  # no move to hint, no depth to search
+        raise BadCommand(f"{command} {rest}".strip() + f": expected {expected}; ignored")
+    return n
 
 
 class Engine:
@@ -71,8 +79,11 @@ class Engine:
         self.depth = None
 
     def send(self, line: str) -> None:
-        self.out.write(line + "\n")
-        self.out.flush()
+        try:
+            self.out.write(line + "\n")
+            self.out.flush()
+        except BrokenPipeError:  # the GUI closed our output: nobody is listening any more
+            raise GuiGone from None
 
     def warn(self, msg: str) -> None:
         self.err.write(f"nboard: {msg}\n")
@@ -94,6 +105,8 @@ class Engine:
                 self.cmd_move(cmd)
             else:
                 self.warn(f"ignored unknown command: {line.strip()!r}")
+        except GuiGone:
+            raise
         except BadCommand as e:
             self.warn(str(e))
         except (FormatError, IllegalMoveError, ValueError) as e:
@@ -173,9 +186,13 @@ class Engine:
 
 def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0) -> int:
     engine = Engine(player, name, out, err, seed)
-    for line in inp or sys.stdin:
-        if not engine.handle(line):
-            break
+    try:
+        for line in inp or sys.stdin:
+            if not engine.handle(line):
+                break
+    except GuiGone:  # the session is over as on quit; run_main's exit flush must not fail on it either
+        if out is None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
@@ -190,7 +207,7 @@ def main(argv=None) -> int:
     try:
         player = make_program(args.player)
     except (ValueError, OSError) as e:
-        raise UserError(f"--player {args.player}: {e}") from None
+        raise UserError(f"--player: {e}" if args.player in str(e) else f"--player {args.player}: {e}") from None
     player.reset()
     return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
 

@@ -368,7 +368,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                         "(default: the opponent's network, if it has one)")
     parser.add_argument("--save", metavar="GAME.ggf", type=Path,
                         help="write the game here (GGF) however it ends: finished, quit, end of input, Ctrl-C, "
-                             "SIGTERM, an engine's failure (then without a result)")
+                             "SIGTERM, a closed terminal (SIGHUP), an engine's failure (then without a result)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
@@ -394,7 +394,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
 
         try:
             hint_net = load_network(args.hint_net)
-        except ValueError as e:
+        except (ValueError, UserError) as e:
             raise UserError(f"--hint-net: {e}") from None
     if args.show_policy and hint_net is None:
         raise UserError(f"--show-policy needs a network: {NO_HINT.split(': ', 1)[1]}")
@@ -409,22 +409,23 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         except BaseException:
             # Ctrl-C, SIGTERM, SIGHUP, an engine's failure: the moves played are kept as on
             # quit, then run_main reports the error with the exit status it has alone.
-            end_game(game, False, args.save, out)
+            end_game(game, False, args.save, out, "\ngame abandoned.")
             raise
         end_game(game, finished, args.save, out)
     return 0
 
 
-def end_game(game: TerminalGame, finished: bool, save: Path | None, out) -> None:
+def end_game(game: TerminalGame, finished: bool, save: Path | None, out, why: str = "") -> None:
     """One ending for every way a game ends, so an abandoned game is kept as a finished one
-    is: the score when ``finished``, the transcript, the moves so far written to ``save``.
+    is: the score when ``finished`` (else ``why``, where the game has not said it), the
+    transcript, the moves so far written to ``save``.
     The file is written first: an abandoned game's terminal may be gone (a hang-up), and
     then the lines to it are dropped, not the game."""
     if save:
         you, them = "human", game.opponent.name
         black, white = (you, them) if game.human_black else (them, you)
         write_ggf(save, [(game.moves, black, white)])
-    lines = [game.result_line()] if finished else ["", "game abandoned."]
+    lines = [game.result_line()] if finished else [why] if why else []
     lines.append(f"Transcript: {game.transcript() or '(no moves)'}")
     if save:
         lines.append(f"Saved to {save}{'' if finished else ' (unfinished)'}.")

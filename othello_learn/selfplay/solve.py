@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     try:
         player = make_program(args.player)
     except (ValueError, OSError) as e:
-        raise UserError(f"--player {args.player}: {e}") from None
+        raise UserError(f"--player: {e}" if args.player in str(e) else f"--player {args.player}: {e}") from None
     player.reset()
     try:
         records = solve(player, [x.position for x in obf], seed=args.seed)
