@@ -205,6 +205,22 @@ def _stdout_gone() -> bool:
         return False
 
 
+def _close_progress_bars() -> None:
+    """The stop message starts a line of its own. Progress bars a stop left open are closed (a
+    bar of ``leave=False`` is cleared with a carriage return, which a terminal honours); in a
+    log file the bar's text is still on the line, so where a bar may have been drawn, a newline."""
+    std = sys.modules.get("tqdm.std")  # loaded only by a command that draws bars
+    if std is None:
+        return
+    try:
+        for bar in list(getattr(std.tqdm, "_instances", ())):
+            bar.close()
+        if not sys.stderr.isatty():
+            sys.stderr.write("\n")
+    except Exception:  # a bar that cannot draw any more (its stream gone) is no reason to fail here
+        pass
+
+
 def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
     """Run a command's ``main``: user errors and OS errors become one line and exit 2,
     Ctrl-C a short message and exit 130 (``Terminated``: 143, ``HangUp``: 129); ``--debug`` in argv shows
@@ -231,6 +247,7 @@ def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | N
     except KeyboardInterrupt as e:
         if debug:
             raise
+        _close_progress_bars()
         what, code = (("hung up", 129) if isinstance(e, HangUp) else ("terminated", 143) if isinstance(e, Terminated)
                       else ("interrupted", 130))
         try:

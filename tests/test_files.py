@@ -52,6 +52,22 @@ def test_run_main_turns_errors_into_one_line(capsys):
         run_main(bad_input, ["--debug"])
 
 
+def test_a_stop_message_starts_its_own_line_after_a_progress_bar(capsys):
+    import sys
+
+    from tqdm.auto import trange
+
+    def stopped_in_a_loop(argv):
+        for i in trange(10, file=sys.stderr, leave=False, mininterval=0):
+            if i == 3:
+                raise KeyboardInterrupt
+
+    assert run_main(stopped_in_a_loop, []) == 130
+    err = capsys.readouterr().err
+    last = err.split("\n")[-2]
+    assert "it/s]" in err and last.endswith(": interrupted") and "\r" not in last and "it/s]" not in last
+
+
 def test_check_output_refuses_what_cannot_be_written_and_accepts_new_folders(tmp_path):
     from othello.files import check_output
 
