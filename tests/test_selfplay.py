@@ -161,6 +161,19 @@ def test_training_lowers_the_loss(games, tiny_net, precision):
         train_network(build_network(NetConfig("reference", depth=1, width=4)), games, steps=1)
 
 
+def killed_at_batch(n: int, to_device_batch):
+    """``to_device_batch`` that raises Ctrl-C's KeyboardInterrupt when asked for the n-th batch."""
+    calls = []
+
+    def batch(*a):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return to_device_batch(*a)
+
+    return batch
+
+
 def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp_path, monkeypatch):
     """The loop's training saves its state (here after every step) and a rerun goes on from
     it: the same batches, Adam moments and step count as a run never stopped, so the same
@@ -173,15 +186,8 @@ def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp
     whole = copy.deepcopy(tiny_net)
     expected = train_network(whole, games, **kw)
     state = tmp_path / "gen_0001.training"
-    real, calls = learner.to_device_batch, []
-
-    def killed_at_the_fourth_batch(*a):
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return real(*a)
-
-    monkeypatch.setattr(learner, "to_device_batch", killed_at_the_fourth_batch)
+    real = learner.to_device_batch
+    monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(4, real))
     resumed = copy.deepcopy(tiny_net)
     with pytest.raises(KeyboardInterrupt):
         train_network(resumed, games, **kw, state_path=state, save_every_s=0)
@@ -781,16 +787,9 @@ def test_a_generation_killed_in_training_goes_on_from_its_saved_state(run_copy, 
     for name in ("nets/gen_0002.pt", "stats/gen_0002_train.json"):
         (run_copy / name).unlink()
     cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(run_copy)])
-    real_train, real_batch, calls = rl_loop.train_network, learner.to_device_batch, []
+    real_train, real_batch = rl_loop.train_network, learner.to_device_batch
     monkeypatch.setattr(rl_loop, "train_network", lambda *a, **k: real_train(*a, **k, save_every_s=0))
-
-    def killed_at_the_third_batch(*a):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real_batch(*a)
-
-    monkeypatch.setattr(learner, "to_device_batch", killed_at_the_third_batch)
+    monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(3, real_batch))
     with pytest.raises(KeyboardInterrupt):
         rl_loop.train(cfg, 2)
     saved = run_copy / "nets" / "gen_0002.training"
