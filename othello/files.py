@@ -188,6 +188,16 @@ def stop_signals_raise(signals=(signal.SIGTERM,)):
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
+def stdout_to_devnull() -> None:
+    """Standard output, whose reader has gone, points at /dev/null from here: what is still
+    buffered, flushed at exit, does not fail a second time."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, sys.stdout.fileno())
+    finally:
+        os.close(null)
+
+
 def _stdout_gone() -> bool:
     """Whether our standard output's reader has closed it (a pipe with no reader polls as an
     error); then it points at /dev/null from here, so the flush at exit does not fail again."""
@@ -199,7 +209,7 @@ def _stdout_gone() -> bool:
         poller.register(fd, select.POLLOUT)
         gone = any(ev & select.POLLERR for _, ev in poller.poll(0))
         if gone:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+            stdout_to_devnull()
         return gone
     except (ValueError, AttributeError, OSError):  # closed, replaced (tests: no file number), no poll()
         return False

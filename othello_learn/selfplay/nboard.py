@@ -28,18 +28,17 @@ before, where SPEC plays; none otherwise.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 
-from othello.files import ArgumentParser, UserError, run_main
+from othello.files import ArgumentParser, UserError, run_main, stdout_to_devnull
 from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
 from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player, check_seed
-from othello_learn.selfplay.registry import make_program
+from othello_learn.selfplay.registry import PlayerSpecError, make_program
 
 
 def move_text(sq: int) -> str:
@@ -192,7 +191,7 @@ def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0
                 break
     except GuiGone:  # the session is over as on quit; run_main's exit flush must not fail on it either
         if out is None:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            stdout_to_devnull()
     return 0
 
 
@@ -206,8 +205,8 @@ def main(argv=None) -> int:
     check_seed(args.seed)
     try:
         player = make_program(args.player)
-    except (ValueError, OSError) as e:
-        raise UserError(f"--player: {e}" if args.player in str(e) else f"--player {args.player}: {e}") from None
+    except PlayerSpecError as e:  # it names the spec
+        raise UserError(f"--player: {e}") from None
     player.reset()
     return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
 

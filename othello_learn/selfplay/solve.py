@@ -37,7 +37,7 @@ from othello.notation import PASS, parse_square, square_name
 from othello.states import States
 from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player, check_seed
-from othello_learn.selfplay.registry import make_program
+from othello_learn.selfplay.registry import PlayerSpecError, make_program
 
 TOP = 3
 
@@ -181,8 +181,8 @@ def main(argv=None) -> int:
     obf = read_obf(args.positions)  # a bad file costs nothing: read before loading any network
     try:
         player = make_program(args.player)
-    except (ValueError, OSError) as e:
-        raise UserError(f"--player: {e}" if args.player in str(e) else f"--player {args.player}: {e}") from None
+    except PlayerSpecError as e:  # it names the spec
+        raise UserError(f"--player: {e}") from None
     player.reset()
     try:
         records = solve(player, [x.position for x in obf], seed=args.seed)
