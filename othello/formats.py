@@ -255,12 +255,17 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
     return rec
 
 
+# One game: "(;" to the first ";)" outside a tag's [value] (a value may hold ";)" or an
+# escaped "\]", as a player's name can).
+_GGF_GAME = re.compile(r"\(;(?:\[(?:\\.|[^\\\]])*\]|[^\[])*?;\)", re.S)
+
+
 def parse_ggf(text: str, what: str = "GGF") -> list[GameRecord]:
     """Every game of a GGF text (a file may hold many, one per line or not)."""
     games = []
-    for i, m in enumerate(re.finditer(r"\(;.*?;\)", text, re.S)):
+    for i, m in enumerate(_GGF_GAME.finditer(text)):
         games.append(parse_ggf_game(m.group(0), f"{what} game {i + 1}"))
-    rest = re.sub(r"\(;.*?;\)", "", text, flags=re.S).strip()
+    rest = _GGF_GAME.sub("", text).strip()
     if "(;" in rest:
         raise FormatError(f"{what}: a game starts with '(;' but never ends with ';)': {rest[:40]!r}")
     if rest:

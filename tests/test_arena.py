@@ -427,7 +427,7 @@ def test_a_pass_in_the_opening_reaches_the_history_and_move_lists(monkeypatch):
 def test_too_few_openings_are_reused_with_a_note(capsys):
     r = play_match(GreedyPlayer(), RandomPlayer(), 4, opening_plies=0, progress=False)
     err = capsys.readouterr().err
-    assert err.startswith("note: only 1 distinct openings") and err.count("\n") == 1  # no source line
+    assert err.startswith("note: only 1 distinct opening of") and err.count("\n") == 1  # no source line
     assert "for 2 pairs of games; 1 pairs replay one" in err
     assert r.distinct_openings == 1 and r.games == 4
 

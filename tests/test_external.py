@@ -55,7 +55,7 @@ def test_gtp_hang_is_restarted_once_then_reported(tmp_path):
         once.close()
     hang = make_player(f"gtp:timeout=0.5:{FAKE} --hang")
     t0 = time.perf_counter()
-    with pytest.raises(EngineError, match=r"gtp_engine\.py --hang.*failed twice.*after f5") as e:
+    with pytest.raises(EngineError, match=r"gtp_engine\.py --hang.*failed again after a restart.*after f5") as e:
         hang.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
                     np.array([False]), None, moves=[[37]])
     hang.close()
@@ -68,7 +68,7 @@ def test_engine_that_exits_at_once_is_an_error_not_a_traceback(kind):
     """Its handshake fails on the restart too: that is the second failure, an EngineError."""
     dead = make_player(f"{kind}:timeout=2:{sys.executable} -c pass")
     pos = Position.from_transcript("f5")
-    with pytest.raises(EngineError, match=r"-c pass.*failed twice.*after f5"):
+    with pytest.raises(EngineError, match=r"-c pass.*failed again after a restart.*after f5"):
         dead.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
                     np.array([False]), None, moves=[[37]])
     assert dead.restarts == 1
@@ -157,3 +157,90 @@ def test_check_starts_a_working_engine_once_and_stops_it():
     gtp = make_player(f"gtp:timeout=20:{FAKE}")
     gtp.check()  # boardsize answered
     assert not gtp.engine.running and gtp.restarts == 0
+
+
+def _f5():
+    pos = Position.from_transcript("f5")
+    return (np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64), np.array([False]), None)
+
+
+def test_an_engine_that_writes_forever_without_moving_is_a_hang():
+    """The limit is on the whole answer: comment lines every 50 ms used to reset it forever."""
+    chatty = make_player(f"gtp:timeout=0.5:{FAKE} --chatty")
+    t0 = time.perf_counter()
+    with pytest.raises(EngineError, match=r"--chatty.*no full answer within 0.5 s.*after f5"):
+        chatty.select(*_f5(), moves=[[37]])
+    chatty.close()
+    assert time.perf_counter() - t0 < 10
+
+
+def test_the_restart_is_once_a_match_and_said(capsys):
+    """An engine that dies at every second move was restarted hundreds of times in silence."""
+    flaky = make_player(f"gtp:timeout=20:{FAKE} --die-after 1")
+    with pytest.raises(EngineError, match=r"--die-after 1.*failed again after a restart"):
+        play_match(flaky, make_player("random"), games=2, seed=1, progress=False)
+    assert flaky.restarts == 1 and not flaky.engine.running
+    assert capsys.readouterr().err.count("restarting it (once a match)") == 1
+    flaky.reset()  # a new match may restart it once again
+    assert flaky.restarts == 0
+
+
+def test_a_refusal_and_an_unended_answer_name_the_position():
+    refuses = make_player(f"gtp:timeout=20:{FAKE} --refuse-genmove")
+    with pytest.raises(EngineError, match=r"refused 'genmove white': not now, after f5"):
+        refuses.select(*_f5(), moves=[[37]])
+    refuses.close()
+    noblank = make_player(f"gtp:timeout=0.5:{FAKE} --noblank")
+    with pytest.raises(EngineError, match=r"never ended the answer with an empty line"):
+        noblank.check()
+
+
+def test_timeout_inf_means_no_limit_and_depth_must_be_whole():
+    gtp = make_player(f"gtp:timeout=inf:{FAKE}")
+    try:
+        assert play_match(gtp, make_player("random"), games=2, seed=1, progress=False).games == 2
+    finally:
+        gtp.close()
+    with pytest.raises(ValueError, match=r"depth='2.5': expected a whole number"):
+        make_player("nboard:depth=2.5:x")
+
+
+def test_check_can_keep_the_engine_for_the_match():
+    gtp = make_player(f"gtp:timeout=20:{FAKE}")
+    gtp.check(keep_running=True)
+    proc = gtp.engine.proc
+    try:
+        assert gtp.engine.running
+        play_match(gtp, make_player("random"), games=2, seed=1, progress=False)
+        assert proc.poll() is not None  # the match closed the very process the check started
+    finally:
+        gtp.close()
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_arena_stopped_by_a_signal_stops_its_engine(tmp_path, sig):
+    import os
+    import signal
+    import subprocess
+
+    pid_file = tmp_path / "pid"
+    arena = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "arena.py"), "--a",
+                              f"gtp:timeout=100:{FAKE} --hang --pid-file {pid_file}", "--b", "random",
+                              "--games", "2", "--quiet"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.monotonic() < deadline and arena.poll() is None
+        time.sleep(0.05)
+    engine = int(pid_file.read_text())
+    time.sleep(0.5)  # into the match: the engine is thinking forever on its first genmove
+    arena.send_signal(getattr(signal, sig))
+    _, err = arena.communicate(timeout=30)
+    assert arena.returncode == (143 if sig == "SIGTERM" else 129), err
+    for _ in range(100):  # the engine was killed and reaped by the arena
+        try:
+            os.kill(engine, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"engine {engine} outlived the arena")

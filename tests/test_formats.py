@@ -209,3 +209,12 @@ def _check_games_round_trip(data, n):
         assert final.score() == g["result"]
         rec = GameRecord(moves=moves, black=g["black"], white=g["white"], result=float(g["result"]))
         assert parse_ggf_game(format_ggf(rec)) == rec
+
+
+def test_ggf_files_split_at_game_ends_outside_tag_values():
+    """A player named 'smiley ;) guy' (or with an escaped ']') cut the game in two."""
+    rec = GameRecord.from_transcript("f5d6c3", black="smiley ;) guy", white="a]b\\c;)")
+    games = parse_ggf(format_ggf(rec) + "\n" + format_ggf(rec) + "\n")
+    assert len(games) == 2 and all((g.black, g.white, g.moves) == (rec.black, rec.white, rec.moves) for g in games)
+    with pytest.raises(FormatError, match="never ends"):
+        parse_ggf("(;GM[Othello]PB[unclosed;)")

@@ -15,19 +15,21 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import signal
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from othello.files import ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main
+from othello.files import (ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main,
+                           stop_signals_raise)
 from othello.game import IllegalMoveError
 from othello.notation import PASS, format_transcript, square_name
 from othello.states import States
 from othello_learn.selfplay.elo import MatchResult
 from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings
 from othello_learn.selfplay.players import Player, check_seed
-from othello_learn.selfplay.registry import make_player
+from othello_learn.selfplay.registry import SPEC_KINDS, make_player
 
 
 # --------------------------------------------------------------------------
@@ -134,7 +136,7 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
     if not openings:  # random play ended every game within the opening
         raise ValueError(f"no opening of {opening_plies} plies was found where the game goes on; use fewer plies")
     if len(openings) < pairs:
-        print(f"note: only {len(openings)} distinct openings of {opening_plies} plies exist for {pairs} pairs "
+        print(f"note: only {len(openings)} distinct opening{'s' if len(openings) > 1 else ''} of {opening_plies} plies exist for {pairs} pairs "
               f"of games; {pairs - len(openings)} pairs replay one (more --opening-plies gives more)", file=sys.stderr)
     per_game = [openings[(g // 2) % len(openings)] for g in range(games)]
     a_black = np.arange(games) % 2 == 0
@@ -230,8 +232,8 @@ def write_games(path: Path, result: MatchResult) -> None:
 def main(argv=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--a", required=True, help="player A's spec, e.g. alphabeta:3 (scores are A's)")
-    parser.add_argument("--b", required=True, help="player B's spec, e.g. random, greedy")
+    parser.add_argument("--a", required=True, help=f"player A's spec ({SPEC_KINDS}); scores are A's")
+    parser.add_argument("--b", required=True, help="player B's spec, as --a")
     parser.add_argument("--games", type=int, default=100, help="number of games (default 100)")
     parser.add_argument("--json", type=Path, help="write the result here as JSON")
     parser.add_argument("--seed", type=int, default=0, help="seed of the openings and the players' draws (default 0)")
@@ -251,19 +253,27 @@ def main(argv=None) -> int:
         except ImportError as e:
             raise UserError(f"--import {module}: {e}") from e
     a, b = make_player(args.a), make_player(args.b)  # a bad spec: PlayerSpecError, one line naming it
-    for flag, player in (("--a", a), ("--b", b)):
-        try:
-            player.check()  # a broken engine is found before a human at the keyboard has played a move
-        except UserError as e:
-            raise UserError(f"{flag}: {e}") from None
     from othello_learn.selfplay.play import HumanQuit
 
     plies = args.opening_plies if args.opening_plies is not None else default_opening_plies(args.games)
-    try:
-        result = play_match(a, b, args.games, seed=args.seed, opening_plies=plies, progress=not args.quiet)
-    except HumanQuit as e:
-        print(f"match abandoned: {e}", file=sys.stderr)
-        return 1
+    # SIGTERM and SIGHUP unwind like Ctrl-C, so the engines' processes are stopped with the match.
+    with stop_signals_raise((signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())):
+        try:
+            for flag, player in (("--a", a), ("--b", b)):
+                try:
+                    # A broken engine is found before a human at the keyboard has played a move;
+                    # a working one stays up for the match (an engine's start-up is paid once).
+                    player.check(keep_running=True)
+                except UserError as e:
+                    raise UserError(f"{flag}: {e}") from None
+        except BaseException:
+            close_players(a, b)
+            raise
+        try:
+            result = play_match(a, b, args.games, seed=args.seed, opening_plies=plies, progress=not args.quiet)
+        except HumanQuit as e:
+            print(f"match abandoned: {e}", file=sys.stderr)
+            return 1
     print(result.summary())
     if args.games_out:
         write_games(args.games_out, result)

@@ -254,8 +254,8 @@ class EndgamePlayer(Player):
     def reset(self) -> None:
         self.inner.reset()
 
-    def check(self) -> None:
-        self.inner.check()  # an external engine inside plays every move before the solves
+    def check(self, keep_running: bool = False) -> None:
+        self.inner.check(keep_running)  # an external engine inside plays every move before the solves
 
     def close(self) -> None:
         if hasattr(self.inner, "close"):

@@ -6,24 +6,29 @@
 
 Everything after the kind's colon is the command (split like a shell line,
 ``shlex``), colons included, except leading ``key=value:`` options:
-``timeout=S`` (seconds to wait for any line of the engine, default 30) and,
-for NBoard, ``depth=N`` (sent as ``set depth N``, default 10).
+``timeout=S`` (seconds the engine has to answer each command in full, default
+30; ``inf``: no limit) and, for NBoard, ``depth=N`` (sent as ``set depth N``,
+default 10). The limit is on the whole answer, not on each line, so an engine
+that keeps writing status lines without ever moving is a hang too.
 
 One engine process per player, started on first use and kept for the match.
 The arena hands a player every game waiting on it at once; an engine thinks
 about one position at a time, so the games are sent one after another, each
 with its whole game (the arena passes the moves to players that ask with
-``uses_moves``). A read that times out or an engine that dies gets the
-process restarted and the request sent again, once; a second failure, or a
-move that is not legal, is an ``EngineError`` naming the command and the game.
+``uses_moves``). The first time in a match that the engine hangs or dies,
+the process is restarted (with a line on stderr) and the request sent again;
+a second failure in the match, a refused command or a move that is not legal
+is an ``EngineError`` naming the command and the game.
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import queue
 import shlex
 import subprocess
+import sys
 import threading
 import time
 
@@ -49,12 +54,18 @@ class EngineDied(Exception):
     pass
 
 
+class EngineRefused(Exception):
+    """A GTP ``? error`` answer: the engine is alive and says no."""
+
+
 class EngineProcess:
-    """A long-lived child process spoken to line by line, with a timeout on every read.
+    """A long-lived child process spoken to line by line, with a deadline on every answer.
 
     Reading happens on a thread that puts lines into a queue, so a silent
     engine costs a timeout, never a hung arena; stderr is drained the same way
-    and its last lines go into error messages."""
+    and its last lines go into error messages. Each ``send`` starts the clock
+    for its answer: ``timeout`` seconds for all the lines ``read_line`` takes
+    until the next ``send``."""
 
     startup_timeout = 30.0
 
@@ -68,6 +79,7 @@ class EngineProcess:
         self.lines: queue.Queue = queue.Queue()
         self.stderr_tail: collections.deque = collections.deque(maxlen=10)
         self.readers: list[threading.Thread] = []
+        self.deadline, self.allowed = math.inf, math.inf
 
     def start(self) -> None:
         try:
@@ -110,17 +122,31 @@ class EngineProcess:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise EngineDied("the engine closed its input") from None
+        self.allowed = max(self.timeout, self.startup_timeout) if self.fresh else self.timeout
+        self.deadline = time.monotonic() + self.allowed
 
     def read_line(self) -> str:
-        wait = max(self.timeout, self.startup_timeout) if self.fresh else self.timeout
+        left = self.deadline - time.monotonic()
         try:
-            line = self.lines.get(timeout=wait)
+            if left == math.inf:
+                line = self.lines.get()
+            elif left <= 0:
+                line = self.lines.get_nowait()
+            else:
+                line = self.lines.get(timeout=left)
         except queue.Empty:
-            raise EngineTimeout(f"no answer within {wait:g} s") from None
-        self.fresh = False
+            raise EngineTimeout(f"no full answer within {self.allowed:g} s") from None
+        if self.fresh:  # it has loaded: the rest of the answer gets the usual time
+            self.fresh = False
+            self.allowed = self.timeout
+            self.deadline = min(self.deadline, time.monotonic() + self.timeout)
         if line is None:
             self.lines.put(None)
-            raise EngineDied(f"the engine exited (status {self.proc.poll()})")
+            try:
+                status = self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                status = None
+            raise EngineDied("the engine closed its output" if status is None else f"the engine exited (status {status})")
         return line
 
     def close(self, polite: bool = True) -> None:
@@ -180,16 +206,23 @@ class ExternalPlayer(Player):
         """Wait until the engine has answered everything sent so far."""
 
     # --
-    def check(self) -> None:
-        """Start the engine and wait for one answer, then stop it: a loop finds a broken
-        ``--eval-vs`` engine before it plays a generation rather than after."""
+    def check(self, keep_running: bool = False) -> None:
+        """Start the engine and wait for one answer: a loop finds a broken ``--eval-vs``
+        engine before it plays a generation rather than after. The engine is stopped
+        again unless ``keep_running`` (the arena's match follows at once, and an engine
+        that loads a book should not load it twice)."""
+        ok = False
         try:
             self._ensure_started()
             self.sync()
+            ok = True
         except (EngineTimeout, EngineDied) as e:
             raise self._error(f"does not answer ({e})") from None
+        except EngineRefused as e:
+            raise self._error(str(e)) from None
         finally:
-            self.engine.close(polite=False)
+            if not (ok and keep_running):
+                self.engine.close(polite=False)
 
     def _ensure_started(self) -> None:
         if not self.engine.running:
@@ -210,20 +243,23 @@ class ExternalPlayer(Player):
         return self._error(f"{what}, {self._where(start, moves)}")
 
     def move_for(self, start: Position, moves: list[int], pos: Position) -> int:
-        for attempt in range(2):
+        while True:
             try:
                 self._ensure_started()
                 text = self.ask(start, moves, pos)
                 break
+            except EngineRefused as e:
+                raise self._fail(str(e), start, moves) from None
             except (EngineTimeout, EngineDied) as e:
-                if attempt == 1:
-                    err = self._fail(f"failed twice ({e})", start, moves)
+                if self.restarts:  # once a match: an engine that fails again is broken, not unlucky
+                    err = self._fail(f"failed again after a restart ({e})", start, moves)
                     self.engine.close(polite=False)
                     raise err from None
                 # The restart happens in the next attempt's try: an engine that dies
                 # again during its handshake is the second failure, not a traceback.
                 self.engine.close(polite=False)
                 self.restarts += 1
+                print(f"note: {self._fail(f'failed ({e})', start, moves)}; restarting it (once a match)", file=sys.stderr)
         try:
             sq = parse_move(text)
         except FormatError:
@@ -246,7 +282,7 @@ class ExternalPlayer(Player):
         return out
 
     def reset(self) -> None:
-        pass
+        self.restarts = 0  # a new match (or game, in play.py) may restart the engine once again
 
     def close(self) -> None:
         self.engine.close()
@@ -325,7 +361,7 @@ class GTPPlayer(ExternalPlayer):
         self.command_ok("boardsize 8")
 
     def command_ok(self, cmd: str) -> str:
-        """Send one GTP command; its answer text (``= text``), or EngineError on ``? error``."""
+        """Send one GTP command; its answer text (``= text``), or EngineRefused on ``? error``."""
         self.engine.send(cmd)
         while True:
             line = self.engine.read_line().strip()
@@ -333,13 +369,17 @@ class GTPPlayer(ExternalPlayer):
                 break
         answer = [line[1:].strip()]
         while True:  # a GTP answer ends with an empty line
-            more = self.engine.read_line()
+            try:
+                more = self.engine.read_line()
+            except EngineTimeout as e:
+                raise EngineTimeout(f"answered {line!r} to {cmd!r} but never ended the answer with an "
+                                    f"empty line, as GTP requires ({e})") from None
             if not more.strip():
                 break
             answer.append(more.strip())
         text = " ".join(a for a in answer if a)
         if line.startswith("?"):
-            raise EngineError(f"engine {self.command!r} (gtp) refused {cmd!r}: {text}")
+            raise EngineRefused(f"refused {cmd!r}: {text}")
         return text.split(maxsplit=1)[-1] if text and text.split()[0].isdigit() else text
 
     def ask(self, start, moves, pos):
@@ -356,7 +396,7 @@ class GTPPlayer(ExternalPlayer):
         return self.command_ok(f"genmove {'black' if pos.black_to_move else 'white'}")
 
 
-_OPTIONS = {"timeout": float, "depth": int}
+_OPTIONS = {"timeout": (float, "a number of seconds or inf"), "depth": (int, "a whole number")}
 
 
 def _external(cls, allowed):
@@ -364,10 +404,11 @@ def _external(cls, allowed):
         opts = {}
         while args and "=" in args[0] and args[0].split("=", 1)[0] in allowed:
             key, value = args.pop(0).split("=", 1)
+            kind, expected = _OPTIONS[key]
             try:
-                opts[key] = _OPTIONS[key](value)
+                opts[key] = kind(value)
             except ValueError:
-                raise ValueError(f"{key}={value!r}: expected a number") from None
+                raise ValueError(f"{key}={value!r}: expected {expected}") from None
             if not opts[key] > 0:  # nan too: a read would never wait, or wait forever
                 raise ValueError(f"{key}={value}: must be more than 0")
         command = ":".join(args).strip()

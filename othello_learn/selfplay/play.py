@@ -26,7 +26,7 @@ from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
 from othello.states import last_actions
 from othello_learn.selfplay.players import Player, check_seed, network_of
-from othello_learn.selfplay.registry import make_player
+from othello_learn.selfplay.registry import SPEC_KINDS, make_player
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
@@ -357,9 +357,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--opponent", default=DEFAULT_OPPONENT,
-                        help=f"the opponent's player spec (random, greedy, alphabeta[:D], policy:CKPT, mcts:CKPT[:SIMS], "
-                             f"gumbel:CKPT[:SIMS[:K]], endgame:E:SPEC, nboard:CMD, gtp:CMD); "
-                             f"default {DEFAULT_OPPONENT}")
+                        help=f"the opponent's player spec ({SPEC_KINDS}); default {DEFAULT_OPPONENT}")
     parser.add_argument("--colour", "--color", choices=("black", "white"), default="black",
                         help="your colour (black moves first); default black")
     parser.add_argument("--show-policy", action="store_true",

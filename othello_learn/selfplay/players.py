@@ -73,9 +73,11 @@ class Player:
     def reset(self) -> None:
         """Called before each match; stateful players (trees, caches) clear here."""
 
-    def check(self) -> None:
+    def check(self, keep_running: bool = False) -> None:
         """Raise a UserError now if the player cannot play (an external engine that does
-        not answer), so a long job finds out before its work; in-process players can."""
+        not answer), so a long job finds out before its work; in-process players can.
+        ``keep_running``: a match follows at once, so an engine started for the check
+        may stay up for it (``close`` stops it)."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

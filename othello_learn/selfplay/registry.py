@@ -72,6 +72,11 @@ def _resolve(kind: str) -> PlayerFactory:
     return factory
 
 
+# What a spec may be, for --help texts (the kinds registered by othello_learn itself).
+SPEC_KINDS = ("random, greedy, alphabeta[:D], policy:CKPT, mcts:CKPT[:SIMS], gumbel:CKPT[:SIMS[:K]], "
+              "endgame:E:SPEC, nboard:CMD, gtp:CMD")
+
+
 def make_player(spec: str):
     """Build a player from ``kind[:arg...]``; the player's name becomes the spec
     so match reports say exactly what was played."""

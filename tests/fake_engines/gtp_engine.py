@@ -1,7 +1,11 @@
 """A tiny GTP Othello engine for the tests: follows ``play``, answers ``genmove``
 with its lowest legal square (or ``pass``). Misbehaviours on request:
 ``--hang`` never answers genmove, ``--hang-once FILE`` hangs only in the first
-process (the one that creates FILE), ``--illegal`` answers an occupied square."""
+process (the one that creates FILE), ``--illegal`` answers an occupied square,
+``--chatty`` writes comment lines forever instead of a move, ``--die-after N``
+exits at its (N+1)-th genmove, ``--refuse-genmove`` answers it with an error,
+``--noblank`` ends no answer with the empty line GTP requires, ``--pid-file F``
+writes its process id to F."""
 
 import argparse
 import sys
@@ -17,7 +21,15 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--hang", action="store_true")
 ap.add_argument("--hang-once")
 ap.add_argument("--illegal", action="store_true")
+ap.add_argument("--chatty", action="store_true")
+ap.add_argument("--die-after", type=int)
+ap.add_argument("--refuse-genmove", action="store_true")
+ap.add_argument("--noblank", action="store_true")
+ap.add_argument("--pid-file")
 args = ap.parse_args()
+if args.pid_file:
+    Path(args.pid_file).write_text(str(__import__("os").getpid()))
+genmoves = 0
 hang = args.hang
 if args.hang_once and not Path(args.hang_once).exists():
     Path(args.hang_once).write_text("hung")
@@ -27,7 +39,7 @@ pos = Position()
 
 
 def answer(text="", ok=True):
-    sys.stdout.write(("= " if ok else "? ") + text + "\n\n")
+    sys.stdout.write(("= " if ok else "? ") + text + ("\n" if args.noblank else "\n\n"))
     sys.stdout.flush()
 
 
@@ -61,6 +73,16 @@ for line in sys.stdin:
             pos = pos.play(PASS)
         if hang:
             time.sleep(3600)
+        genmoves += 1
+        if args.die_after is not None and genmoves > args.die_after:
+            sys.exit(1)
+        if args.refuse_genmove:
+            answer("not now", ok=False)
+            continue
+        while args.chatty:
+            sys.stdout.write("# thinking\n")
+            sys.stdout.flush()
+            time.sleep(0.05)
         legal = pos.legal_moves()
         if args.illegal:
             answer(square_name((pos.player | pos.opponent).bit_length() - 1))
