@@ -210,3 +210,96 @@ def test_the_engine_needs_no_torch_for_players_without_a_network():
             "import make_player; serve(make_player('alphabeta:2'), 't', io.StringIO('hint 2\\ngo\\n'), io.StringIO(), "
             "io.StringIO()); assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+# -- external players behind the engine, and a go that cannot answer
+
+FAKE_GTP = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"
+
+# An NBoard engine that writes each game it is given to a file and plays the lowest legal square.
+FAKE_NBOARD = """
+import sys
+sys.path.insert(0, {repo!r})
+from othello.formats import parse_ggf_game
+from othello.notation import square_name
+log = open({log!r}, "a")
+pos = None
+for line in sys.stdin:
+    if line.startswith("set game "):
+        log.write(line[9:]); log.flush()
+        pos = parse_ggf_game(line[9:].strip(), "game").final
+    elif line.startswith("ping"):
+        print("pong " + line.split()[1], flush=True)
+    elif line.strip() == "go":
+        print("=== " + square_name(pos.legal_moves()[0]).upper(), flush=True)
+    elif line.strip() == "quit":
+        break
+"""
+
+
+def test_a_gtp_player_behind_the_engine_is_told_the_game_from_the_start():
+    gtp = make_player(f"gtp:timeout=20:{FAKE_GTP}")
+    try:
+        rec = GameRecord.from_transcript("f5d6c3")
+        out, err = session(gtp, [f"set game {format_ggf(rec)}", "hint 2", "go", "move " + "d3", "go", "ping 1"])
+    finally:
+        gtp.close()
+    assert err == ""
+    played = [line[4:].split("/")[0] for line in out if line.startswith("=== ")]
+    pos = rec.final
+    assert parse_square(played[0]) == pos.legal_moves()[0]  # the fake's lowest legal square: it replayed f5d6c3
+    assert parse_square(played[1]) == pos.play("d3").legal_moves()[0] and out[-1] == "pong 1"
+
+
+def test_an_nboard_player_behind_the_engine_gets_the_set_up_start_and_the_moves(tmp_path):
+    script, log = tmp_path / "fake_nboard.py", tmp_path / "games.txt"
+    script.write_text(FAKE_NBOARD.format(repo=str(REPO), log=str(log)))
+    start = Position(Position().opponent, Position().player, False)  # the standard board, white to move: set up
+    rec = GameRecord(moves=[parse_square("f4")], start=start)
+    nb = make_player(f"nboard:timeout=20:{sys.executable} {script}")
+    try:
+        out, err = session(nb, [f"set game {format_ggf(rec)}", "go"])
+    finally:
+        nb.close()
+    assert err == "" and any(line.startswith("=== ") for line in out)
+    from othello.formats import parse_ggf_game
+
+    told = parse_ggf_game(log.read_text().splitlines()[-1], "told")
+    assert told.start == start and told.moves == rec.moves  # the history, not a bare board
+
+
+def broken_player():
+    from othello_learn.selfplay.players import RandomPlayer
+
+    class Broken(RandomPlayer):
+        def select(self, *a, **k):
+            raise RuntimeError("the engine fell over")
+
+    return Broken()
+
+
+def test_a_go_that_cannot_answer_says_so_in_a_status_line_and_ends_the_session():
+    """The protocol has no error answer, and a GUI waits for === forever: the engine stops."""
+    from othello.files import UserError
+    from othello_learn.selfplay.nboard import NoMove
+
+    out, err = io.StringIO(), io.StringIO()
+    rest = io.StringIO("go\nping 1\n")
+    with pytest.raises(NoMove, match="go: RuntimeError: the engine fell over; no move") as e:
+        serve(broken_player(), "t", rest, out, err)
+    assert isinstance(e.value, UserError)  # one line, exit 2 from the command
+    lines = out.getvalue().splitlines()
+    assert lines == ["status Thinking", "status go failed: RuntimeError: the engine fell over"]
+    assert rest.read() == "ping 1\n"  # nothing after it is read
+
+
+def test_a_hint_that_fails_still_ends_with_an_empty_status():
+    out, err = session(broken_player(), ["hint 2", "ping 1"])
+    assert out == ["status Analyzing", "status", "pong 1"] and "the engine fell over" in err
+
+
+def test_an_external_player_that_cannot_start_is_one_line_exit_2():
+    r = subprocess.run([sys.executable, "selfplay/nboard.py", "--player", f"gtp:timeout=5:{sys.executable} -c pass"],
+                       cwd=REPO, input="", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and "--player: engine" in r.stderr and "does not answer" in r.stderr

@@ -80,18 +80,29 @@ class Analyst:
     def _ab_discs(v: int) -> float:
         return v / WIN_SCALE if abs(v) >= WIN_SCALE else v / 100.0
 
-    def choose(self, pos: Position, moves: list[int]) -> int:
-        """The player's move; asked again about the same position and moves (``go`` after
-        ``hint``, for a player whose hint is its move), the same one, not a fresh random draw."""
-        key = (pos.player, pos.opponent, pos.black_to_move, tuple(moves))
+    def choose(self, pos: Position, moves: list[int], start: Position | None = None) -> int:
+        """The player's move in ``pos``, reached from ``start`` by ``moves`` (``start`` None: not
+        known, ``moves`` are only the history). Asked again about the same position and moves (``go``
+        after ``hint``, for a player whose hint is its move), the same one, not a fresh random draw."""
+        key = (pos.player, pos.opponent, pos.black_to_move, tuple(moves), start)
         if self._last_choice is not None and self._last_choice[0] == key:
             return self._last_choice[1]
-        sq = self._select(pos, moves)
+        sq = self._select(pos, moves, start)
         self._last_choice = key, sq
         return sq
 
-    def _select(self, pos: Position, moves: list[int]) -> int:
+    def _select(self, pos: Position, moves: list[int], start: Position | None) -> int:
         extra = {"history": last_actions(moves)[None]} if getattr(self.player, "uses_history", False) else {}
+        if getattr(self.player, "uses_moves", False) and start is not None:
+            # An external engine is told the game, not just the board: a GTP engine can only
+            # replay moves from the standard start, and an NBoard engine keeps the history.
+            inner = before_solves(self.player)
+            if start == Position():
+                extra["moves"] = [list(moves)]  # the arena's form: every action from the standard start
+            elif not self.exact(pos) and callable(getattr(inner, "move_for", None)):
+                # A set-up start, which the arena's ``moves`` cannot carry: the engine is given the
+                # set-up position and the moves from it (a GTP engine refuses, naming the game).
+                return inner.move_for(start, list(moves), pos)
         sq = self.player.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
                                 np.array([pos.black_to_move]), self.rng, **extra)
         if hasattr(sq, "detach"):
@@ -107,14 +118,15 @@ class Analyst:
         rows = self._rows(pos, moves, [sq])
         return None if rows is None else rows[0][1]
 
-    def hints(self, pos: Position, moves: list[int], n: int) -> list[tuple[int, float, str]]:
+    def hints(self, pos: Position, moves: list[int], n: int,
+              start: Position | None = None) -> list[tuple[int, float, str]]:
         """Up to ``n`` (move, eval, free text), best first."""
         legal = pos.legal_moves()
         if not legal:
             return [] if pos.is_over() else [(PASS, self.root_eval(pos.play(PASS), moves + [PASS]) or 0.0, "forced pass")]
         rows = self._rows(pos, moves, legal)
         if rows is None:  # nothing to rank: the one move the player would play, with no evaluation to give
-            return [(self.choose(pos, moves), 0.0, f"{self.player.name}'s move (no evaluation)")]
+            return [(self.choose(pos, moves, start), 0.0, f"{self.player.name}'s move (no evaluation)")]
         rows.sort(key=lambda r: -r[3])
         return [(sq, 0.0 if ev is None else ev, text) for sq, ev, text, _ in rows[: max(n, 1)]]
 

@@ -12,7 +12,13 @@ until the GUI sends ``move``), ``hint N`` for the top N moves as
 once everything before it is done. Commands we do not know are ignored, as the
 protocol asks; a known one in the wrong form (``hint abc``) is ignored too, and a
 bad game or move leaves the position as it was: each says why in one line on
-stderr, so stdout only ever carries protocol lines and the session goes on.
+stderr, so stdout only ever carries protocol lines and the session goes on. A ``hint``
+or ``analyze`` that fails part way still ends with its empty ``status``. A ``go`` that
+cannot produce a move (an external engine that fails, say) ends the session: the
+protocol has no error answer and the GUI waits for ``=== move``, so a ``status go
+failed: ...`` line tells it why, stderr gets the same in one line, exit status 2. An
+external ``--player`` (``nboard:CMD``, ``gtp:CMD``) is started once before the session:
+one that cannot start is one line, exit 2.
 
 Evaluations are from the side to move's view, in discs (NBoard's scale). The
 protocol's eval in ``=== move/eval`` and in a ``search`` line is the move's, and a
@@ -32,7 +38,7 @@ import sys
 import time
 
 
-from othello.files import ArgumentParser, UserError, run_main, stdout_to_devnull
+from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull
 from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
@@ -47,6 +53,12 @@ def move_text(sq: int) -> str:
 
 class GuiGone(Exception):
     """Our output was closed (the GUI quit without ``quit``): the session ends quietly."""
+
+
+class NoMove(UserError):
+    """``go`` could not produce a move (an external engine that fails, a player that errs). The
+    protocol has no error answer and the GUI waits for ``=== move``: the engine says why in a
+    ``status`` line and ends the session, so the GUI sees it stop instead of waiting forever."""
 
 
 class BadCommand(ValueError):
@@ -76,8 +88,11 @@ class Engine:
         self.game = GameRecord()
         self.pos = Position()
         self.depth = None
+        self.busy = False
 
     def send(self, line: str) -> None:
+        if line.startswith("status"):
+            self.busy = line != "status"  # a "status Analyzing" the GUI sees until an empty one
         try:
             self.out.write(line + "\n")
             self.out.flush()
@@ -104,7 +119,7 @@ class Engine:
                 self.cmd_move(cmd)
             else:
                 self.warn(f"ignored unknown command: {line.strip()!r}")
-        except GuiGone:
+        except (GuiGone, NoMove):
             raise
         except BadCommand as e:
             self.warn(str(e))
@@ -112,6 +127,8 @@ class Engine:
             self.warn(f"{cmd}: {e} (position unchanged)")
         except Exception as e:  # a GUI session must survive anything one command does
             self.warn(f"{cmd}: {type(e).__name__}: {e}")
+            if self.busy:  # a hint or analyze that failed part way: the GUI still sees it end
+                self.send("status")
         return True
 
     # -- commands
@@ -149,7 +166,7 @@ class Engine:
     def cmd_hint(self, rest):
         n = number("hint", rest, "a number of moves, as in 'hint 3'") if rest.split() else 1
         self.send("status Analyzing")
-        for sq, ev, text in self.analyst.hints(self.pos, self.game.moves, n):
+        for sq, ev, text in self.analyst.hints(self.pos, self.game.moves, n, self.game.start):
             self.send(f"search {move_text(sq)} {ev:.2f} 0 {self.analyst.depth(self.pos)} {text}")
         self.send("status")
 
@@ -162,8 +179,15 @@ class Engine:
         elif self.pos.must_pass():
             self.send("=== PA")
         else:
-            sq = self.analyst.choose(self.pos, self.game.moves)
-            ev = self.analyst.move_eval(self.pos, self.game.moves, sq)  # the figure hint gives the move
+            try:
+                sq = self.analyst.choose(self.pos, self.game.moves, self.game.start)
+                ev = self.analyst.move_eval(self.pos, self.game.moves, sq)  # the figure hint gives the move
+            except (GuiGone, KeyboardInterrupt):
+                raise
+            except Exception as e:
+                why = one_line(e) if isinstance(e, UserError) else f"{type(e).__name__}: {one_line(e)}"
+                self.send(f"status go failed: {why}")
+                raise NoMove(f"go: {why}; no move to answer, so the session ends") from None
             dt = time.perf_counter() - t0
             self.send(f"=== {move_text(sq)}" + (f"/{ev:.2f}/{dt:.3f}" if ev is not None else f"//{dt:.3f}"))
         self.send("status")
@@ -207,8 +231,16 @@ def main(argv=None) -> int:
         player = make_program(args.player)
     except PlayerSpecError as e:  # it names the spec
         raise UserError(f"--player: {e}") from None
+    try:
+        player.check()  # an external engine that cannot start is found before the GUI's first command
+    except UserError as e:
+        raise UserError(f"--player: {e}") from None
     player.reset()
-    return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
+    try:
+        return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
+    finally:
+        if hasattr(player, "close"):  # an external engine's process ends with the session
+            player.close()
 
 
 def cli() -> None:
