@@ -303,3 +303,27 @@ def test_an_external_player_that_cannot_start_is_one_line_exit_2():
                        cwd=REPO, input="", capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.splitlines()) == 1 and "--player: engine" in r.stderr and "does not answer" in r.stderr
+
+
+def test_a_forced_pass_is_valued_as_any_move_minus_the_position_it_leads_to():
+    """Black (b1) must pass, white plays c1 and black has nothing: the pass loses 0-64."""
+    game = f"set game (;GM[Othello]TY[8]BO[8 O*{'-' * 62} *];)"
+    out, _ = session(AlphaBetaPlayer(2), [game, "hint 3"])
+    assert [line for line in out if line.startswith("search ")] == ["search PA -64.00 0 2 forced pass"]
+    out, _ = session(make_player("random"), [game, "hint 3"])  # no evaluation: 0.00, said so, as for its moves
+    assert [line for line in out if line.startswith("search ")] == ["search PA 0.00 0 1 forced pass (no evaluation)"]
+    from othello.states import last_actions
+    from othello_learn.selfplay.nn_players import best_move
+
+    net_player = make_player("policy:checkpoints/cpu_rl_warm_long.pt")
+    out, _ = session(net_player, [game, "hint 3"])
+    ev = float(next(line for line in out if line.startswith("search PA ")).split()[2])
+    pos = parse_ggf_final(game)
+    after = best_move(net_player.net, pos.play(PASS), last_actions([PASS]))[2]
+    assert ev == pytest.approx(-64 * after, abs=0.006) and abs(after) > 0.01
+
+
+def parse_ggf_final(line: str) -> Position:
+    from othello.formats import parse_ggf_game
+
+    return parse_ggf_game(line[len("set game "):], "game").final

@@ -123,7 +123,13 @@ class Analyst:
         """Up to ``n`` (move, eval, free text), best first."""
         legal = pos.legal_moves()
         if not legal:
-            return [] if pos.is_over() else [(PASS, self.root_eval(pos.play(PASS), moves + [PASS]) or 0.0, "forced pass")]
+            if pos.is_over():
+                return []
+            # The pass's value, like any move's, is minus the value of the position it leads to.
+            after = self.root_eval(pos.play(PASS), moves + [PASS])
+            if after is None:  # as for the player's move elsewhere: 0.00 in the field, said so in the text
+                return [(PASS, 0.0, "forced pass (no evaluation)")]
+            return [(PASS, 0.0 - after, "forced pass")]  # 0.0 - x: no "-0.00"
         rows = self._rows(pos, moves, legal)
         if rows is None:  # nothing to rank: the one move the player would play, with no evaluation to give
             return [(self.choose(pos, moves, start), 0.0, f"{self.player.name}'s move (no evaluation)")]
