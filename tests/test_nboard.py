@@ -327,3 +327,22 @@ def parse_ggf_final(line: str) -> Position:
     from othello.formats import parse_ggf_game
 
     return parse_ggf_game(line[len("set game "):], "game").final
+
+
+def test_move_infers_a_forced_pass_as_set_game_does():
+    """Black (b1) must pass: the GUI sends white's c1, as a GGF game may write it."""
+    setup = f"set game (;GM[Othello]TY[8]BO[8 O*{'-' * 62} *];)"
+    engine = Engine(AlphaBetaPlayer(1), "x", io.StringIO(), io.StringIO())
+    for line in (setup, "move c1/-64.00/0.1"):
+        engine.handle(line)
+    via_set = Engine(AlphaBetaPlayer(1), "x", io.StringIO(), io.StringIO())
+    via_set.handle(setup[:-2] + "W[c1];)")
+    assert engine.err.getvalue() == "" and engine.game.moves == via_set.game.moves == [PASS, parse_square("c1")]
+    assert engine.pos == via_set.pos and engine.pos.is_over()
+    assert len(engine.game.evals) == len(engine.game.times) == 2
+    engine.handle("move d1")  # still refused when not legal: named with its ply, the game unchanged
+    assert engine.err.getvalue() == "nboard: move: game, ply 3 (d1): d1 is not legal here (position unchanged)\n"
+    assert engine.game.moves == via_set.game.moves
+    engine.handle(setup)
+    engine.handle("move g7")
+    assert "ply 1 (g7): g7 is not legal here (position unchanged)" in engine.err.getvalue() and engine.game.moves == []

@@ -39,7 +39,7 @@ import time
 
 
 from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull
-from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move
+from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move, play_with_passes
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
 from othello_learn.selfplay.analysis import Analyst
@@ -151,10 +151,14 @@ class Engine:
     def cmd_move(self, rest):
         text = rest.split()[0] if rest.split() else ""
         sq = parse_move(text.split("/")[0])
-        new = self.pos.play(sq)
-        self.game.moves.append(sq)
-        self.game.evals.append(None)
-        self.game.times.append(None)
+        # The game replayed with the move, as ``set game`` reads one: a move by the side not to
+        # move, where the side to move has none, passes for it first (GUIs send only the move).
+        # An error names the game's ply.
+        moves, new = play_with_passes(self.game.start, self.game.moves + [sq], "game")
+        for m in moves[len(self.game.moves):]:
+            self.game.moves.append(m)
+            self.game.evals.append(None)
+            self.game.times.append(None)
         self.pos = new
 
     def cmd_ping(self, rest):
