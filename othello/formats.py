@@ -315,19 +315,44 @@ def format_ggf(rec: GameRecord) -> str:
 class ObfPosition:
     position: Position
     comment: str = ""  # after the ';' (Edax: the scored moves, "g8:+18; h1:+12;")
+    what: str = "OBF line"  # where it was read ("problems.obf line 7"), for errors about it
 
     def scores(self) -> dict[int, int]:
-        """Edax's ``move:score`` pairs in the comment, if any."""
-        return {parse_move(m): int(v) for m, v in re.findall(r"([a-hA-H][1-8]|[pP][aAsS]):\s*([+-]?\d+)", self.comment)}
+        """Edax's ``move:score`` pairs in the comment (``;``-separated fields), if any.
+        A field with a ``:`` must be one: ``h7:abc``, ``zz:+3`` or a square scored twice
+        is a FormatError naming ``what``, not a grade quietly lost; fields without one
+        are free text."""
+        out: dict[int, int] = {}
+        for field in self.comment.split(";"):
+            field = field.strip()
+            if ":" not in field:
+                continue
+            move, _, value = (x.strip() for x in field.partition(":"))
+            try:
+                sq = parse_move(move)
+            except FormatError:
+                sq = None
+            if sq is None or not re.fullmatch(r"[+-]?\d+", value):
+                raise FormatError(f"{self.what}: {field!r} is not a score (expected a move and the side to "
+                                  "move's disc difference, as in 'g8:+18')")
+            if sq in out:
+                raise FormatError(f"{self.what}: {move} is scored twice")
+            out[sq] = int(value)
+        return out
 
 
 def parse_obf_line(line: str, what: str = "OBF line") -> ObfPosition:
+    """One position. The side to move is written as a board's discs are, as Edax reads
+    both: X, * or B for black, O or W for white (any case)."""
     text = line.strip()
     head, sep, comment = text.partition(";")
     parts = head.split()
-    if len(parts) != 2 or parts[1].upper() not in ("X", "O"):
+    side = parts[1].lower() if len(parts) == 2 else ""
+    if len(side) != 1 or side not in _BLACK_CHARS + _WHITE_CHARS:
         raise FormatError(f"{what}: expected '<64 squares of X/O/-> <X or O>[; comment]', got {text[:80]!r}")
-    return ObfPosition(board_from_text(parts[0], parts[1].upper() == "X", what), comment.strip())
+    obf = ObfPosition(board_from_text(parts[0], side in _BLACK_CHARS, what), comment.strip(), what)
+    obf.scores()  # a malformed score is an error here, naming the line
+    return obf
 
 
 def parse_obf(text: str, what: str = "OBF") -> list[ObfPosition]:

@@ -239,7 +239,7 @@ def test_a_scored_move_that_is_not_legal_is_one_error_naming_the_position(tmp_pa
     out = tmp_path / "answers.json"
     assert run_main(main, [str(obf), "--player", "alphabeta:1", "--json", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"{obf}: position 2 scores {square_name(illegal)}" in err
+    assert len(err.splitlines()) == 1 and f"{obf} line 2 (position 2) scores {square_name(illegal)}" in err
     assert not out.exists()
 
 
@@ -303,3 +303,40 @@ def test_close_players_closes_each_once_and_all_despite_a_failure():
     with pytest.raises(RuntimeError, match="a failed"):
         close_players(a, b, a, object())
     assert closed == ["a", "b"]
+
+
+@pytest.mark.parametrize("comment, why", [("h7:abc;", "'h7:abc' is not a score"), ("zz:+3;", "'zz:+3' is not a score"),
+                                          ("h7:-6; h7:-8;", "h7 is scored twice")])
+def test_a_score_that_does_not_parse_or_is_given_twice_is_one_error_naming_file_and_line(tmp_path, capsys, comment,
+                                                                                          why):
+    obf = tmp_path / "s.obf"
+    obf.write_text("% scores\n" + format_obf(Position.from_transcript("f5")) + "\n"
+                   + format_obf(Position.from_transcript("f5d6"), comment) + "\n")
+    assert run_main(main, [str(obf), "--player", "alphabeta:1"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and lines[0].split(": error: ")[1] == f"{obf} line 3: {why}" + (
+        "" if "twice" in why else " (expected a move and the side to move's disc difference, as in 'g8:+18')")
+
+
+def test_the_side_to_move_is_written_as_the_board_s_discs_are(tmp_path, capsys):
+    """Edax reads X, * or B as black and O or W as white, in the board and for the side to move alike."""
+    pos = Position.from_transcript("f5")  # white to move
+    board = format_obf(pos).split()[0]
+    black = Position(pos.opponent, pos.player, True)
+    obf = tmp_path / "sides.obf"
+    obf.write_text("".join(f"{board.replace('X', '*')} {side};\n" for side in ("*", "b", "X", "x", "O", "w", "W")))
+    assert run_main(main, [str(obf), "--player", "alphabeta:1", "--json", str(tmp_path / "a.json")]) == 0
+    records = json.loads((tmp_path / "a.json").read_text())
+    assert [r["to_move"] for r in records] == ["black"] * 4 + ["white"] * 3
+    from othello.formats import parse_obf
+
+    assert [x.position for x in parse_obf(obf.read_text())] == [black] * 4 + [pos] * 3
+
+
+def test_an_engine_that_fails_names_the_file_line_and_position(tmp_path, capsys):
+    """A GTP engine cannot be given a set-up position: the error says which one."""
+    obf = write_obf(tmp_path / "p.obf", positions()[1:3])  # after a comment line: line 2 is position 1
+    assert run_main(main, [str(obf), "--player", f"gtp:timeout=20:{FAKE}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"error: {obf} line 2 (position 1): engine" in err

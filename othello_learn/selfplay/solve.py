@@ -17,7 +17,10 @@ sees them as one batch.
 Where a line's comment scores moves, as Edax writes them and the FFO endgame test
 suites carry them (``... X; g8:+18; h1:+12;``), each answer is graded against
 them (the best score, or the discs the move gives up) and a last line sums up:
-a player checked against a problem set in one command.
+a player checked against a problem set in one command. A score that does not parse
+(``h7:abc``, ``zz:+3``) or a move scored twice is an error naming the file and line;
+so is an external engine's failure on a position (engines are asked one position at
+a time). The side to move is X, * or B for black, O or W for white, as Edax reads it.
 """
 
 from __future__ import annotations
@@ -58,31 +61,45 @@ def read_obf(path: Path) -> list[ObfPosition]:
         legal = set(x.position.legal_moves()) or {PASS}
         bad = [s for s in x.scores() if s not in legal]
         if bad:
-            raise UserError(f"{path}: position {i} scores {_move_name(bad[0])}, not a legal move there "
+            raise UserError(f"{label(x, i)} scores {_move_name(bad[0])}, not a legal move there "
                             f"(legal: {', '.join(map(_move_name, sorted(legal)))}; is the side to move right?)")
     return positions
+
+
+def label(x: ObfPosition, number: int) -> str:
+    """Where a position is, for errors: ``problems.obf line 7 (position 3)``."""
+    return f"{x.what} (position {number})"
 
 
 def _move_name(sq: int) -> str:
     return "PA" if sq == PASS else square_name(sq)
 
 
-def solve(player: Player, positions: list[Position], seed: int = 0) -> list[dict]:
+def solve(player: Player, positions: list[Position], seed: int = 0, labels: list[str] | None = None) -> list[dict]:
     """One record per position (``number`` counts from 1, in file order).
 
     Positions where the side to move has a move are sent to the player in one
-    batch; forced passes and finished games are answered without asking it."""
+    batch (an external engine's one at a time, so that one it fails on is named:
+    ``labels[i]``, default ``position i+1``); forced passes and finished games are
+    answered without asking it."""
     analyst = Analyst(player, seed)
     n = len(positions)
+    where = labels or [f"position {i + 1}" for i in range(n)]
     movable = [i for i, pos in enumerate(positions) if pos.legal_moves()]
     chosen = np.full(n, PASS, dtype=np.int64)
-    if movable:
-        s = States.from_positions([positions[i] for i in movable])  # OBF has no history: none known
+    external = getattr(player, "uses_moves", False)
+    for batch in ([[i] for i in movable] if external else [movable] if movable else []):
+        s = States.from_positions([positions[i] for i in batch])  # OBF has no history: none known
         extra = {"history": s.history} if getattr(player, "uses_history", False) else {}
-        sq = player.select(s.player, s.opponent, s.black_to_move, analyst.rng, **extra)
+        try:
+            sq = player.select(s.player, s.opponent, s.black_to_move, analyst.rng, **extra)
+        except UserError as e:  # an engine that fails: which position it failed on
+            if not external:
+                raise
+            raise UserError(f"{where[batch[0]]}: {e}") from None
         if hasattr(sq, "detach"):
             sq = sq.detach().cpu().numpy()
-        chosen[movable] = np.asarray(sq, dtype=np.int64).reshape(-1)
+        chosen[batch] = np.asarray(sq, dtype=np.int64).reshape(-1)
 
     probs = values = None
     if analyst.net is not None and n:
@@ -101,7 +118,7 @@ def solve(player: Player, positions: list[Position], seed: int = 0) -> list[dict
             continue
         sq = int(chosen[i])
         if sq != PASS and sq not in legal:
-            raise RuntimeError(f"player {player.name!r} chose {sq} at position {i + 1}, not a legal move")
+            raise RuntimeError(f"player {player.name!r} chose {sq} at {where[i]}, not a legal move")
         rec.update(game_over=False, move=_move_name(sq))
         if probs is not None:
             rec["probability"] = None if sq == PASS else float(probs[i, sq])
@@ -185,7 +202,8 @@ def main(argv=None) -> int:
         raise UserError(f"--player: {e}") from None
     player.reset()
     try:
-        records = solve(player, [x.position for x in obf], seed=args.seed)
+        records = solve(player, [x.position for x in obf], seed=args.seed,
+                        labels=[label(x, i) for i, x in enumerate(obf, 1)])
     finally:
         if hasattr(player, "close"):  # an external engine's process ends with the command
             player.close()
