@@ -234,6 +234,11 @@ def test_make_player_specs():
     ("mcts:{missing}", "no such file"), ("policy", "expected policy:CHECKPOINT"),
     ("mcts:{missing}:abc", "simulations must be an integer, got 'abc'"), ("gumbel:{missing}:0", "simulations must be >= 1"),
     ("gumbel:{missing}:8:-1", "considered actions (0: automatic) must be >= 0"),
+    # K: 2..min(N, 64), checked before the checkpoint is read (it is missing here)
+    ("gumbel:{missing}:8:1", "considered moves must be 0 (automatic) or 2..8"),
+    ("gumbel:{missing}:8:9", "considered moves must be 0 (automatic) or 2..8"),
+    ("gumbel:{missing}:100:99", "considered moves must be 0 (automatic) or 2..64"),
+    ("gumbel:{missing}:1:2", "considered moves must be 0 (automatic) with 1 simulation, got 2"),
 ])
 def test_bad_specs_are_user_errors_naming_the_spec(tmp_path, spec, why):
     """A spec that can build no player is a one-line error naming it (exit 2
@@ -579,3 +584,17 @@ def test_cli_refuses_a_folder_as_json(tmp_path, capsys):
 def test_play_match_refuses_an_opening_longer_than_a_game():
     with pytest.raises(ValueError, match="0..59"):
         play_match(RandomPlayer(), RandomPlayer(), 2, opening_plies=60, progress=False)
+
+
+def test_a_search_on_a_network_without_a_value_head_says_so_once(capsys):
+    """mcts/gumbel value every leaf 0 without a value head: they play, and a notice says so."""
+    from othello_learn.selfplay.nn_players import check_considered
+
+    assert [check_considered(k, 8) for k in (0, 2, 8)] == [0, 2, 8] and check_considered(64, 100) == 64
+    for spec in ("mcts:checkpoints/cpu_hc.pt:2", "gumbel:checkpoints/cpu_hc.pt:4:2"):
+        make_player(spec)
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith(f"note: {spec}: checkpoints/cpu_hc.pt has no value head")
+    make_player("gumbel:checkpoints/cpu_rl_warm_long.pt:4:2")  # a value head: nothing to say
+    make_player("policy:checkpoints/cpu_hc.pt")  # no search: nothing to say
+    assert capsys.readouterr().err == ""

@@ -6,6 +6,8 @@ them in one batch."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import torch
 
@@ -126,11 +128,37 @@ def policy_from_args(args):
     return PolicyPlayer(load_network(args[0]))
 
 
+def search_network(kind: str, args: list[str]):
+    """The network a ``mcts:`` / ``gumbel:`` spec searches with. Without a value head the
+    search values every position it reaches 0 (``Evaluator``), a draw, so only the priors
+    guide it: it still plays, and a one-line notice on stderr says so (every command that
+    builds players from specs, the arena and play among them, shows it once, at the start)."""
+    net = load_network(args[0])
+    if getattr(net, "value_head", None) is None:
+        print(f"note: {kind}:{':'.join(args)}: {args[0]} has no value head, so the search values every "
+              "position it reaches 0 (a draw) and only the policy's priors guide it", file=sys.stderr)
+    return net
+
+
 def mcts_from_args(args):
     if len(args) not in (1, 2):
         raise ValueError("expected mcts:CHECKPOINT[:SIMULATIONS]")
     sims = spec_int(args[1], "simulations", 1) if len(args) == 2 else 100
-    return MCTSPlayer(load_network(args[0]), sims)
+    return MCTSPlayer(search_network("mcts", args), sims)
+
+
+def check_considered(k: int, simulations: int) -> int:
+    """Gumbel's K (root moves considered) for N simulations: 0 (automatic) or 2..min(N, 64).
+    K = 1 leaves the search nothing to choose (it plays the policy's move, the simulations
+    spent for nothing); above N, the moves past the N-th are never visited (K = N's search);
+    a position has at most 64 squares to play."""
+    top = min(simulations, 64)
+    if k == 0 or 2 <= k <= top:
+        return k
+    if top < 2:
+        raise ValueError(f"considered moves must be 0 (automatic) with {simulations} simulation, got {k}")
+    raise ValueError(f"considered moves must be 0 (automatic) or 2..{top} (at least 2 to choose between, at most "
+                     f"the {simulations} simulations{' and the 64 squares' if top == 64 else ''}), got {k}")
 
 
 def gumbel_from_args(args):
@@ -138,4 +166,5 @@ def gumbel_from_args(args):
         raise ValueError("expected gumbel:CHECKPOINT[:SIMULATIONS[:CONSIDERED]]")
     sims = spec_int(args[1], "simulations", 1) if len(args) >= 2 else 100
     k = spec_int(args[2], "considered actions (0: automatic)", 0) if len(args) == 3 else 0  # GumbelConfig.considered
-    return GumbelPlayer(load_network(args[0]), sims, max_considered=k)
+    check_considered(k, sims)  # before the network is loaded: a bad spec costs nothing
+    return GumbelPlayer(search_network("gumbel", args), sims, max_considered=k)
