@@ -236,7 +236,8 @@ def main(argv=None) -> int:
     except PlayerSpecError as e:  # it names the spec
         raise UserError(f"--player: {e}") from None
     try:
-        player.check()  # an external engine that cannot start is found before the GUI's first command
+        player.check(keep_running=True)  # an engine that cannot start is found before the GUI's first command;
+        # one that can stays up for the session (close() below stops it)
     except UserError as e:
         raise UserError(f"--player: {e}") from None
     player.reset()
