@@ -589,3 +589,20 @@ def test_an_error_after_training_ran_keeps_the_whole_run_folder(dataset_dir, tmp
     code, err = _run(main, _args(dataset_dir, out, "--max-steps", "2"), capsys)
     assert code == 2 and "cannot be written" in err
     assert (out / "config.yaml").exists() and (out / "checkpoints" / "last.ckpt").exists(), "the trained run stays"
+
+
+def test_evaluate_names_asked_for_years_without_games(dataset_dir, tmp_path, tiny_checkpoint, capsys):
+    import shutil
+
+    from othello_learn.data import wtb
+    from othello_learn.data.wthor import main as build_main
+    from othello_learn.train.evaluate import main
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    shutil.copy(dataset_dir.parent / "WTH_2003.wtb", raw)
+    wtb.write_wtb(raw / "WTH_2004.wtb", wtb.make_games([]), 2004)
+    assert build_main(["--wthor-dir", str(raw), "--out", str(tmp_path / "ds"), "--quiet"]) == 0
+    for source in (["--wthor-dir", str(raw)], ["--data", str(tmp_path / "ds")]):
+        code, err = _run(main, ["--checkpoint", str(tiny_checkpoint), *source, "--years", "2003-2004"], capsys)
+        assert code == 2 and "no positions for 2004" in err and len(err.strip().splitlines()) == 1, err

@@ -428,3 +428,20 @@ def test_games_csv_has_the_recorded_transcripts(wthor_dir, tmp_path, games):
     moves = np.zeros((2, 60), np.uint8)
     moves[0, :3] = [56, 64, 99]
     assert dataset.transcripts(moves).tolist() == ["f5d6", ""]
+
+
+def test_a_year_with_no_games_is_listed_with_0_and_no_games_at_all_is_one_line(wthor_dir, tmp_path, capsys):
+    wtb.write_wtb(wthor_dir / "WTH_2000.wtb", wtb.make_games([]), 2000)
+    out = tmp_path / "out"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out)]) == 0
+    assert any(line.split()[:3] == ["2000", "0", "0"] for line in capsys.readouterr().out.splitlines())
+    years = json.loads((out / "summary.json").read_text())["years"]
+    assert list(years) == ["2000", "2001", "2002"]
+    assert years["2000"] == {"games": 0, "positions": 0, "skipped_games": 0, "position_range": [0, 0]}
+    assert years["2001"]["position_range"][0] == 0
+    assert years["2002"]["position_range"][0] == years["2001"]["position_range"][1]
+    empty_only = tmp_path / "empty_out"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(empty_only), "--years", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert "no games in WTH_2000.wtb" in err and len(err.splitlines()) == 1
+    assert not empty_only.exists()

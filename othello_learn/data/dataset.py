@@ -225,6 +225,9 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     games_rec = np.concatenate(records)
     games = pd.concat(tables, ignore_index=True)
     n = len(games_rec)
+    if n == 0:
+        raise UserError(f"{wthor_dir}: no games in {', '.join(p.name for _, p in files)} "
+                        "(each header says 0 games); nothing to build")
     damaged, damaged_ply, damaged_reasons = _record_errors(games_rec)
     # Damaged games are replayed as empty records: no positions, no wrapped scores.
     replay_moves = np.where(damaged[:, None], np.uint8(0), games_rec["moves"])
@@ -285,8 +288,9 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
         warn(f"warning: {row['file']}: game {int(row['index'])} (counted from 0{names}): {reason}; game skipped")
 
     per_year = {}
-    for year, grp in games.groupby("year", sort=True):
-        first = int(grp["first_position"].iloc[0])
+    first = 0
+    for year, _ in files:  # every year read, one with no games too (listed with 0, not left out)
+        grp = games[games["year"] == year]
         npos = int(counts[grp.index].sum())
         per_year[str(year)] = {
             "games": int(len(grp)),
@@ -294,6 +298,7 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
             "skipped_games": int((grp["error"] != "").sum()),
             "position_range": [first, first + npos],
         }
+        first += npos
     summary = {
         "format": FORMAT_MARKER,
         "format_version": FORMAT_VERSION,

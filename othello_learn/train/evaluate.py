@@ -36,7 +36,7 @@ import torch
 from othello import bitboard as bb
 from othello.files import ArgumentParser, UserError, at_least, atomic_write, check_distinct, check_output, run_main
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform
-from othello_learn.data.dataset import WthorDataset, build, parse_years
+from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import from_records, transform_batch
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
 from othello_learn.plots import check_plot_path, pyplot, save_figure
@@ -226,11 +226,17 @@ def evaluate_command(argv=None) -> dict:
     net = load_any_network(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
     if dataset is not None:
         positions = dataset_positions(dataset, years, args.data)
+        per_year = dataset.summary["years"]
     else:
         try:
-            positions = build(args.wthor_dir, years, progress=False, warn=lambda m: print(m, file=sys.stderr)).positions
+            built = build(args.wthor_dir, years, progress=False, warn=lambda m: print(m, file=sys.stderr))
         except ValueError as e:
             raise UserError(f"--wthor-dir {args.wthor_dir}: {e}") from None
+        positions, per_year = built.positions, built.summary["years"]
+    empty = sorted(int(y) for y, v in per_year.items() if (years is None or int(y) in years) and not v["positions"])
+    if empty:  # the figures would be reported as covering years they do not
+        raise UserError(f"{source}: no positions for {format_years(empty)} (no games, or all skipped); "
+                        f"leave {'it' if len(empty) == 1 else 'them'} out of --years")
     if args.limit is not None:
         positions = positions[: args.limit]
     if len(positions) == 0:
