@@ -606,3 +606,38 @@ def test_evaluate_names_asked_for_years_without_games(dataset_dir, tmp_path, tin
     for source in (["--wthor-dir", str(raw)], ["--data", str(tmp_path / "ds")]):
         code, err = _run(main, ["--checkpoint", str(tiny_checkpoint), *source, "--years", "2003-2004"], capsys)
         assert code == 2 and "no positions for 2004" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("devices", ["2", "-1", "[0,1]", "0,1"])
+def test_more_than_one_device_is_refused_before_any_work(dataset_dir, tmp_path, capsys, devices):
+    from othello_learn.train.train import main
+
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:
+        run_main(main, _args(dataset_dir, out, "--devices", devices, "--max-steps", "1"))
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--devices" in err and "one device" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("stop, code, word", [(KeyboardInterrupt, 130, "interrupted"), ("sigterm", 143, "terminated")])
+def test_a_stop_in_the_test_phase_exits_as_in_training(dataset_dir, tmp_path, monkeypatch, capsys, stop, code, word):
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import main
+
+    def test_step(self, batch, batch_idx):
+        if stop == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            raise stop
+
+    monkeypatch.setattr(MovePredictor, "test_step", test_step)
+    argv = [a for a in _args(dataset_dir, tmp_path / "run", "--max-steps", "2") if a != "--no-test"]
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        got, err = _run(main, argv, capsys)
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+    assert got == code and word in err, err
+    assert not (tmp_path / "run" / "model.pt").exists() and not (tmp_path / "run" / ".lock").exists()

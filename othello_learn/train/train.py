@@ -21,6 +21,7 @@ import secrets
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml  # (a Lightning dependency)
@@ -276,6 +277,19 @@ def _seed(text: str) -> int:
     return value
 
 
+def _one_device(text: str):
+    """``--devices``: 1 (or auto, which is 1 here) or one device's index as ``[N]`` / ``N,``. Several
+    devices would make Lightning start this script again per device, and each copy would meet
+    the run lock of the first and the same OUT: refused before any work."""
+    text = text.strip()
+    if text in ("1", "auto"):
+        return 1
+    m = re.fullmatch(r"\[\s*(\d+)\s*\]|(\d+)\s*,", text)
+    if m:
+        return [int(m.group(1) or m.group(2))]
+    raise argparse.ArgumentTypeError(f"{text!r}: training runs on one device; give 1, or [N] for device N")
+
+
 BUILT_IN = ("the built-in defaults, the reference net (10 layers of 64) on raw planes for 10 epochs of every "
             "training year (days on a CPU; train/configs/cpu_raw.yaml is the 5-minute CPU recipe)")
 
@@ -299,7 +313,9 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=at_least(1), help="overrides data.batch_size")
     p.add_argument("--train-positions", type=at_least(1), help="train on a random subset of this many positions")
     p.add_argument("--accelerator", default="auto", help="as in Lightning: cpu, gpu, ... (default: auto)")
-    p.add_argument("--devices", default="auto", help="as in Lightning (default: auto)")
+    p.add_argument("--devices", type=_one_device, default=1, metavar="1|[N]",
+                   help="one device: 1 (default), or [N] for device N (e.g. the GPU with index N); "
+                        "training on several devices at once is not supported")
     p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
     p.add_argument("--seed", type=_seed, default=0,
@@ -372,6 +388,19 @@ def check_resumable(path: Path, net_config) -> int:
         raise UserError(f"cannot resume from {path}: it is a different network ({'; '.join(differ)}); "
                         "use the run's own config, another --out, or --fresh")
     return int(ckpt.get("global_step", 0))
+
+
+@contextmanager
+def interrupts_reraised(saver):
+    """Lightning turns Ctrl-C inside ``fit`` or ``test`` into sys.exit(1) after the callbacks'
+    on_exception (LastCheckpoint saved): give run_main the interrupt back (exit 130), as it
+    was raised (a ``Terminated``: 143)."""
+    try:
+        yield
+    except SystemExit:
+        if isinstance(saver.interrupted_by, KeyboardInterrupt):
+            raise saver.interrupted_by.with_traceback(None) from None
+        raise
 
 
 def train(argv=None) -> dict:
@@ -485,16 +514,9 @@ def _train(args) -> dict:
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
         # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
-        try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
-                trainer.fit(model, datamodule=dm, ckpt_path=resume)
-        except SystemExit:
-            # Lightning turns Ctrl-C into sys.exit(1) after the callbacks' on_exception
-            # (LastCheckpoint saved): give run_main the interrupt back (exit 130).
-            if isinstance(saver.interrupted_by, KeyboardInterrupt):
-                raise KeyboardInterrupt from None
-            raise
+        with interrupts_reraised(saver), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
+            trainer.fit(model, datamodule=dm, ckpt_path=resume)
 
         best_path = best.best_model_path or str(last.resolve())  # absolute, as Lightning's is
         score = best.best_model_score  # None when no validation ran (JSON null, not NaN, which strict parsers refuse)
@@ -503,7 +525,8 @@ def _train(args) -> dict:
         if args.init is not None:
             summary["init"] = str(args.init)
         if not args.no_test:
-            result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
+            with interrupts_reraised(saver):
+                result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
             summary["test"] = {k: float(v) for k, v in result.items()}
             log_test_results(logger, summary["test"])
         save_network(network_from_checkpoint(best_path), args.out / "model.pt", metrics=summary)
