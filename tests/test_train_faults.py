@@ -641,3 +641,19 @@ def test_a_stop_in_the_test_phase_exits_as_in_training(dataset_dir, tmp_path, mo
         signal.signal(signal.SIGTERM, handlers[1])
     assert got == code and word in err, err
     assert not (tmp_path / "run" / "model.pt").exists() and not (tmp_path / "run" / ".lock").exists()
+
+
+@pytest.mark.parametrize("limit", [["--max-steps", "5"], ["--max-epochs", "1"]])
+def test_the_last_step_is_validated_when_the_interval_misses_it(dataset_dir, tmp_path, monkeypatch, limit):
+    """An interval in batches that does not divide the run left its last steps (the end of the
+    schedule) unvalidated: the best checkpoint and model.pt could predate them."""
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import train
+
+    validated = []
+    monkeypatch.setattr(MovePredictor, "on_validation_epoch_start",
+                        lambda self: validated.append(self.trainer.global_step), raising=False)
+    summary = train(_args(dataset_dir, tmp_path / "run", *limit, "--set", "trainer.val_check_interval=2"))
+    end = summary["global_step"]
+    assert validated[-1] == end and validated.count(end) == 1
+    assert validated[:2] == [2, 4]

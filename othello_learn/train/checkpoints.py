@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
@@ -68,6 +68,22 @@ class BestCheckpoint(ModelCheckpoint):
             state.update(best_model_path="", best_model_score=None, best_k_models={}, kth_best_model_path="",
                          kth_value=self.kth_value)
         super().load_state_dict(state)
+
+
+class ValidateAtEnd(Callback):
+    """Validate after the last step of training when the interval would not: with
+    ``val_check_interval`` a number of batches, a run ending on ``max_steps`` or at the end
+    of its last epoch left its last stretch (the end of the annealed schedule) unvalidated,
+    so the best checkpoint and model.pt could be older than the trained net. Lightning
+    validates after the step at which ``should_stop`` is set (a time budget's end already
+    is); on an interval's own step it validates once, as before."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        steps_done = trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps
+        last_epoch = trainer.max_epochs not in (None, -1) and trainer.current_epoch + 1 >= trainer.max_epochs
+        epoch_done = batch_idx + 1 >= trainer.num_training_batches
+        if steps_done or (last_epoch and epoch_done):
+            trainer.should_stop = True
 
 
 class LastCheckpoint(Checkpoint):
