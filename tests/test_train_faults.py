@@ -375,6 +375,11 @@ def test_a_stale_lock_is_taken_over_and_released(tmp_path):
     (["--set", "data.train_years=20x1"], "data.train_years: bad year range"),
     (["--set", "modle.depth=3"], "--set modle.depth=3: expected SECTION.KEY=VALUE"),
     (["--train-positions", "10"], "data.batch_size 64: more than the 10 training positions"),
+    # settings the architecture does not read (the resnet's model.depth: _args gives depth=1)
+    (["--set", "model.blocks=2"], "model.blocks: only the resnet architecture has it, and model.arch is reference"),
+    (["--set", "model.value_head=true"], "model.value_head: only the resnet architecture has it"),
+    (["--set", "model.arch=resnet"], "model.depth: only the reference architecture has it, and model.arch is resnet"),
+    (["--set", "optim.value_weight=1"], "optim.value_weight: weighs the value head's loss, and the network has no"),
 ])
 def test_bad_settings_are_one_line_before_any_work(dataset_dir, tmp_path, capsys, extra, expected):
     from othello_learn.train.train import main

@@ -218,11 +218,36 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
                 parse_years(str(cfg["data"][key]))
             except (ValueError, UserError) as e:
                 fail("data", key, str(e))
+    _check_applicable(cfg, fail)
     t = cfg["trainer"]
     if (t.get("max_epochs") == -1 and t.get("max_steps", -1) == -1 and t.get("max_time") is None
             and cfg["optim"].get("scheduler", "onecycle") != "none"):
         fail("trainer", "max_epochs", "an open-ended run (max_epochs=-1) needs a time budget (--max-minutes) "
              "or optim.scheduler=none: the learning-rate schedule has no end")
+
+
+# Settings that only one architecture reads: given to the other, they would be ignored in silence.
+ARCH_ONLY = {"depth": "reference", "blocks": "resnet", "value_head": "resnet"}
+
+
+def _check_applicable(cfg: dict, fail) -> None:
+    """Refuse a setting the chosen network does not read, given a value other than its default:
+    the run would not be the one asked for. A default is let through (the config.yaml of an
+    --init run holds every setting of the net's config)."""
+    import inspect
+
+    from othello_learn.models.nets import NetConfig
+    from othello_learn.train.module import MovePredictor
+
+    model = cfg["model"]
+    arch = model.get("arch", "reference")
+    for key, owner in ARCH_ONLY.items():
+        if arch != owner and model.get(key, getattr(NetConfig, key)) != getattr(NetConfig, key):
+            fail("model", key, f"only the {owner} architecture has it, and model.arch is {arch}; remove it")
+    default = inspect.signature(MovePredictor.__init__).parameters["value_weight"].default
+    if cfg["optim"].get("value_weight", default) != default and not (arch == "resnet" and model.get("value_head")):
+        fail("optim", "value_weight", "weighs the value head's loss, and the network has no value head "
+             "(model.arch=resnet with model.value_head=true has one); remove it")
 
 
 def make_logger(kind: str, out: Path, name: str, online: bool, project: str, fresh: bool = False):
