@@ -662,3 +662,46 @@ def test_the_last_step_is_validated_when_the_interval_misses_it(dataset_dir, tmp
     end = summary["global_step"]
     assert validated[-1] == end and validated.count(end) == 1
     assert validated[:2] == [2, 4]
+
+
+@pytest.mark.parametrize("change, named", [
+    (["--seed", "3"], "--seed=0 there, 3 now"),
+    (["--train-positions", "500"], "data.train_positions=None there, 500 now"),
+    (["--set", "data.val_years=2003"], "data.val_years=2002 there, 2003 now"),
+])
+def test_a_resume_on_other_data_is_refused_naming_the_settings(dataset_dir, tmp_path, capsys, change, named):
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "run"
+    train(_args(dataset_dir, out, "--max-steps", "2"))
+    config = (out / "config.yaml").read_text()
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "4", *change), capsys)
+    assert code == 2 and "other data" in err and named in err and "another --out" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert (out / "config.yaml").read_text() == config and _step(out / "checkpoints" / "last.ckpt") == 2
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "4", "--set", "data.val_years=2002"), capsys)
+    assert code == 0, err  # the same years, spelt as a number
+
+
+def test_a_resume_from_another_dataset_folder_is_refused(dataset_dir, tmp_path, capsys):
+    import shutil
+
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "run"
+    train(_args(dataset_dir, out, "--max-steps", "2"))
+    other = tmp_path / "other"
+    shutil.copytree(dataset_dir, other)
+    code, err = _run(main, ["--data", str(other)] + _args(dataset_dir, out, "--max-steps", "4")[2:], capsys)
+    assert code == 2 and f"--data {dataset_dir} there, {other} now" in err, err
+
+
+def test_overlapping_splits_are_warned_of(dataset_dir, tmp_path, capsys):
+    from othello_learn.train.train import main
+
+    code, err = _run(main, _args(dataset_dir, tmp_path / "run", "--max-steps", "1",
+                                 "--set", "data.train_years=2001-2002"), capsys)
+    assert code == 0
+    lines = [line for line in err.splitlines() if "share" in line]
+    assert lines == ["warning: data.train_years and data.val_years share 2002: the held-out figures will read "
+                     "too high (continuing)"]

@@ -383,13 +383,27 @@ def check_dataset(dm, data_dir: Path, trainer_cfg: dict | None = None, origin: d
                             + (f" ({where})" if where else ""))
 
 
+def split_overlap(dm) -> str | None:
+    """Where the training years are also validation or test years, in words (None: apart)."""
+    from othello_learn.data.dataset import format_years, parse_years
+
+    def years(split):
+        return parse_years(str(dm.hparams[f"{split}_years"])) or set(dm.data.years)
+
+    train = years("train")
+    shared = [f"data.train_years and data.{split}_years share {format_years(train & years(split))}"
+              for split in ("val", "test") if train & years(split)]
+    return "; ".join(shared) or None
+
+
 NET_KEYS = {"reference": ("arch", "encoder", "depth", "width"),
             "resnet": ("arch", "encoder", "blocks", "width", "value_head")}
 
 
-def check_resumable(path: Path, net_config) -> int:
+def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
     """Read ``last.ckpt`` before training: a truncated or foreign file, or one of another
-    network than the config's, is a one-line error suggesting ``--fresh``. Returns its step."""
+    network than the config's, is a one-line error suggesting ``--fresh``; so is one of other
+    data settings than ``data`` (the data module's). Returns its step."""
     from othello_learn.models.nets import read_checkpoint
     from othello_learn.train.module import checkpoint_net_config
 
@@ -412,7 +426,36 @@ def check_resumable(path: Path, net_config) -> int:
     if differ:
         raise UserError(f"cannot resume from {path}: it is a different network ({'; '.join(differ)}); "
                         "use the run's own config, another --out, or --fresh")
+    if data is not None:
+        differ = data_differences(ckpt.get("datamodule_hyper_parameters") or {}, data)
+        if differ:
+            raise UserError(f"cannot resume from {path}: the run trained on other data ({'; '.join(differ)}); "
+                            "use the run's own settings, or another --out for a new run")
     return int(ckpt.get("global_step", 0))
+
+
+DATA_KEYS = ("seed", "train_years", "val_years", "test_years", "train_positions", "val_positions")
+
+
+def data_differences(there: dict, now: dict) -> list[str]:
+    """The data settings of a run's checkpoint (the data module's) that ``now`` changes: a resume
+    on other data would leave config.yaml and the run claiming what it did not train on. The
+    folder counts only where the run's still exists (a run moved to another machine names a path
+    there), compared as a folder, not as spelt."""
+    from othello_learn.data.dataset import parse_years
+
+    def same(key, a, b):
+        if key.endswith("_years"):
+            return parse_years(str(a)) == parse_years(str(b))
+        return a == b
+
+    name = {"seed": "--seed"}
+    differ = [f"{name.get(k, 'data.' + k)}={there[k]!r} there, {now[k]!r} now"
+              for k in DATA_KEYS if k in there and k in now and not same(k, there[k], now[k])]
+    old, new = there.get("data_dir"), now.get("data_dir")
+    if old and new and Path(old).is_dir() and Path(new).is_dir() and not os.path.samefile(old, new):
+        differ.insert(0, f"--data {old} there, {new} now")
+    return differ
 
 
 @contextmanager
@@ -503,6 +546,9 @@ def _train(args) -> dict:
 
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
     check_dataset(dm, args.data, cfg["trainer"], origin)
+    overlap = split_overlap(dm)
+    if overlap:
+        print(f"warning: {overlap}: the held-out figures will read too high (continuing)", file=sys.stderr)
     L.seed_everything(args.seed, workers=True, verbose=False)  # before the network: --seed fixes its initial weights
     net_config = NetConfig.from_dict(cfg["model"])
     net = grow_network(init, net_config, where=f"--init {args.init}") if init is not None else net_config
@@ -514,7 +560,7 @@ def _train(args) -> dict:
         ckpt_dir.mkdir(exist_ok=True)  # first: it marks the folder as a training run's (check_run_folder)
         resume = last if last.exists() and not args.fresh else None
         if resume:
-            step = check_resumable(resume, model.net.config)
+            step = check_resumable(resume, model.net.config, dict(dm.hparams))
             print(f"resuming from {resume} (step {step})", file=sys.stderr)
 
         torch.set_float32_matmul_precision("high")
