@@ -22,8 +22,9 @@ from pathlib import Path
 
 from othello.files import ArgumentParser, UserError, atomic_path, check_output, run_main
 from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
+from othello_learn import HOME, HOME_HELP
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
+REPO = HOME  # the checkout, or the current folder for an installed package
 SHARED_WTHOR = REPO.parent / "shared" / "data" / "wthor"
 DOWNLOAD_URL = "https://www.ffothello.org/wthor/base_zip/WTH_{year}.ZIP"
 
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
                              "default: ../shared/data/wthor when it exists")
     parser.add_argument("--out", type=Path, default=REPO / "data" / "wthor",
                         help="dataset folder to write (replaced atomically; only an empty folder or a dataset "
-                             "this tool wrote is replaced); default: data/wthor in the repository")
+                             "this tool wrote is replaced); default: data/wthor in " + HOME_HELP)
     parser.add_argument("--years", default=None,
                         help="years to include, e.g. 1977-2016 or 2015,2016; every year named, inside a range "
                              "too, must have its file; default: every file found")

@@ -26,9 +26,10 @@ from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
 from othello.states import last_actions
 from othello_learn.selfplay.players import Player, check_seed, network_of
+from othello_learn import HOME
 from othello_learn.selfplay.registry import SPEC_KINDS, make_player
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
+REPO = HOME  # the checkout, or the current folder for an installed package
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
 NO_HINT = "hints need a network: play a policy:, mcts: or gumbel: opponent, or give --hint-net CKPT"

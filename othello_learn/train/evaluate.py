@@ -40,8 +40,9 @@ from othello_learn.data.dataset import WthorDataset, build, format_years, parse_
 from othello_learn.models.batch import from_records, transform_batch
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
 from othello_learn.plots import check_plot_path, pyplot, save_figure
+from othello_learn import HOME, HOME_HELP
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
+REPO = HOME  # the checkout, or the current folder for an installed package
 
 
 @torch.no_grad()
@@ -188,7 +189,7 @@ def evaluate_command(argv=None) -> dict:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
     ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor",
-                    help="dataset folder from data_tools/wthor.py (default: data/wthor in the repository)")
+                    help="dataset folder from data_tools/wthor.py (default: data/wthor in " + HOME_HELP + ")")
     ap.add_argument("--wthor-dir", type=Path, default=None,
                     help="replay the WTH_YYYY.wtb files of this folder instead of reading --data")
     ap.add_argument("--years", default="2016", help="years to evaluate, e.g. 2016 or 2015-2016; each must be in "

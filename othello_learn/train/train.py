@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello.files import ArgumentParser, UserError, at_least, atomic_write, check_output, one_line, run_main
+from othello_learn import HOME, HOME_HELP
 
 
 class _Loader(yaml.SafeLoader):
@@ -45,7 +46,7 @@ def _yaml(text: str):
     return yaml.load(text, Loader=_Loader)
 
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: othello_learn/<subpackage>/this file
+REPO = HOME  # the checkout, or the current folder for an installed package
 SECTIONS = ("model", "optim", "data", "trainer")
 
 # The settings of each section and their types (None: optional). model and optim are
@@ -325,7 +326,7 @@ def parse_args(argv=None):
     p.add_argument("--config", type=Path,
                    help=f"YAML with sections model, optim, data, trainer (train/configs/); without one: {BUILT_IN}")
     p.add_argument("--data", type=Path, default=REPO / "data" / "wthor",
-                   help="dataset folder from data_tools/wthor.py (default: data/wthor in the repository)")
+                   help="dataset folder from data_tools/wthor.py (default: data/wthor in " + HOME_HELP + ")")
     p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, logs, model.pt, metrics.json")
     p.add_argument("--logger", default="wandb", choices=["wandb", "csv", "none"],
                    help="wandb (offline unless --wandb-online), csv or none (default: wandb)")
