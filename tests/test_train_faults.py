@@ -408,6 +408,7 @@ def test_a_missing_or_damaged_dataset_is_named(dataset_dir, tmp_path, capsys):
     args[1] = str(missing)
     code, err = _run(main, args, capsys)
     assert code == 2 and f"--data {missing}" in err and len(err.strip().splitlines()) == 1
+    assert err.count("wthor.py") == 1  # the advice once
     broken = tmp_path / "broken"
     broken.mkdir()
     for f in dataset_dir.iterdir():
@@ -705,3 +706,33 @@ def test_overlapping_splits_are_warned_of(dataset_dir, tmp_path, capsys):
     lines = [line for line in err.splitlines() if "share" in line]
     assert lines == ["warning: data.train_years and data.val_years share 2002: the held-out figures will read "
                      "too high (continuing)"]
+
+
+@pytest.mark.parametrize("damage, named", [("move", "positions.npy: position 5: move 100 is not 0..63"),
+                                           ("range", "summary.json: year 2002: no valid position_range")])
+def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(dataset_dir, tmp_path, tiny_checkpoint,
+                                                                         capsys, damage, named):
+    import json
+    import shutil
+
+    import numpy as np
+
+    from othello_learn.train.evaluate import main as evaluate_main
+    from othello_learn.train.train import main as train_main
+
+    data = tmp_path / "ds"
+    shutil.copytree(dataset_dir, data)
+    if damage == "move":
+        positions = np.load(data / "positions.npy")
+        positions["move"][5] = 100
+        np.save(data / "positions.npy", positions)
+    else:
+        summary = json.loads((data / "summary.json").read_text())
+        del summary["years"]["2002"]["position_range"]
+        (data / "summary.json").write_text(json.dumps(summary))
+    code, err = _run(train_main, ["--data", str(data)] + _args(dataset_dir, tmp_path / "run", "--max-steps", "1")[2:],
+                     capsys)
+    assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
+    code, err = _run(evaluate_main, ["--checkpoint", str(tiny_checkpoint), "--data", str(data), "--years", "2002"],
+                     capsys)
+    assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err

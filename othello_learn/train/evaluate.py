@@ -163,8 +163,9 @@ def open_dataset(path: Path) -> WthorDataset:
     try:
         return WthorDataset(path)
     except (OSError, ValueError) as e:
-        raise UserError(f"--data {path}: not a usable dataset ({e}); build it with python data_tools/wthor.py "
-                        "--out DIR, or replay raw files with --wthor-dir DIR") from None
+        build = "" if "rebuild" in str(e) else "build it with python data_tools/wthor.py --out DIR, or "
+        raise UserError(f"--data {path}: not a usable dataset ({e}); {build}replay raw files with --wthor-dir DIR") \
+            from None
 
 
 def dataset_positions(dataset: WthorDataset, years: set[int] | None, where) -> np.ndarray:
