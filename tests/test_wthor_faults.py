@@ -393,7 +393,10 @@ def test_download_is_atomic(tmp_path, monkeypatch, games, capsys):
     argv = ["--download", "--wthor-dir", str(target), "--years", "2001", "--out", str(tmp_path / "ds"), "--quiet"]
     assert build_cli(argv) == 2
     _one_line_error(capsys, "no space left on device")
-    assert _listing(target) == [], "no partial WTH_2001.wtb to be read as a damaged file later"
+    assert not target.exists(), "no partial WTH_2001.wtb to be read as a damaged file later, nor the folder made for it"
+    target.mkdir()  # the user's own (empty) folder stays
+    assert build_cli(argv) == 2
+    assert _listing(target) == []
 
 
 def test_debug_shows_the_traceback(wthor_dir, tmp_path):
@@ -445,3 +448,26 @@ def test_a_year_with_no_games_is_listed_with_0_and_no_games_at_all_is_one_line(w
     err = capsys.readouterr().err
     assert "no games in WTH_2000.wtb" in err and len(err.splitlines()) == 1
     assert not empty_only.exists()
+
+
+def test_sigterm_removes_the_build_folder_and_exits_143(wthor_dir, tmp_path, monkeypatch, capsys):
+    import signal
+
+    def terminated(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", terminated)  # inside write, the build folder made
+    handler = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "out"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 143
+    assert signal.getsignal(signal.SIGTERM) == handler
+    assert capsys.readouterr().err.strip().endswith("terminated")
+    assert _listing(tmp_path) == ["wthor"]
+
+
+def test_a_leftover_left_alone_is_said_once(wthor_dir, tmp_path, capsys):
+    theirs = tmp_path / f".out.build.{_dead_pid()}"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("")
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    assert capsys.readouterr().err.count("left alone") == 1 and (theirs / "notes.txt").exists()

@@ -408,16 +408,17 @@ def _writing(out: Path, name: str):
         raise OSError(e.errno, e.strerror or str(e), str(out / name)) from e
 
 
-def write(result: BuildResult, out, log=None) -> Path:
+def write(result: BuildResult, out, log=None, recovered: bool = False) -> Path:
     """Write a dataset folder atomically: built beside ``out``, then swapped in.
 
     An existing ``out`` is replaced only when ``check_replaceable`` allows it,
     and only once the new one is complete; leftovers of a killed earlier run
-    are dealt with first (``recover``)."""
+    are dealt with first (``recover``; ``recovered``: the caller just did)."""
     given = Path(out)
     out = Path(os.path.abspath(out))
     out.parent.mkdir(parents=True, exist_ok=True)
-    recover(out, log)
+    if not recovered:
+        recover(out, log)
     check_replaceable(out)
     tmp = out.with_name(f".{out.name}.build.{os.getpid()}")
     old = out.with_name(f".{out.name}.old.{os.getpid()}")

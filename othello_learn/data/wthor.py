@@ -5,8 +5,8 @@
     python data_tools/wthor.py --download --wthor-dir DIR --out OUT
 
 Exit status 0 on success (skipped games are reported, not fatal), 2 on bad
-input (one line naming the file; ``--debug`` shows the traceback); OUT is left
-untouched on failure, and only an empty folder or a dataset this tool wrote is
+input (one line naming the file; ``--debug`` shows the traceback), 130 on
+Ctrl-C and 143 on SIGTERM; OUT is left untouched on failure, and only an empty folder or a dataset this tool wrote is
 ever replaced.
 """
 
@@ -20,7 +20,7 @@ import zipfile
 from io import BytesIO
 from pathlib import Path
 
-from othello.files import ArgumentParser, UserError, atomic_path, check_output, run_main
+from othello.files import ArgumentParser, UserError, atomic_path, check_output, run_main, stop_signals_raise
 from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 from othello_learn import HOME, HOME_HELP
 
@@ -41,7 +41,17 @@ def download(wthor_dir: Path, years: set[int], log=print) -> None:
 
     Each file appears whole or not at all (``atomic_path``), so an interrupted
     download is fetched again next time rather than read as a damaged file."""
+    created = not wthor_dir.exists()
     wthor_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        _download(wthor_dir, years, log)
+    except BaseException:
+        if created and not any(wthor_dir.iterdir()):  # ours, and empty: nothing of the user's in it
+            wthor_dir.rmdir()
+        raise
+
+
+def _download(wthor_dir: Path, years: set[int], log) -> None:
     for year in sorted(years):
         target = wthor_dir / f"WTH_{year}.wtb"
         if target.exists():
@@ -106,6 +116,11 @@ def main(argv=None) -> int:
     except ValueError as e:
         parser.error(f"--years: {e}")
 
+    with stop_signals_raise():  # SIGTERM unwinds as Ctrl-C does: the build folder removed, exit 143
+        return _run(parser, args, years)
+
+
+def _run(parser, args, years) -> int:
     def warn(message):
         print(message, file=sys.stderr)
 
@@ -126,7 +141,7 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     result = build(wthor_dir, years, progress=not args.quiet, warn=warn)
-    out = write(result, args.out, log=warn)
+    out = write(result, args.out, log=warn, recovered=True)  # recovered above: its notes once
     elapsed = time.perf_counter() - start
     if not args.quiet:
         print(format_table(result.summary))
