@@ -504,6 +504,7 @@ def test_a_crafted_checkpoint_is_refused_without_running_it(dataset_dir, tmp_pat
         read_checkpoint(crafted)
     code, err = _run(main, ["--checkpoint", str(crafted), "--wthor-dir", str(dataset_dir.parent)], capsys)
     assert code == 2 and str(crafted) in err and "refused to load" in err
+    assert "add_safe_globals" not in err and "trust" not in err  # torch's advice to allowlist it is not ours
     assert not marker.exists()
     pickle.loads(pickle.dumps(payload, protocol=2))  # the payload is live: unpickling it does create the file
     assert marker.exists()

@@ -435,7 +435,8 @@ def test_a_grown_network_starts_as_its_source(dataset_dir, have, grown):
 
 
 @pytest.mark.parametrize("grown,message", [
-    (NetConfig("resnet", blocks=2, width=4, value_head=True), "has model.width=8, more than the config's 4"),
+    (NetConfig("resnet", blocks=2, width=4, value_head=True), "has model.width=8, more than the config's 4; "
+                                                              "a warm start can add to model.width, not take from it$"),
     (NetConfig("resnet", "handcrafted", blocks=2, width=8), "model.encoder is 'raw' there"),
     (NetConfig("reference", depth=2, width=8), "model.arch is 'resnet' there"),
     (NetConfig("resnet", blocks=1, width=8, value_head=True), "has model.blocks=2, more than the config's 1"),

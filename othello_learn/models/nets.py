@@ -9,6 +9,7 @@ import errno
 import io
 import os
 import pickle
+import re
 import warnings
 from dataclasses import asdict, dataclass, fields
 
@@ -216,8 +217,10 @@ def read_checkpoint(path, map_location="cpu") -> dict:
         if operand:  # text, another format, random bytes: nothing that names Python objects
             raise UserError(f"{path}: not a checkpoint (the safe loader cannot read it: {operand[0]})") from e
         blocked = [ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln]
+        # torch's own line goes on to advise allowlisting the object "if you trust" it: not ours to give
+        why = re.sub(r"\s*Please use `torch\.serialization.*$", "", blocked[0] if blocked else _first_line(e))
         raise UserError(f"{path}: refused to load: the file holds Python objects, not only tensors and plain "
-                        f"values, and loading it could run code ({blocked[0] if blocked else _first_line(e)})") from e
+                        f"values, and loading it could run code ({why})") from e
     except OSError as e:
         if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)) or e.errno == errno.ENOSPC:
             raise  # missing file, permissions: run_main names the file
@@ -286,7 +289,7 @@ def grow_network(source: MoveNet, cfg: NetConfig, where="the network") -> MoveNe
     for key in (depth_key, "width"):
         if getattr(cfg, key) < getattr(have, key):
             raise UserError(f"{where}: has model.{key}={getattr(have, key)}, more than the config's "
-                            f"{getattr(cfg, key)}; a warm start can add {key}, not remove them")
+                            f"{getattr(cfg, key)}; a warm start can add to model.{key}, not take from it")
     net = build_network(cfg)
     if cfg.arch == "resnet":
         for block in list(net.blocks)[len(source.blocks):]:
