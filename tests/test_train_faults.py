@@ -737,3 +737,16 @@ def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(datase
     code, err = _run(evaluate_main, ["--checkpoint", str(tiny_checkpoint), "--data", str(data), "--years", "2002"],
                      capsys)
     assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_config_files_settings_for_the_architecture_set_away_from_are_let_through(tmp_path):
+    from othello_learn.train.train import load_config
+
+    config = tmp_path / "c.yaml"
+    config.write_text("model: {arch: resnet, blocks: 4, value_head: true}\noptim: {value_weight: 1.0}\n")
+    load_config(config, ["model.arch=reference"])  # a recipe's variant on the other net
+    with pytest.raises(UserError, match="model.depth: only the reference architecture"):
+        load_config(config, ["model.depth=3"])
+    config.write_text("model: {arch: reference, blocks: 4}\n")
+    with pytest.raises(UserError, match=r"model.blocks: only the resnet .* \(in "):
+        load_config(config, [])

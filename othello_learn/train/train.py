@@ -219,7 +219,7 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
                 parse_years(str(cfg["data"][key]))
             except (ValueError, UserError) as e:
                 fail("data", key, str(e))
-    _check_applicable(cfg, fail)
+    _check_applicable(cfg, origin, fail)
     t = cfg["trainer"]
     if (t.get("max_epochs") == -1 and t.get("max_steps", -1) == -1 and t.get("max_time") is None
             and cfg["optim"].get("scheduler", "onecycle") != "none"):
@@ -231,22 +231,30 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
 ARCH_ONLY = {"depth": "reference", "blocks": "resnet", "value_head": "resnet"}
 
 
-def _check_applicable(cfg: dict, fail) -> None:
+def _check_applicable(cfg: dict, origin: dict, fail) -> None:
     """Refuse a setting the chosen network does not read, given a value other than its default:
     the run would not be the one asked for. A default is let through (the config.yaml of an
-    --init run holds every setting of the net's config)."""
+    --init run holds every setting of the net's config), and so is a config file's setting when
+    --set changed the architecture it was written for (a variant of a recipe on another net)."""
     import inspect
 
     from othello_learn.models.nets import NetConfig
     from othello_learn.train.module import MovePredictor
 
+    def switched_away(section, key, by):
+        """Whether the setting is the config file's and ``by`` (what it depends on) was --set."""
+        return str(origin.get((section, key), "")).startswith("in ") and any(
+            str(origin.get(("model", k), "")).startswith("from --set") for k in by)
+
     model = cfg["model"]
     arch = model.get("arch", "reference")
     for key, owner in ARCH_ONLY.items():
-        if arch != owner and model.get(key, getattr(NetConfig, key)) != getattr(NetConfig, key):
+        if arch != owner and model.get(key, getattr(NetConfig, key)) != getattr(NetConfig, key) \
+                and not switched_away("model", key, ("arch",)):
             fail("model", key, f"only the {owner} architecture has it, and model.arch is {arch}; remove it")
     default = inspect.signature(MovePredictor.__init__).parameters["value_weight"].default
-    if cfg["optim"].get("value_weight", default) != default and not (arch == "resnet" and model.get("value_head")):
+    if cfg["optim"].get("value_weight", default) != default and not (arch == "resnet" and model.get("value_head")) \
+            and not switched_away("optim", "value_weight", ("arch", "value_head")):
         fail("optim", "value_weight", "weighs the value head's loss, and the network has no value head "
              "(model.arch=resnet with model.value_head=true has one); remove it")
 
