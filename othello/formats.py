@@ -323,17 +323,17 @@ class ObfPosition:
         is a FormatError naming ``what``, not a grade quietly lost; fields without one
         are free text."""
         out: dict[int, int] = {}
-        for field in self.comment.split(";"):
-            field = field.strip()
-            if ":" not in field:
+        for item in self.comment.split(";"):
+            item = item.strip()
+            if ":" not in item:
                 continue
-            move, _, value = (x.strip() for x in field.partition(":"))
+            move, _, value = (x.strip() for x in item.partition(":"))
             try:
                 sq = parse_move(move)
             except FormatError:
                 sq = None
             if sq is None or not re.fullmatch(r"[+-]?\d+", value):
-                raise FormatError(f"{self.what}: {field!r} is not a score (expected a move and the side to "
+                raise FormatError(f"{self.what}: {item!r} is not a score (expected a move and the side to "
                                   "move's disc difference, as in 'g8:+18')")
             if sq in out:
                 raise FormatError(f"{self.what}: {move} is scored twice")

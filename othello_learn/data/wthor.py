@@ -21,8 +21,8 @@ from io import BytesIO
 from pathlib import Path
 
 from othello.files import ArgumentParser, UserError, atomic_path, check_output, run_main, stop_signals_raise
-from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 from othello_learn import HOME, HOME_HELP
+from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 
 REPO = HOME  # the checkout, or the current folder for an installed package
 SHARED_WTHOR = REPO.parent / "shared" / "data" / "wthor"

@@ -25,8 +25,8 @@ from othello.files import ArgumentParser, UserError, atomic_write, check_output,
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
 from othello.states import last_actions
-from othello_learn.selfplay.players import Player, check_seed, network_of
 from othello_learn import HOME
+from othello_learn.selfplay.players import Player, check_seed, network_of
 from othello_learn.selfplay.registry import SPEC_KINDS, make_player
 
 REPO = HOME  # the checkout, or the current folder for an installed package
