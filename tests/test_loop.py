@@ -75,6 +75,15 @@ def test_choices_are_checked_with_one_line_naming_the_flag(flag, value):
         cfg.check()
 
 
+@pytest.mark.parametrize("extra,where", [(["--gumbel-considered", "1"], "--simulations"),
+                                         (["--simulations", "64", "--gumbel-considered", "60"], "--gate-simulations 50")])
+def test_gumbel_considered_is_checked_as_the_player_spec_checks_it(extra, where):
+    cfg = RunConfig.from_args(BASE + extra)
+    with pytest.raises(UserError, match=f"^--gumbel-considered .* with {where}.*considered moves must be"):
+        cfg.check()
+    RunConfig.from_args(BASE + ["--gumbel-considered", "0"]).check()  # automatic: always fine
+
+
 def test_seeds_are_independent_streams_per_generation_stage_and_part():
     cfg = RunConfig.from_args(BASE + ["--games", "10", "--parallel", "4"])
     s1, s2 = generation_seeds(cfg, 1), generation_seeds(cfg, 2)

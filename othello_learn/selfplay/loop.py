@@ -48,7 +48,7 @@ from othello_learn.selfplay.elo import elo_from_score
 from othello_learn.selfplay.gumbel import GumbelConfig
 from othello_learn.selfplay.learner import train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
-from othello_learn.selfplay.nn_players import PolicyPlayer, search_player
+from othello_learn.selfplay.nn_players import PolicyPlayer, check_considered, search_player
 from othello_learn.selfplay.registry import make_program
 from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
 
@@ -199,6 +199,11 @@ class RunConfig:
                     raise UserError(f"{flag} must be {want}, got {v}")
             if f.metadata["choices"] and v is not None and v not in f.metadata["choices"]:
                 raise UserError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
+        for flag, sims in (("--simulations", self.simulations), ("--gate-simulations", self.gate_simulations)):
+            try:
+                check_considered(self.gumbel_considered, sims)  # as the gumbel: player spec checks it
+            except ValueError as e:
+                raise UserError(f"--gumbel-considered {self.gumbel_considered} with {flag} {sims}: {e}") from None
         check_output(self.out, "--out", folder=True)
         usable_device(self.device)
         for flag, value, instead in (("--grow-blocks", self.grow_blocks, "--arch-blocks"),
