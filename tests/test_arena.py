@@ -598,3 +598,21 @@ def test_a_search_on_a_network_without_a_value_head_says_so_once(capsys):
     make_player("gumbel:checkpoints/cpu_rl_warm_long.pt:4:2")  # a value head: nothing to say
     make_player("policy:checkpoints/cpu_hc.pt")  # no search: nothing to say
     assert capsys.readouterr().err == ""
+
+
+def test_a_closed_output_does_not_lose_the_files_asked_for(tmp_path):
+    """``arena.py ... --json r.json | head -0``: the reader is gone before the summary is printed;
+    the match's JSON and games are written first, so only the print is lost (exit 141)."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)  # nobody reads: the first print fails
+    try:
+        proc = subprocess.run([sys.executable, "selfplay/arena.py", "--a", "random", "--b", "greedy", "--games", "2",
+                               "--quiet", "--json", str(tmp_path / "r.json"), "--games-out", str(tmp_path / "g.csv")],
+                              cwd=REPO, stdout=w, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(w)
+    assert proc.returncode == 141 and proc.stderr == b""
+    assert json.loads((tmp_path / "r.json").read_text())["games"] == 2
+    assert len((tmp_path / "g.csv").read_text().splitlines()) == 3

@@ -123,11 +123,13 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
 
     start = "-" * 27 + "OX------XO" + "-" * 27 + " X;\n"
     (tmp_path / "big.obf").write_text(start * 3000)  # more output than a pipe holds
-    proc = subprocess.Popen([sys.executable, "selfplay/solve.py", str(tmp_path / "big.obf"), "--player", "alphabeta:1"],
+    proc = subprocess.Popen([sys.executable, "selfplay/solve.py", str(tmp_path / "big.obf"), "--player", "alphabeta:1",
+                             "--json", str(tmp_path / "out.json")],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline().split()[:3] == [b"1", b"black", b"e6"]
     proc.stdout.close()
     assert proc.wait(timeout=60) == 141 and proc.stderr.read() == b""
+    assert len(json.loads((tmp_path / "out.json").read_text())) == 3000  # written before the output it cut
 
 
 def test_malformed_line_is_one_error_naming_file_and_line(tmp_path, capsys):

@@ -750,3 +750,22 @@ def test_a_config_files_settings_for_the_architecture_set_away_from_are_let_thro
     config.write_text("model: {arch: reference, blocks: 4}\n")
     with pytest.raises(UserError, match=r"model.blocks: only the resnet .* \(in "):
         load_config(config, [])
+
+
+def test_evaluate_writes_its_files_before_printing(dataset_dir, tiny_checkpoint, tmp_path, monkeypatch):
+    """``evaluate.py ... --json r.json | head -1``: a reader gone at the first print must not
+    cost the result (run_main ends the command at the print, exit 141)."""
+    import builtins
+    import json
+
+    from othello_learn.train import evaluate
+
+    def gone(*args, **kwargs):
+        if kwargs.get("file") is None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(builtins, "print", gone)
+    with pytest.raises(BrokenPipeError):
+        evaluate.main(["--checkpoint", str(tiny_checkpoint), "--data", str(dataset_dir), "--years", "2002",
+                       "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")])
+    assert json.loads((tmp_path / "r.json").read_text())["positions"] > 0 and (tmp_path / "r.png").exists()

@@ -274,13 +274,15 @@ def main(argv=None) -> int:
         except HumanQuit as e:
             print(f"match abandoned: {e}", file=sys.stderr)
             return 1
-    print(result.summary())
+    # The files first: a reader that stops early (| head) ends us at the print, and the
+    # match's results must not be lost with it.
     if args.games_out:
         write_games(args.games_out, result)
     if args.json:
         out = result.to_dict()
         out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=plies)
         atomic_write(args.json, json.dumps(out, indent=2) + "\n")
+    print(result.summary())
     return 0
 
 

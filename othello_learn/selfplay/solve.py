@@ -208,12 +208,12 @@ def main(argv=None) -> int:
         if hasattr(player, "close"):  # an external engine's process ends with the command
             player.close()
     summary = grade(records, [x.scores() for x in obf])
+    if args.json is not None:  # first: a reader that stops early (| head) ends us at a print
+        atomic_write(args.json, json.dumps(records, indent=2) + "\n")
     for rec in records:
         print(format_record(rec))
     if summary is not None:
         print(format_summary(summary))
-    if args.json is not None:
-        atomic_write(args.json, json.dumps(records, indent=2) + "\n")
     return 0
 
 

@@ -247,12 +247,16 @@ def evaluate_command(argv=None) -> dict:
     result = evaluate(net, positions, args.batch_size, args.tta, args.device, precision=args.precision)
     result.update(checkpoint=str(args.checkpoint), years=args.years, seconds=round(time.perf_counter() - t, 2),
                   model=net.config.to_dict())
-    print(format_table(result))
-    if args.json:  # the result first: the plot is the lesser loss if the disk fills
+    # The files before any print: a reader that stops early (| head) ends us at a print, and
+    # the result must not be lost with it; the JSON before the plot, the lesser loss if the disk fills.
+    if args.json:
         atomic_write(args.json, json.dumps(result, indent=2) + "\n")
-        print(f"json: {args.json}")
     if plot_path:
         plot(result, plot_path, f"{args.checkpoint.name} on {args.years} ({result['positions']:,} positions)")
+    print(format_table(result))
+    if args.json:
+        print(f"json: {args.json}")
+    if plot_path:
         print(f"plot: {plot_path}")
     return result
 
