@@ -478,9 +478,10 @@ class WthorDataset:
                     and str(year).isdigit()):
                 raise ValueError(f"{self.path / 'summary.json'}: year {year}: no valid position_range "
                                  f"(found {r!r}; {n:,} positions); rebuild the dataset")
-        for name, lo, hi in (("move", 0, 63), ("ply", 0, 59), ("history", -1, 64)):
-            for start in range(0, n, chunk):
-                values = self.positions[name][start:start + chunk]
+        for start in range(0, n, chunk):  # one read of each chunk for all three fields
+            records = self.positions[start:start + chunk]
+            for name, lo, hi in (("move", 0, 63), ("ply", 0, 59), ("history", -1, 64)):
+                values = records[name]
                 bad = np.nonzero(((values < lo) | (values > hi)).reshape(len(values), -1).any(1))[0]
                 if len(bad):
                     i = start + int(bad[0])
