@@ -14,11 +14,21 @@ class IllegalMoveError(ValueError):
 
 @dataclass(frozen=True)
 class Position:
-    """Immutable position: boards from the side to move's view, and its colour."""
+    """Immutable position: boards from the side to move's view, and its colour. The boards may
+    be given as numpy uint64 or torch int64 scalars too (a dataset record's fields, say): they are
+    kept as Python ints."""
 
     player: int = bb.BLACK_START
     opponent: int = bb.WHITE_START
     black_to_move: bool = True
+
+    def __post_init__(self):
+        # Boards often come out of arrays (a dataset record's numpy uint64, a torch int64 whose
+        # h8 bit makes it negative): the one-position code relies on Python ints' own methods
+        # (bit_length) and on positions comparing and hashing alike whatever they were built from.
+        object.__setattr__(self, "player", int(self.player) & bb.FULL)
+        object.__setattr__(self, "opponent", int(self.opponent) & bb.FULL)
+        object.__setattr__(self, "black_to_move", bool(self.black_to_move))
 
     @property
     def black(self) -> int:

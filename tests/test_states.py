@@ -76,6 +76,21 @@ def test_round_trips_and_the_one_position_api():
     assert s[1:].position(0) == Position()
 
 
+def test_a_position_built_from_array_scalars_is_the_same_position():
+    """A dataset record's numpy uint64 fields, or a torch int64 with h8 set (negative), make the
+    same Position as Python ints: equal, hashed alike, and every method works."""
+    pos = Position.from_transcript("f5d6c3")
+    s = States.from_positions([Position(pos.player | (1 << 63), pos.opponent, False),
+                               Position(pos.opponent, pos.player | (1 << 63), True)])
+    for i in range(2):
+        want = s.position(i)
+        for built in (Position(s.player[i], s.opponent[i], s.black_to_move[i]),
+                      Position(s.to("cpu").player[i], s.to("cpu").opponent[i], s.to("cpu").black_to_move[i])):
+            assert built == want and hash(built) == hash(want) and type(built.player) is int
+            assert built.legal_moves() == want.legal_moves() and str(built) == str(want)
+    assert int(s.to("cpu").player[0]) < 0 and int(s.to("cpu").opponent[1]) < 0  # the torch boards are negative
+
+
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_step_where_and_put_touch_only_the_chosen_games(backend):
     s = States.initial(3) if backend == "numpy" else States.initial(3).to("cpu")
