@@ -55,7 +55,8 @@ class States:
             return cls(np.full(n, bb.BLACK_START, np.uint64), np.full(n, bb.WHITE_START, np.uint64),
                        np.ones(n, bool), np.full((n, 4), NO_MOVE, np.int64))
         torch = _torch()
-        device = device if device is not None else getattr(like, "device", "cpu")
+        if device is None:  # the torch module itself has a ``device`` too: the class, not a device
+            device = like.device if isinstance(like, torch.Tensor) else "cpu"
         return cls(torch.full((n,), bb._signed(bb.BLACK_START), dtype=torch.long, device=device),
                    torch.full((n,), bb._signed(bb.WHITE_START), dtype=torch.long, device=device),
                    torch.ones(n, dtype=torch.bool, device=device),

@@ -76,6 +76,12 @@ def test_round_trips_and_the_one_position_api():
     assert s[1:].position(0) == Position()
 
 
+def test_initial_takes_the_torch_module_as_its_docstring_says():
+    s = States.initial(3, like=torch)
+    assert s.is_torch and s.player.device.type == "cpu" and len(s) == 3
+    assert s.position(0) == Position() and States.initial(1, like=torch, device="cpu").position(0) == Position()
+
+
 def test_a_position_built_from_array_scalars_is_the_same_position():
     """A dataset record's numpy uint64 fields, or a torch int64 with h8 set (negative), make the
     same Position as Python ints: equal, hashed alike, and every method works."""
