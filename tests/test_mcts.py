@@ -164,6 +164,17 @@ def test_batched_search_equals_reference(ev):
         assert sum(got[i]) == 60
 
 
+def test_roots_from_numpy_states_search_as_torch_ones(ev):
+    """``States.from_positions`` gives numpy states: a search takes them as it takes torch ones."""
+    positions = _positions(3, seed=4, min_ply=5, max_ply=40)
+    t, g = _tree(ev, positions, sims=20)
+    t.search(g, noise=False)
+    u = BatchedMCTS(ev, 3, t.cfg)
+    u.set_roots(g, _states(positions).numpy())
+    u.search(g, noise=False)
+    assert torch.equal(u.root_visits(g), t.root_visits(g))
+
+
 def test_tree_reuse_continues_the_same_search(ev):
     positions = _positions(4, seed=5, min_ply=10, max_ply=40)
     t, g = _tree(ev, positions, sims=40, reuse=True)

@@ -94,7 +94,8 @@ class BatchedMCTS:
 
     # ----------------------------------------------------------------- roots
     def set_roots(self, games: torch.Tensor, states: States) -> None:
-        """Start fresh trees for ``games`` (indices) at ``states`` (torch ``States``, one per game)."""
+        """Start fresh trees for ``games`` (indices) at ``states`` (``States``, one per game; numpy
+        ones, from ``States.from_positions`` say, are moved to the search's device)."""
         T.set_roots(self.tree, self.ev, games, states)
 
     def _add_noise(self, g: torch.Tensor) -> None:

@@ -92,9 +92,11 @@ def new_tree(batch: int, capacity: int, device) -> Tree:
 
 # --------------------------------------------------------------------- building
 def set_roots(tree: Tree, evaluator, games: torch.Tensor, states: States) -> None:
-    """Fresh trees for ``games`` (indices), rooted at ``states`` (torch, on the tree's device), evaluated."""
+    """Fresh trees for ``games`` (indices), rooted at ``states`` (numpy or torch: moved to the
+    tree's device, as ``States.from_positions`` gives numpy ones), evaluated."""
     if games.numel() == 0:
         return
+    states = states.to(tree.device)
     g = games
     for t, v in ((tree.children, UNEXPANDED), (tree.parent, NO_PARENT), (tree.visits, 0), (tree.value_sum, 0),
                  (tree.terminal, False), (tree.prior, 0), (tree.legal, False)):
