@@ -99,6 +99,21 @@ def test_move_generator_and_play_equal_the_bitboard_engine():
                 assert endgame._play(p, o, 1 << mv) == bb.play(p, o, 1 << mv)
 
 
+def test_torch_boards_solve_as_python_ints():
+    """A torch int64 board with h8 set is negative: the solver reads its 64 bits, not 56 empties."""
+    torch = pytest.importorskip("torch")
+    ends = [(p, o) for p, o in (ref.to_bitboards(b, c) for b, c in _endings(10, seed=6, max_empties=6))
+            if (p | o) >> 63]
+    assert ends
+    for p, o in ends[:4]:
+        tp, to = torch.tensor(bb._signed(p)), torch.tensor(bb._signed(o))
+        assert solve(tp, to) == solve(p, o)
+        assert endgame.value(tp, to) == endgame.value(p, o)
+        assert endgame.move_results(tp, to) == endgame.move_results(p, o)
+        sq = solve(p, o)[1][-1]
+        assert endgame.move_value(tp, to, sq) == endgame.move_value(p, o, sq)
+
+
 def test_solve_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="at most 14 empty squares, this position has 60"):
         solve(bb.BLACK_START, bb.WHITE_START)

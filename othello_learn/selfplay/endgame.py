@@ -115,6 +115,12 @@ def _negamax(p: int, o: int, alpha: int, beta: int, empties: int) -> int:
     return best
 
 
+def _ints(player, opponent) -> tuple[int, int]:
+    """The boards as non-negative Python ints: a torch int64 board with h8 set is negative, and
+    the solver's bit arithmetic would read it as a board with 56 empty squares."""
+    return int(player) & _FULL, int(opponent) & _FULL
+
+
 def empties(player: int, opponent: int) -> int:
     return 64 - (player | opponent).bit_count()
 
@@ -144,8 +150,9 @@ _SOLVED_KEEP = 64
 
 def solve(player: int, opponent: int) -> tuple[int, list[int]]:
     """(the final disc difference under perfect play from the side to move's view,
-    every square that achieves it). The side to move must have a legal move."""
-    player, opponent = int(player), int(opponent)
+    every square that achieves it). The side to move must have a legal move. The boards are
+    Python ints or numpy uint64 / torch int64 scalars (two's complement), here and below."""
+    player, opponent = _ints(player, opponent)
     key = (player, opponent)
     if key in _SOLVED:
         _SOLVED.move_to_end(key)
@@ -165,7 +172,7 @@ def _remember(key: tuple[int, int], v: int, best: list[int]) -> None:
 def solved_from_moves(player: int, opponent: int, values: dict[int, int]) -> None:
     """Every legal move's exact value (``move_value``'s, as hints compute them) is the
     position's solve: kept, so the ``go`` that follows a ``hint`` does not solve it again."""
-    player, opponent = int(player), int(opponent)
+    player, opponent = _ints(player, opponent)
     if values and set(values) == {sq for sq in range(64) if _moves(player, opponent) >> sq & 1}:
         v = max(values.values())
         _remember((player, opponent), v, sorted(sq for sq, x in values.items() if x == v))
@@ -191,7 +198,7 @@ def _solve(player: int, opponent: int) -> tuple[int, list[int]]:
 def value(player: int, opponent: int) -> int:
     """``solve``'s value alone, of any position in range: a forced pass or a finished game
     too, since an evaluation is asked of the positions moves lead to and those can be either."""
-    player, opponent = int(player), int(opponent)
+    player, opponent = _ints(player, opponent)
     if (player, opponent) in _SOLVED:
         return _SOLVED[player, opponent][0]
     return _negamax(player, opponent, -65, 65, _in_range(player, opponent))
@@ -200,7 +207,7 @@ def value(player: int, opponent: int) -> int:
 def move_value(player: int, opponent: int, sq: int) -> int:
     """The exact value of playing ``sq`` (a legal square), from the side to move's view: one
     solve of the position it leads to, none when ``sq`` is an optimal move of a position just solved."""
-    player, opponent = int(player), int(opponent)
+    player, opponent = _ints(player, opponent)
     solved = _SOLVED.get((player, opponent))
     if solved is not None and sq in solved[1]:
         return solved[0]
@@ -213,7 +220,7 @@ def move_results(player: int, opponent: int) -> dict[int, int]:
     view: 1 a win, 0 a draw, -1 a loss. Cheaper than the exact values: a null
     window around 0 settles only the sign. Why: which moves keep a won game won
     is what a 1-ply player needs to learn, more than the disc count."""
-    player, opponent = int(player), int(opponent)
+    player, opponent = _ints(player, opponent)
     n, moves = _solvable(player, opponent, "move_results")
     out = {}
     for sq in range(64):
