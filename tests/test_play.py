@@ -562,3 +562,16 @@ def test_best_move_matches_the_batched_players():
                 assert value is None
     with pytest.raises(ValueError, match="game is over"):
         best_move(net, final)
+
+
+def test_best_move_leaves_a_training_net_training_and_reads_it_in_eval_mode():
+    from othello_learn.models.nets import load_network
+    from othello_learn.selfplay.nn_players import best_move
+
+    net = load_network(RL)
+    pos = Position.from_transcript("f5d6c3")
+    want = best_move(net, pos)
+    net.train()
+    got = best_move(net, pos)
+    assert net.training and got[0] == want[0] and got[2] == want[2]
+    np.testing.assert_array_equal(got[1], want[1])

@@ -92,7 +92,8 @@ def best_move(net, position, history=None):
     legal squares (all zero when the side to move must pass, and ``square`` is
     then ``PASS``); ``value`` is the value head's estimate in [-1, 1] for the
     side to move, or None for a policy-only net. ``history`` (the last moves,
-    most recent first, 64 = pass) feeds the nets whose planes use it."""
+    most recent first, 64 = pass) feeds the nets whose planes use it. A net in training
+    mode is asked in eval mode (batch norm's running statistics) and left in training mode."""
     from othello.notation import PASS
 
     if position.is_over():
@@ -102,7 +103,11 @@ def best_move(net, position, history=None):
         recent = list(history)[:4]
         hist[0, : len(recent)] = recent
     device = next(net.parameters()).device
-    out = net.eval()(from_arrays([position.player], [position.opponent], [position.black_to_move], hist, device))
+    training = net.training  # a probe from inside a training loop must not switch its net to eval for good
+    try:
+        out = net.eval()(from_arrays([position.player], [position.opponent], [position.black_to_move], hist, device))
+    finally:
+        net.train(training)
     value = float(out["value"][0]) if "value" in out else None
     legal = position.legal_moves()
     probs = np.zeros(64)
