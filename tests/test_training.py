@@ -49,6 +49,14 @@ def test_loader_covers_each_position_once_in_order(dataset_dir):
     assert len(train) == len(dm.splits["train"]) // 64 * 64  # shuffled, last partial batch dropped
 
 
+def test_loaders_before_setup_say_what_to_do(dataset_dir):
+    dm = WthorDataModule(dataset_dir, train_years="2001", val_years="2002", test_years="2003")
+    with pytest.raises(RuntimeError, match=r"call setup\(\) before train_dataloader"):
+        dm.train_dataloader()
+    dm.setup()
+    assert len(dm.train_dataloader()) > 0
+
+
 @pytest.mark.parametrize("group", ["all", "start"])
 def test_augmentation_keeps_moves_legal_and_uses_the_group(dataset_dir, group):
     dm = _dm(dataset_dir, symmetries=group)

@@ -69,7 +69,10 @@ class EpochBatchSampler(torch.utils.data.Sampler):
 
 
 class WthorDataModule(L.LightningDataModule):
-    """Year splits of a dataset folder; train batches shuffled and D4-augmented.
+    """Year splits of a dataset folder; train batches shuffled and D4-augmented. The
+    augmentation is ``on_after_batch_transfer``'s, while a Trainer trains: batches drawn from
+    ``train_dataloader()`` by hand come unaugmented (``othello_learn.models.batch.augment``
+    turns them), and the loaders need ``setup()`` first, as a Trainer calls it.
 
     ``symmetries``: ``"all"`` (the 8 of D4), ``"start"`` (the 4 that keep the
     start position: no colour-swapped openings) or ``"none"``.
@@ -139,6 +142,8 @@ class WthorDataModule(L.LightningDataModule):
         }
 
     def _loader(self, split: str, shuffle: bool, skip: int = 0) -> torch.utils.data.DataLoader:
+        if split not in self.splits:  # used by hand, outside a Trainer: a bare KeyError said nothing
+            raise RuntimeError(f"WthorDataModule: call setup() before {split}_dataloader() (a Trainer calls it)")
         positions = self.splits[split]
         sampler = EpochBatchSampler(len(positions), self.hparams.batch_size, shuffle, self.hparams.seed,
                                     drop_last=shuffle, skip=skip)
