@@ -57,6 +57,10 @@ def const(v: int, like):
 
 def _shifters(like):
     t = _is_torch(like)
+    if not t and isinstance(like, (np.ndarray, np.generic)) and like.dtype != np.uint64:
+        # int64 arrays (what a torch tensor's .numpy() gives) meet the masks as Python ints > 2**63:
+        # numpy's answer is an OverflowError that does not say what is wrong
+        raise TypeError(f"numpy boards must be uint64, not {like.dtype} (an int64 board's bits: .view(np.uint64))")
     return [(s, left, _signed(m) if t else m) for s, left, m in _DIRECTIONS]
 
 

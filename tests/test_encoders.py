@@ -311,3 +311,8 @@ def test_encoders_on_edge_batches():
         assert torch.equal(out, fn(start, backend="torch"))
     out = enc.encode("handcrafted", start)
     assert out[0, 39].sum() == 4 and out[0, 41].sum() == 64 and out[0, 3:7].sum() == 0
+
+
+def test_an_unknown_encoder_name_is_one_error_naming_the_choices():
+    with pytest.raises(ValueError, match="'Raw'.*raw, handcrafted"):
+        enc.encode("Raw", {})

@@ -138,3 +138,12 @@ def test_bits_unpacks_every_square_in_numpy_and_torch(boards):
     assert np.array_equal(bb.bits(a.reshape(len(boards), 1)), want[:, None])
     t = torch.from_numpy(a.view(np.int64))
     assert torch.equal(bb.bits(t), torch.from_numpy(want))
+
+
+def test_signed_numpy_boards_are_refused_with_the_cure():
+    """int64 arrays (a torch tensor's .numpy()) hold the right bits but meet the masks as
+    overflowing Python ints: a TypeError that says to view them as uint64, not an OverflowError."""
+    p, o = np.array([bb.BLACK_START]), np.array([bb.WHITE_START])
+    with pytest.raises(TypeError, match="uint64"):
+        bb.legal_moves(p, o)
+    assert bb.legal_moves(p.view(np.uint64), o.view(np.uint64))[0] == bb.legal_moves(bb.BLACK_START, bb.WHITE_START)

@@ -175,6 +175,22 @@ def test_roots_from_numpy_states_search_as_torch_ones(ev):
     assert torch.equal(u.root_visits(g), t.root_visits(g))
 
 
+def test_a_finished_game_at_the_root_gets_the_pass_not_a_square(ev):
+    """A finished game has no move: its all-zero statistics must not read as a1 (square 0)."""
+    from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS
+
+    live = _positions(1, seed=6, min_ply=5, max_ply=30)[0]
+    over = (0, bb.BLACK_START | bb.WHITE_START, [-1, -1, -1, -1], True)  # the side to move has no disc
+    g = torch.arange(2)
+    for search in (BatchedMCTS(ev, 2, MCTSConfig(simulations=8, dirichlet_weight=0.0)),
+                   GumbelMCTS(ev, 2, GumbelConfig(simulations=8))):
+        search.set_roots(g, _states([live, over]))
+        search.search(g, noise=False)
+        action = search.choose_action(g)
+        assert action[1] == PASS
+        assert action[0] != PASS and bb.legal_moves(live[0], live[1]) >> int(action[0]) & 1
+
+
 def test_tree_reuse_continues_the_same_search(ev):
     positions = _positions(4, seed=5, min_ply=10, max_ply=40)
     t, g = _tree(ev, positions, sims=40, reuse=True)

@@ -270,5 +270,7 @@ ENCODERS = {"raw": (raw_planes, RAW_PLANES), "handcrafted": (handcrafted_planes,
 
 def encode(name: str, batch: dict) -> torch.Tensor:
     """Planes of encoder ``name`` ("raw" or "handcrafted") for a batch of states."""
+    if name not in ENCODERS:
+        raise ValueError(f"unknown encoder {name!r}: one of {', '.join(ENCODERS)}")
     fn, _ = ENCODERS[name]
     return fn(batch)

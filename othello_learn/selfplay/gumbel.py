@@ -177,8 +177,9 @@ class GumbelMCTS(BatchedMCTS):
                       tiebreak: torch.Tensor | None = None) -> torch.Tensor:
         """The move to play: the sequential-halving winner. ``sample``,
         ``generator`` and ``tiebreak`` do not apply: the root's Gumbel noise
-        (``search(noise=True)`` or its ``gumbel``) already samples the move."""
-        return self.chosen_action(games)
+        (``search(noise=True)`` or its ``gumbel``) already samples the move. ``PASS`` for a
+        finished game."""
+        return T.finished_to_pass(self.tree, games, self.chosen_action(games))
 
 
 def _top(score: torch.Tensor, allowed: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -136,8 +136,10 @@ class BatchedMCTS:
     def choose_action(self, games: torch.Tensor, sample: torch.Tensor | None = None, generator=None,
                       tiebreak: torch.Tensor | None = None) -> torch.Tensor:
         """The move to play at the roots of ``games`` after a search (``tree.choose``
-        on the root visits; draws from ``generator``, default the search's)."""
-        return T.choose(self.root_visits(games), sample, generator if generator is not None else self.gen, tiebreak)
+        on the root visits; draws from ``generator``, default the search's); ``PASS`` for a
+        finished game, which has no move (``T.finished_to_pass``)."""
+        action = T.choose(self.root_visits(games), sample, generator if generator is not None else self.gen, tiebreak)
+        return T.finished_to_pass(self.tree, games, action)
 
     # ----------------------------------------------------------- tree reuse
     @torch.inference_mode()

@@ -32,7 +32,7 @@ UNEXPANDED = -1  # children[b, c, a] of an action whose child node does not exis
 NO_ACTION = -1  # select's action for a descent that ended on a terminal node (nothing to expand)
 
 __all__ = ["ACTIONS", "PASS", "ROOT", "NO_PARENT", "UNEXPANDED", "NO_ACTION", "Tree", "new_tree", "set_roots",
-           "evaluate", "select", "expand", "backup", "simulate", "child_visits", "root_visits", "root_value", "choose", "reroot"]
+           "finished_to_pass", "evaluate", "select", "expand", "backup", "simulate", "child_visits", "root_visits", "root_value", "choose", "reroot"]
 
 
 @dataclass
@@ -237,6 +237,12 @@ def choose(visits: torch.Tensor, sample: torch.Tensor | None = None, generator=N
                                   generator=generator).squeeze(1)
         action = torch.where(sample, drawn, action)
     return torch.where(visits[:, PASS] > 0, PASS, action)
+
+
+def finished_to_pass(tree: Tree, games: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """``action`` with ``PASS`` at the roots that are finished games: with no legal action an
+    argmax over their all-zero statistics read as square 0 (a1), a move that looks real."""
+    return torch.where(tree.terminal[games, ROOT], PASS, action)
 
 
 # ------------------------------------------------------------------ tree reuse
