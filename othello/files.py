@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -33,7 +34,9 @@ def atomic_path(path: str | os.PathLike):
 
     The folder is created if missing. The data reach the disk (fsync) before the
     rename, so a crash cannot leave an empty file under the real name. On failure
-    the temporary file is removed and ``path`` is left as it was."""
+    the temporary file is removed and ``path`` is left as it was. An OS error of the
+    write that names no file (a full disk: ``write`` gives ENOSPC without one) or the
+    temporary one is raised naming ``path``, so the one-line error says what was lost."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -45,6 +48,10 @@ def atomic_path(path: str | os.PathLike):
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        if e.filename is not None and str(e.filename) != str(tmp):
+            raise
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from e
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -120,6 +127,10 @@ def describe_os_error(e: OSError) -> str:
     where = f" ({e.filename})" if e.filename else ""
     if e.errno == errno.ENOSPC:
         return f"no space left on device{where}: free some space and run the command again"
+    if e.errno is None and re.fullmatch(r"\d+ requested and \d+ written", str(e.strerror or e)):
+        # numpy's tofile (np.save of a large array) reports a short write, a full disk, without an errno
+        return (f"could not write the whole file{where} ({e.strerror or e}): the disk is probably full: "
+                "free some space and run the command again")
     if isinstance(e, FileNotFoundError):
         return f"no such file or folder{where}"
     if isinstance(e, IsADirectoryError):

@@ -99,3 +99,26 @@ def test_at_least_bounds_and_refuses_nan(low, kind, above, good, bad):
     for text in bad:
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
+
+
+def test_a_full_disk_names_the_target_file(tmp_path, capsys):
+    """write() gives ENOSPC without a file name, and numpy's np.save a short write without an
+    errno: either way the one line names the file that was not written and says why."""
+    import numpy as np
+
+    from othello.files import describe_os_error
+
+    target = tmp_path / "games.npz"
+    with pytest.raises(OSError) as raised:
+        with atomic_path(target):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert raised.value.filename == str(target) and raised.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(FileNotFoundError) as raised:  # an input's error keeps its own file name
+        with atomic_path(target):
+            np.load(tmp_path / "missing.npy")
+    assert raised.value.filename == str(tmp_path / "missing.npy")
+    short = OSError("120466 requested and 10962 written")
+    assert "disk is probably full" in describe_os_error(short)
+    assert describe_os_error(OSError(None, str(short), "/d/positions.npy")).startswith(
+        "could not write the whole file (/d/positions.npy)")
