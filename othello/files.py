@@ -56,6 +56,26 @@ def atomic_path(path: str | os.PathLike):
         tmp.unlink(missing_ok=True)
 
 
+# atomic_path's temporary names: ``.NAME.`` + mkstemp's 8 random characters + ``.tmp``.
+_TEMP_NAME = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
+
+
+def remove_stale_temps(folder: str | os.PathLike, ours: Callable[[str], bool]) -> list[Path]:
+    """Remove the temporary files ``atomic_path`` left in ``folder`` for the targets whose
+    names ``ours`` accepts: a process killed outright (kill -9, the out-of-memory killer)
+    mid-write cannot remove its own. Only for a folder whose writer holds its lock (no
+    live write of ours can be there); nothing else is touched. The paths removed."""
+    removed = []
+    if not Path(folder).is_dir():
+        return removed
+    for p in Path(folder).iterdir():
+        m = _TEMP_NAME.fullmatch(p.name)
+        if m and ours(m.group("name")) and p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the toolkit's errors: one line and exit 2 (argparse's own print
     the whole usage block first, which hides the line that says what was wrong)."""

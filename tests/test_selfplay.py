@@ -755,6 +755,22 @@ def test_a_truncated_part_is_named_with_what_to_do(run_copy, capsys):
     assert str(part) in err and "played again" in err
 
 
+def test_the_temporary_files_of_a_run_killed_mid_write_are_removed_on_resume(run_copy, capsys):
+    """kill -9 during a write leaves atomic_path's temporary file, which the dead process
+    cannot remove (a parts folder holding one was never removed); the rerun removes those
+    of the run's own files, and nothing else."""
+    temps = [run_copy / "games" / "gen_0003" / ".part_001.npz.k2j_x9aq.tmp", run_copy / ".state.json.abcdefgh.tmp",
+             run_copy / "nets" / ".gen_0003.training.0123abcd.tmp", run_copy / "stats" / ".gen_0003_gate.json.zzzzzzzz.tmp"]
+    theirs = [run_copy / ".notes.txt.abcdefgh.tmp", run_copy / "games" / ".part_001.npz.tmp",
+              run_copy / "games" / "gen_0003" / "part_000.npz"]
+    for path in temps + theirs:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"half")
+    code, err = cli(LOOP + ["--out", str(run_copy), "--logger", "none"], capsys)  # done: only the clean-up
+    assert code == 0 and "removed 4 temporary file(s) a killed run left half-written" in err, err
+    assert not any(p.exists() for p in temps) and all(p.read_bytes() == b"half" for p in theirs)
+
+
 def test_each_stage_resumes_from_its_files(run_copy, rl_run, capsys, monkeypatch):
     """Killed after training generation 2: the rerun gates and commits, and plays
     and trains nothing; a rerun after the gate only commits."""

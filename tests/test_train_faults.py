@@ -91,6 +91,24 @@ def test_a_damaged_last_ckpt_stops_the_resume_with_one_line(dataset_dir, tmp_pat
     assert not marker.exists()
 
 
+def test_the_temporary_files_of_a_run_killed_mid_write_are_removed(dataset_dir, tmp_path, capsys):
+    """kill -9 while a checkpoint is written leaves atomic_path's temporary file (MBs), which
+    the dead process cannot remove: the rerun removes those of the run's files, nothing else."""
+    from othello_learn.train.train import main
+
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "last.ckpt").write_bytes(b"")  # stops the rerun once the lock is held
+    temps = [out / "checkpoints" / ".last.ckpt.a1b2c3d4.tmp", out / "checkpoints" / ".best-epoch=0-step=2.ckpt.zz_0zz0z.tmp",
+             out / ".model.pt.abcdefgh.tmp"]
+    theirs = [out / ".notes.md.abcdefgh.tmp", out / "checkpoints" / ".last.ckpt.tmp"]
+    for path in temps + theirs:
+        path.write_bytes(b"half")
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "2"), capsys)
+    assert code == 2 and "removed 3 temporary file(s) a killed run left half-written" in err, err
+    assert not any(p.exists() for p in temps) and all(p.read_bytes() == b"half" for p in theirs)
+
+
 def test_resuming_with_another_network_is_refused_before_any_work(dataset_dir, tmp_path, capsys):
     from othello_learn.train.train import main
 

@@ -25,6 +25,7 @@ import json
 import math
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import time
@@ -37,7 +38,7 @@ import numpy as np
 import torch
 
 from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atomic_write, check_output,
-                           describe_os_error, one_line, run_main, stop_signals_raise)
+                           describe_os_error, one_line, remove_stale_temps, run_main, stop_signals_raise)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
@@ -455,6 +456,7 @@ def run(cfg: RunConfig) -> dict:
     try:
         with RunLock(cfg.out):  # a second loop into this --out is refused, naming the first
             state = open_run(cfg)
+            remove_killed_writes(cfg.out)
             if state["generation"] >= cfg.generations:
                 print(f"{cfg.out} holds {state['generation']} generations already (--generations "
                       f"{cfg.generations}): nothing to do; a larger --generations goes on", file=sys.stderr)
@@ -472,6 +474,25 @@ def run(cfg: RunConfig) -> dict:
     finally:
         if new and cfg.out.is_dir() and not any(cfg.out.iterdir()):  # refused before any file: no folder left
             cfg.out.rmdir()
+
+
+# Every file the loop writes under OUT, by name (atomic_path's temporary copies of them are ours).
+RUN_FILES = re.compile(r"(state|config)\.json|best\.pt|elo\.png|part_\d{3,}\.npz"
+                       r"|gen_\d{4,}(\.npz|\.pt|\.training|(_selfplay|_train|_gate)?\.json)")
+
+
+def remove_killed_writes(out: Path) -> None:
+    """The temporary files a run killed outright (kill -9, the out-of-memory killer) left
+    mid-write, removed on resume: a generation's games run to tens of MB, and a parts
+    folder holding one would never be removed. Called with the run's lock held."""
+    folders = [out, out / "nets", out / "stats", out / "games"]
+    if (out / "games").is_dir():
+        folders += sorted(p for p in (out / "games").iterdir() if p.is_dir() and re.fullmatch(r"gen_\d{4,}", p.name))
+    removed = [p for folder in folders for p in remove_stale_temps(folder, RUN_FILES.fullmatch)]
+    if removed:
+        print(f"{out}: removed {len(removed)} temporary file(s) a killed run left half-written "
+              f"({', '.join(str(p.relative_to(out)) for p in removed[:3])}{', ...' if len(removed) > 3 else ''})",
+              file=sys.stderr)
 
 
 def open_run(cfg: RunConfig) -> dict:

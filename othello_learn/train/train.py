@@ -26,7 +26,8 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import ArgumentParser, UserError, at_least, atomic_write, check_output, one_line, run_main
+from othello.files import (ArgumentParser, UserError, at_least, atomic_write, check_output, one_line,
+                           remove_stale_temps, run_main)
 from othello_learn import HOME, HOME_HELP
 
 
@@ -503,6 +504,9 @@ def train(argv=None) -> dict:
         raise
 
 
+RUN_FILES = ("config.yaml", "model.pt", "metrics.json", "wandb_id")  # what a run writes in OUT itself
+
+
 def check_run_folder(out: Path) -> None:
     """A folder that is not empty must be a run of this command, which makes OUT/checkpoints
     before anything else: model.pt, config.yaml and metrics.json there are then ours to
@@ -567,6 +571,12 @@ def _train(args) -> dict:
 
     with RunLock(args.out):
         ckpt_dir.mkdir(exist_ok=True)  # first: it marks the folder as a training run's (check_run_folder)
+        # What a run killed outright (kill -9) left mid-write: a checkpoint runs to MBs, and it is ours.
+        removed = (remove_stale_temps(args.out, lambda name: name in RUN_FILES)
+                   + remove_stale_temps(ckpt_dir, lambda name: re.fullmatch(r"last\.ckpt|best-.*\.ckpt", name)))
+        if removed:
+            print(f"removed {len(removed)} temporary file(s) a killed run left half-written in {args.out}",
+                  file=sys.stderr)
         resume = last if last.exists() and not args.fresh else None
         if resume:
             step = check_resumable(resume, model.net.config, dict(dm.hparams))
