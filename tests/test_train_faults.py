@@ -379,6 +379,32 @@ def test_a_stale_lock_is_taken_over_and_released(tmp_path):
     assert sorted(tmp_path.iterdir()) == []
 
 
+def test_a_run_refused_by_the_lock_leaves_the_holders_new_folder_alone(dataset_dir, tmp_path, capsys, monkeypatch):
+    """Two trainings started at once into one new OUT: the second, refused by the first's
+    lock, took back "the folder it made" and deleted the first's .lock and config.yaml (and
+    the folder, with --logger none), so a third could enter and the run lost its settings."""
+    from othello_learn.lock import RunLock
+    from othello_learn.train.train import main
+
+    out = tmp_path / "run"
+    holder = RunLock(out)
+
+    def first_run_meanwhile(self):  # the first run made OUT and took it while this one read its data
+        (out / "checkpoints").mkdir(parents=True)
+        (out / "config.yaml").write_text("theirs")
+        holder.acquire()
+        return RunLock.acquire(self)
+
+    monkeypatch.setattr(RunLock, "__enter__", first_run_meanwhile)
+    try:
+        code, err = _run(main, _args(dataset_dir, out, "--max-steps", "2"), capsys)
+        assert code == 2 and "is in use by process" in err, err
+        assert (out / ".lock").read_text() == holder.token and (out / "config.yaml").read_text() == "theirs"
+        assert (out / "checkpoints").is_dir()
+    finally:
+        holder.release()
+
+
 # ---- 5. settings --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("extra,expected", [

@@ -492,7 +492,9 @@ def train(argv=None) -> dict:
     except UserError:
         # Refused before training: take back the folder this command made. Only if it holds
         # nothing but what the set-up writes; a checkpoint means training ran, and it all stays.
-        setup = {"config.yaml", "wandb_id", ".lock"}
+        # A .lock there is another run's (ours is released by now): one started into the same new
+        # OUT at once, which made the folder too and holds it; its files and lock are not ours.
+        setup = {"config.yaml", "wandb_id"}
         ckpt_dir = args.out / "checkpoints"
         if new_out and args.out.is_dir() and {p.name for p in args.out.iterdir()} <= setup | {"checkpoints"} \
                 and not (ckpt_dir.is_dir() and any(ckpt_dir.iterdir())):
