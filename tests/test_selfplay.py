@@ -502,6 +502,22 @@ def test_a_failing_worker_is_named_and_the_finished_parts_are_kept(tmp_path, cap
     assert (tmp_path / "a_file").read_text() == "mine"
 
 
+def test_a_worker_whose_main_process_is_gone_stops_itself(monkeypatch):
+    """The main process killed outright (kill -9) cannot stop its self-play workers, which
+    played on alone for the rest of their parts beside the rerun's: a worker watches its
+    parent and, once it is gone, stops itself as on SIGTERM."""
+    got = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        rl_loop._stop_when_orphaned(os.getpid() + 10**6, every_s=0.01)  # a parent that is not ours: gone
+        deadline = time.monotonic() + 1
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert got == [signal.SIGTERM]
+
+
 def _workers_started(pid: int) -> bool:
     """Whether the loop ``pid`` has spawned its two self-play workers (Linux's /proc)."""
     found = 0

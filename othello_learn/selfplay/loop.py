@@ -28,6 +28,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import typing
 import zipfile
@@ -636,7 +637,21 @@ def _play_into(ev: Evaluator, search, sp: SelfPlayConfig, parts: list, progress:
         play_games(ev, n, search, sp, seed=seed, progress=progress).save(path)
 
 
-def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list, threads: int) -> None:
+def _stop_when_orphaned(parent: int, every_s: float = 1.0) -> None:
+    """A worker's watch on the main process ``parent``: one killed outright (kill -9, the
+    out-of-memory killer) cannot stop its workers, which played on alone for the rest of
+    their parts (hours at scale), beside the rerun's own and outside its lock. Once the
+    parent is gone the worker stops itself as on SIGTERM (its part in progress unwritten)."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent watch", daemon=True).start()
+
+
+def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list, threads: int,
+                parent: int | None = None) -> None:
     """A worker process: its share of the parts, each the same games as the
     main process would play for it. Errors are one line and exit status 2
     (the main process names the worker); a stop signal exits quietly (a
@@ -648,6 +663,8 @@ def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list
         signal.signal(sig, stop)
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # one that came meanwhile is raised here
+        if parent is not None:
+            _stop_when_orphaned(parent)
         torch.set_num_threads(threads)
         dev = torch.device(device)
         _play_into(Evaluator(load_net(best, dev, COMMITTED).to(dev), dev), search, sp, parts, progress=False)
@@ -676,7 +693,8 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
 
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_play_parts, args=(best, cfg.device, _search_config(cfg), sp, todo[i::workers],
-                                                   threads), name=f"self-play worker {i}") for i in range(workers)]
+                                                   threads, os.getpid()), name=f"self-play worker {i}")
+             for i in range(workers)]
     bar = tqdm(total=sum(n for _, n, _ in todo), unit="game", desc=f"self-play ({workers} processes)",
                disable=cfg.quiet)
     try:
