@@ -587,6 +587,7 @@ def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, cap
     assert rl_run.state_at_interrupt["generation"] == 1
     assert not [f for f in rl_run.files_at_interrupt if f.endswith(".tmp")], "nothing half-written"
     assert "games/gen_0001.npz" in rl_run.files_at_interrupt and "games/gen_0002.npz" not in rl_run.files_at_interrupt
+    assert {"best.pt", "elo.png"} <= set(rl_run.files_at_interrupt), "what a user reads is there after Ctrl-C"
 
     assert rl_run.resumed == 0
     state = json.loads((out / "state.json").read_text())
@@ -618,6 +619,20 @@ def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, cap
     code, err = cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)
     assert code == 0 and "holds 2 generations already" in err and "nothing to do" in err
     assert {k: v for k, v in _files(out).items() if k != "best.pt"} == {k: v for k, v in before.items() if k != "best.pt"}
+
+
+def test_a_rerun_with_nothing_to_do_brings_best_pt_and_the_plot_up_to_date(rl_run, tmp_path, capsys):
+    """A run killed between its commit point (state.json) and best.pt / elo.png: the rerun,
+    though it has no generation to play, writes them from state.json."""
+    out = tmp_path / "rl"
+    shutil.copytree(rl_run.out, out)
+    state = json.loads((out / "state.json").read_text())
+    (out / "elo.png").unlink()
+    (out / "best.pt").write_bytes(b"a previous run's")
+    code, err = cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)
+    assert code == 0 and "nothing to do" in err
+    assert (out / "best.pt").read_bytes() == (out / state["best"]).read_bytes()
+    assert (out / "elo.png").stat().st_size > 1000
 
 
 @pytest.mark.parametrize("flag,value", [("--games", "8"), ("--parallel", "2")])

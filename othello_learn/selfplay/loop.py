@@ -459,6 +459,7 @@ def run(cfg: RunConfig) -> dict:
             state = open_run(cfg)
             remove_killed_writes(cfg.out)
             if state["generation"] >= cfg.generations:
+                publish(cfg, state)  # a run stopped between its commit point and these left them behind
                 print(f"{cfg.out} holds {state['generation']} generations already (--generations "
                       f"{cfg.generations}): nothing to do; a larger --generations goes on", file=sys.stderr)
             log = Logger(cfg, state)
@@ -470,7 +471,6 @@ def run(cfg: RunConfig) -> dict:
                     state = commit(cfg, gen, log)  # promote, recalibrate resignation: state.json
             finally:
                 log.finish()
-            atomic_write(cfg.out / "best.pt", (cfg.out / state["best"]).read_bytes())
             return state
     finally:
         if new and cfg.out.is_dir() and not any(cfg.out.iterdir()):  # refused before any file: no folder left
@@ -846,13 +846,28 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
     write_json(cfg.out / "state.json", state)
     if log is not None:
         log.log({k: v for k, v in record.items() if isinstance(v, (int, float)) and v is not None}, step=gen)
-    plot_elo(state["history"], cfg.out / "elo.png")
+    publish(cfg, state)
     gated = (f"gate score {result['score']:.3f}, {'promoted' if promoted else 'kept best'}"
              if result["score"] is not None else "no gate (--continuous)")
     evaluated = f"; 1-ply vs {record['eval_vs']}: {record['eval_score']:.3f}" if "eval_vs" in record else ""
     print(f"generation {gen}: {n} games ({record['black_wins']:.0%} black wins, {record['resigned']:.0%} resigned), "
           f"{gated}; Elo {record['elo_best']:+.0f}{evaluated}", file=sys.stderr)
     return state
+
+
+def publish(cfg: RunConfig, state: dict) -> None:
+    """What a user reads off the run, made to match state.json: ``best.pt`` (the best network's
+    copy) and ``elo.png``. After every commit, and by a rerun with nothing left to do, not at the
+    end of the run: a long run is stopped by Ctrl-C or a kill far more often than it reaches
+    ``--generations``, and it used to leave ``best.pt`` missing or a previous run's. Each is
+    written only if stale, so a rerun with nothing to do rewrites nothing."""
+    best = (cfg.out / state["best"]).read_bytes()
+    target = cfg.out / "best.pt"
+    if not target.is_file() or target.read_bytes() != best:
+        atomic_write(target, best)
+    plot, committed = cfg.out / "elo.png", cfg.out / "state.json"
+    if state["history"] and (not plot.is_file() or plot.stat().st_mtime_ns < committed.stat().st_mtime_ns):
+        plot_elo(state["history"], plot)
 
 
 def gate_elo_gain(result: dict) -> float:
