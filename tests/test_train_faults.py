@@ -165,15 +165,20 @@ def _best_run(dataset_dir, out):
     return summary, Path(summary["best_checkpoint"])
 
 
-def test_a_resume_whose_best_file_was_deleted_forgets_it_and_exports(dataset_dir, tmp_path, capsys):
+@pytest.mark.parametrize("harm", ["deleted", "truncated"])
+def test_a_resume_whose_best_file_was_lost_forgets_it_and_exports(dataset_dir, tmp_path, capsys, harm):
+    """A deleted or damaged best file is found on resume, not by the export after all the training."""
     from othello_learn.train.train import train
 
     out = tmp_path / "run"
     _, best = _best_run(dataset_dir, out)
-    best.unlink()
+    if harm == "deleted":
+        best.unlink()
+    else:
+        best.write_bytes(best.read_bytes()[:1000])
     capsys.readouterr()
     summary = train(_args(dataset_dir, out, "--max-steps", "30", "--set", "trainer.val_check_interval=10"))
-    assert "is gone" in capsys.readouterr().err
+    assert ("is gone" if harm == "deleted" else "is damaged") in capsys.readouterr().err
     assert Path(summary["best_checkpoint"]).parent == out / "checkpoints"
     assert Path(summary["best_checkpoint"]).exists() and "step=30" in summary["best_checkpoint"]
     assert load_network(out / "model.pt").config.depth == 1

@@ -19,6 +19,7 @@ from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
+from othello.files import UserError
 from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
 
 
@@ -62,12 +63,23 @@ class BestCheckpoint(ModelCheckpoint):
             state["best_k_models"] = {here(k): v for k, v in (state.get("best_k_models") or {}).items()}
             state["dirpath"] = self.dirpath
         best = state.get("best_model_path")
-        if best and not Path(best).exists():
-            print(f"note: the best checkpoint this run recorded, {best}, is gone; the best is tracked "
+        why = "is gone" if best and not Path(best).exists() else _damaged(best) if best else None
+        if why:
+            print(f"note: the best checkpoint this run recorded, {best}, {why}; the best is tracked "
                   "afresh from the next validation", file=sys.stderr)
             state.update(best_model_path="", best_model_score=None, best_k_models={}, kth_best_model_path="",
                          kth_value=self.kth_value)
         super().load_state_dict(state)
+
+
+def _damaged(path: str) -> str | None:
+    """Why the best file cannot be read, or None: read on resume, since the export reads it
+    only after all the training, which then ended in an error with nothing to do about it."""
+    try:
+        read_checkpoint(path)
+    except UserError as e:
+        return f"is damaged and left as it is ({e})"
+    return None
 
 
 class ValidateAtEnd(Callback):
