@@ -24,7 +24,7 @@ import torch
 
 import reference_engine as ref
 from othello import Position
-from othello.notation import PASS, parse_square, parse_transcript, square_name
+from othello.notation import PASS, format_transcript, parse_square, parse_transcript, square_name
 from othello_learn.selfplay import play
 from othello_learn.selfplay.arena import play_match, write_games
 from othello_learn.selfplay.players import GreedyPlayer, RandomPlayer
@@ -320,6 +320,40 @@ def test_forced_passes_are_announced_and_only_then_accepted():
     game = play.TerminalGame(GreedyPlayer(), not colour, Person(out, 0, script=["quit"]), out, start=pos)
     game.play()
     assert "greedy has no legal move and passes." in out.getvalue()
+
+
+def test_a_game_started_from_moves_plays_on_from_them_and_keeps_them(tmp_path):
+    """--start f5d6c3: the line's moves open the game (transcript, saved record) and are not
+    the human's to undo; white (the human, here) is to move after three moves."""
+    from othello import formats
+    path = tmp_path / "game.ggf"
+    rc, text = run_game(["--opponent", "greedy", "--colour", "white", "--start", "f5d6c3", "--save", str(path)],
+                        script=["undo"], colour=-1, seed=2)
+    assert rc == 0 and "Nothing to undo." in text and "Final score" in text
+    assert transcript_of(text).startswith("f5d6c3") and ref.game_over(replay_reference(transcript_of(text)))
+    [rec] = formats.parse_ggf(path.read_text())
+    assert [m for m in rec.moves if m != PASS][:3] == parse_transcript("f5d6c3") and rec.black == "greedy"
+
+
+def _whole_game() -> str:
+    pos, moves = Position(), []
+    while not pos.is_over():
+        mv = (pos.legal_moves() or [PASS])[0]
+        pos, moves = pos.play(mv), moves + [mv]
+    return format_transcript(moves)
+
+
+@pytest.mark.parametrize("start,message", [("f5d6x9", "'x' where a move"), ("f5f5", "move 2 (f5) is not legal"),
+                                           ("whole", "the game is over after these moves"),
+                                           ("whole+a1", "(a1): the game is already over")])
+def test_a_bad_start_is_one_line_before_the_first_prompt(start, message, capsys):
+    start = start.replace("whole", _whole_game()).replace("+", "")
+    out = io.StringIO()
+    rc = play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("quit\n"), stdout=out),
+                       ["--opponent", "greedy", "--start", start])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--start" in err[0] and message in err[0], err
+    assert out.getvalue() == ""
 
 
 def test_save_ggf_round_trips(tmp_path):

@@ -3,6 +3,7 @@
     python selfplay/play.py --opponent policy:checkpoints/cpu_hc_long.pt
     python selfplay/play.py --opponent gumbel:checkpoints/best_selfplay.pt:32 --colour white --show-policy
     python selfplay/play.py --opponent alphabeta:3 --hint-net checkpoints/best_selfplay.pt --save game.ggf
+    python selfplay/play.py --start f5d6c3d3c4 --colour white    # practise a line: play on from its end
 
 Type a square (``f5``, any case), ``pass`` (only when you have no move; Enter
 does too), ``undo``, ``hint``, ``help`` or ``quit``. The prompt code here is
@@ -22,8 +23,8 @@ import numpy as np
 
 from othello import bitboard as bb
 from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main, stop_signals_raise
-from othello.game import Position
-from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, square_name
+from othello.game import IllegalMoveError, Position
+from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
 from othello.states import last_actions
 from othello_learn import HOME
 from othello_learn.selfplay.players import Player, check_seed, network_of
@@ -298,6 +299,20 @@ class TerminalGame:
             self.out.write(note + "\n")
         self.notes = []
 
+    def replay(self, moves: list[int]) -> None:
+        """Play ``moves`` (a transcript's, passes inferred) before the game is handed over:
+        they are part of the game (the saved record, an engine told the moves) but no one's
+        to take back. An illegal one is an ``IllegalMoveError`` naming it."""
+        for i, sq in enumerate(moves):
+            if sq != PASS and self.position.must_pass():
+                self.push(PASS)
+            if self.position.is_over():
+                raise IllegalMoveError(f"move {i + 1} ({square_name(sq)}): the game is already over")
+            if sq not in self.position.legal_moves() and not (sq == PASS and self.position.must_pass()):
+                raise IllegalMoveError(f"move {i + 1} ({square_name(sq)}) is not legal here "
+                                       f"(legal: {', '.join(self.position.legal_moves(names=True)) or 'pass'})")
+            self.push(sq)
+
     def undo(self) -> None:
         if not self.human_turns:
             self.notes.append("Nothing to undo.")
@@ -368,9 +383,16 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     parser.add_argument("--save", metavar="GAME.ggf", type=Path,
                         help="write the game here (GGF) however it ends: finished, quit, end of input, Ctrl-C, "
                              "SIGTERM, a closed terminal (SIGHUP), an engine's failure (then without a result)")
+    parser.add_argument("--start", metavar="MOVES", default="",
+                        help="play on from the position these moves from the start lead to (a transcript such as "
+                             "f5d6c3d3c4, passes inferred): they open the saved game and cannot be undone")
     parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
+    try:
+        start = parse_transcript(args.start)
+    except ValueError as e:
+        raise UserError(f"--start: {e}") from None
     inp, out = stdin or sys.stdin, stdout or sys.stdout
     if args.save is not None:  # found before the game, not after it
         check_output(args.save, "--save")
@@ -400,6 +422,12 @@ def main(argv=None, stdin=None, stdout=None) -> int:
 
     game = TerminalGame(opponent, args.colour == "black", inp, out, hint_net=hint_net,
                         show_policy=args.show_policy, seed=args.seed)
+    try:
+        game.replay(start)
+    except IllegalMoveError as e:
+        raise UserError(f"--start {args.start}: {e}") from None
+    if game.position.is_over():
+        raise UserError(f"--start {args.start}: the game is over after these moves")
     # Also around the save: a SIGTERM there unwinds through atomic_write, no temp file left.
     # SIGHUP (the terminal closed) is taken too, so a game is not lost with its window.
     with stop_signals_raise((signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())):
