@@ -105,6 +105,7 @@ def test_a_readme_command_parses(line, argv, monkeypatch, capsys):
             assert section == "trainer" or key in SCHEMA.get(section, {}), f"README.md:{line}: --set {item}"
     from othello_learn.selfplay.registry import make_player
 
+    monkeypatch.chdir(REPO)  # the specs name checkpoints from the checkout's root, as the README runs them
     for flag in SPEC_FLAGS.get(module, ()):
         spec = getattr(args, flag)
         if spec:
