@@ -385,7 +385,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                              "SIGTERM, a closed terminal (SIGHUP), an engine's failure (then without a result)")
     parser.add_argument("--start", metavar="MOVES", default="",
                         help="play on from the position these moves from the start lead to (a transcript such as "
-                             "f5d6c3d3c4, passes inferred): they open the saved game and cannot be undone")
+                             "f5d6c3d3c4, passes inferred): they open the saved game and cannot be undone; "
+                             "default: none, the start position")
     parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
