@@ -893,3 +893,16 @@ def test_the_clean_up_of_parts_leaves_files_it_did_not_write(run_copy):
     cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(run_copy)])
     rl_loop.self_play(cfg, 2)
     assert sorted(p.name for p in parts.iterdir()) == ["part_009.npz"]
+
+
+def test_resign_calibration_with_no_safe_threshold_resigns_nowhere():
+    """When even the lowest threshold of the grid resigns wrongly too often, calibration must not
+    keep resigning there: it returns -1.0, below every root value (no game resigns), and the
+    next generation's played-out games are calibrated afresh."""
+    g = _resign_games(200)
+    g.value[0:40:2] = -0.995  # 20 of 200 played-out games (10 %): black fell below -0.99...
+    g.outcome[0:40] = np.tile([1, -1], 20)  # ...and won
+    assert false_resign_rate(g, -0.99) == (20 / 200, 200)
+    threshold = calibrate_resign_threshold(g, 0.05, -0.9)
+    assert threshold == -1.0
+    assert false_resign_rate(g, threshold) == (0.0, 200)

@@ -236,6 +236,7 @@ def false_resign_rate(games: SelfPlayGames, threshold: float) -> tuple[float, in
 
 
 GRID = np.round(np.arange(-0.99, -0.49, 0.01), 2)
+NEVER = -1.0  # a resign threshold no root value is below: calibration's answer when no threshold of GRID is safe
 
 
 def false_resign_bound(rate: float, n: int, z: float = 1.6448536269514722) -> float:
@@ -256,11 +257,14 @@ def calibrate_resign_threshold(games: SelfPlayGames, target: float = 0.05, curre
     """The highest threshold (in -0.99..-0.5) at and below which the
     false-resign rate on the played-out games is under ``target`` with 95 %
     confidence (``false_resign_bound``); ``current`` when fewer than
-    ``min_games`` games were played out."""
+    ``min_games`` games were played out; ``NEVER`` (-1.0: no root value is
+    below it, so no game resigns) when not even -0.99 is: keeping -0.99 then
+    went on resigning at a rate known to be over the target. The played-out
+    games of the next generation are calibrated afresh."""
     rates = [false_resign_rate(games, float(t)) for t in GRID]
     if rates[0][1] < min_games:
         return current
-    best = float(GRID[0])
+    best = NEVER
     for t, (rate, n) in zip(GRID, rates):
         if false_resign_bound(rate, n) >= target:
             break
