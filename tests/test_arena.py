@@ -517,6 +517,9 @@ def test_elo_at_perfect_scores():
     assert elo == low == -math.inf and -400 < high < -200
     d = _result(20, 0, 0).to_dict()
     assert d["elo"] is None and d["elo_high"] is None and d["elo_low"] > 0
+    # All draws: no measured spread, yet not a certain 0 Elo; as wide as n games split evenly can be.
+    elo, low, high = _result(0, 6, 0).elo()
+    assert elo == 0 and (low, high) == pytest.approx(_result(3, 0, 3).elo()[1:]) and low < -100
 
 
 # --------------------------------------------------------------------------

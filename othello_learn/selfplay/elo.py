@@ -101,7 +101,9 @@ class MatchResult:
         score 0 or 1 is reported as -inf / +inf. At a perfect score (all
         wins or all losses) sd is 0 and the approximation says nothing, so
         the estimate and the outer bound are +-inf and the inner bound is
-        the exact binomial (Clopper-Pearson) one, score (2.5%)^(1/n).
+        the exact binomial (Clopper-Pearson) one, score (2.5%)^(1/n). All
+        draws have sd 0 too, and an interval of width 0 would claim the players
+        equal for certain: sd is then 1/2, the largest a game's can be.
         """
         n, s = self.games, self.score
         if n == 0:
@@ -112,6 +114,8 @@ class MatchResult:
         if s <= 0.0:
             return -math.inf, -math.inf, elo_from_score(1.0 - tail ** (1.0 / n))
         sd = float(np.sqrt(np.mean((self.outcomes - s) ** 2)))
+        if sd == 0.0:  # all draws: no spread measured, which is not a certain 0 Elo; the widest a game's can be
+            sd = 0.5
         half = z * sd / math.sqrt(n)
         return elo_from_score(s), elo_from_score(s - half), elo_from_score(s + half)
 
