@@ -29,9 +29,10 @@ class PhaseAccuracy(Metric):
 
     def update(self, correct: torch.Tensor, ply: torch.Tensor, n_legal: torch.Tensor) -> None:
         phase = phase_of(ply)
-        self.correct += torch.bincount(phase, weights=correct.float(), minlength=len(PHASES)).long()
+        # Integer sums: bincount's weights are summed in float32, exact only up to 2**24 a call
+        self.correct += torch.zeros_like(self.correct).scatter_add_(0, phase, correct.long())
         self.total += torch.bincount(phase, minlength=len(PHASES))
-        self.legal += torch.bincount(phase, weights=n_legal.float(), minlength=len(PHASES)).long()
+        self.legal += torch.zeros_like(self.legal).scatter_add_(0, phase, n_legal.long())
 
     def compute(self) -> list[dict]:
         out = []
