@@ -9,6 +9,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -477,7 +478,7 @@ def test_the_schema_matches_the_modules():
 
     module_args = set(inspect.signature(MovePredictor.__init__).parameters) - {"self", "net"}
     assert set(SCHEMA["optim"]) == module_args
-    assert set(SCHEMA["model"]) == {f.name for f in dataclasses.fields(NetConfig)}
+    assert SCHEMA["model"] == typing.get_type_hints(NetConfig)  # names and types
     assert not set(SCHEMA["model"]) & set(SCHEMA["optim"])
     assert set(SCHEMA["data"]) == set(inspect.signature(WthorDataModule.__init__).parameters) - {"self", "data_dir", "seed"}
     for section in ("model", "optim", "data"):  # the shipped configs are valid
