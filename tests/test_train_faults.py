@@ -1,7 +1,6 @@
 """Training and evaluation under faults: kills, full disks, corrupt or crafted files,
 two runs in one folder, bad settings. Nothing lost, nothing run, one clear line."""
 
-import dataclasses
 import errno
 import inspect
 import os
