@@ -49,6 +49,9 @@ class Node:
         d = bb.final_disc_difference(p, o)
         self.exact = float((d > 0) - (d < 0))
         self.value = self.exact if self.terminal else float(value[0])
+        if self.legal[PASS]:  # a forced pass: the value of the position after it, negated
+            after = ev(t(bb._signed(o)), t(bb._signed(p)), torch.tensor([[PASS] + hist[:3]]), torch.tensor([not black]))
+            self.value = -float(after[1][0])
 
     def child(self, a, ev):
         if a == PASS:
@@ -189,6 +192,25 @@ def test_a_finished_game_at_the_root_gets_the_pass_not_a_square(ev):
         action = search.choose_action(g)
         assert action[1] == PASS
         assert action[0] != PASS and bb.legal_moves(live[0], live[1]) >> int(action[0]) & 1
+
+
+def test_a_forced_pass_is_valued_as_the_position_after_it(ev):
+    """The value head never trains on forced-pass positions (self-play records none): the
+    search reads the position after the pass, where it does, and negates."""
+    rng, found = random.Random(3), []
+    while len(found) < 2:
+        record, _, _ = ref.random_game(rng)
+        for board, colour, m in record:
+            if m == PASS and ref.legal(board, -colour):
+                p, o = ref.to_bitboards(board, colour)
+                found.append((p, o, [-1, -1, -1, -1], colour == 1))
+                break
+    t, g = _tree(ev, found, sims=1)
+    t_ = lambda x: torch.tensor([bb._signed(x)])  # noqa: E731
+    for i, (p, o, hist, black) in enumerate(found):
+        _, after = ev(t_(o), t_(p), torch.tensor([[PASS] + hist[:3]]), torch.tensor([not black]))
+        assert t.tree.raw_value[i, 0] == pytest.approx(-float(after[0]))
+        assert t.tree.prior[i, 0].tolist() == [0.0] * 64 + [1.0]
 
 
 def test_tree_reuse_continues_the_same_search(ev):
