@@ -609,3 +609,14 @@ def test_best_move_leaves_a_training_net_training_and_reads_it_in_eval_mode():
     got = best_move(net, pos)
     assert net.training and got[0] == want[0] and got[2] == want[2]
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_best_move_values_a_forced_pass_as_the_position_after_it():
+    from othello_learn.models.nets import load_network
+    from othello_learn.selfplay.nn_players import best_move
+
+    net = load_network(RL)
+    pos = _find(lambda p: p.must_pass() and not p.is_over())
+    square, probs, value = best_move(net, pos, [parse_square("d3")])
+    after = best_move(net, pos.play(PASS), [PASS, parse_square("d3")])
+    assert square == PASS and not probs.any() and value == pytest.approx(-after[2])

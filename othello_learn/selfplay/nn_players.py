@@ -91,7 +91,7 @@ def best_move(net, position, history=None):
     probabilities, value)``. ``probabilities`` is a float64 [64] array over the
     legal squares (all zero when the side to move must pass, and ``square`` is
     then ``PASS``); ``value`` is the value head's estimate in [-1, 1] for the
-    side to move, or None for a policy-only net. ``history`` (the last moves,
+    side to move (of a forced pass: the negated estimate after it), or None for a policy-only net. ``history`` (the last moves,
     most recent first, 64 = pass) feeds the nets whose planes use it. A net in training
     mode is asked in eval mode (batch norm's running statistics) and left in training mode."""
     from othello.notation import PASS
@@ -102,17 +102,20 @@ def best_move(net, position, history=None):
     if history is not None:
         recent = list(history)[:4]
         hist[0, : len(recent)] = recent
+    legal = position.legal_moves()
+    asked = position
+    if not legal:  # valued as the position after the pass, as the search does (tree.evaluate says why)
+        asked, hist = position.play(PASS), np.concatenate([[[PASS]], hist[:, :3]], 1)
     device = next(net.parameters()).device
     training = net.training  # a probe from inside a training loop must not switch its net to eval for good
     try:
-        out = net.eval()(from_arrays([position.player], [position.opponent], [position.black_to_move], hist, device))
+        out = net.eval()(from_arrays([asked.player], [asked.opponent], [asked.black_to_move], hist, device))
     finally:
         net.train(training)
     value = float(out["value"][0]) if "value" in out else None
-    legal = position.legal_moves()
     probs = np.zeros(64)
     if not legal:
-        return PASS, probs, value
+        return PASS, probs, None if value is None else -value
     logits = out["policy"][0].float().cpu()
     p = torch.softmax(logits[legal], 0).double().numpy()  # over the legal squares only
     probs[legal] = p
