@@ -32,7 +32,8 @@ UNEXPANDED = -1  # children[b, c, a] of an action whose child node does not exis
 NO_ACTION = -1  # select's action for a descent that ended on a terminal node (nothing to expand)
 
 __all__ = ["ACTIONS", "PASS", "ROOT", "NO_PARENT", "UNEXPANDED", "NO_ACTION", "Tree", "new_tree", "set_roots",
-           "finished_to_pass", "evaluate", "select", "expand", "backup", "simulate", "child_visits", "root_visits", "root_value", "choose", "reroot"]
+           "evaluate", "select", "expand", "backup", "simulate", "child_visits", "root_visits", "root_value", "choose",
+           "finished_to_pass", "reroot"]
 
 
 @dataclass
