@@ -72,7 +72,7 @@ class WthorDataModule(L.LightningDataModule):
     """Year splits of a dataset folder; train batches shuffled and D4-augmented. The
     augmentation is ``on_after_batch_transfer``'s, while a Trainer trains: batches drawn from
     ``train_dataloader()`` by hand come unaugmented (``othello_learn.models.batch.augment``
-    turns them), and the loaders need ``setup()`` first, as a Trainer calls it.
+    augments them), and the loaders need ``setup()`` first, as a Trainer calls it.
 
     ``symmetries``: ``"all"`` (the 8 of D4), ``"start"`` (the 4 that keep the
     start position: no colour-swapped openings) or ``"none"``.
