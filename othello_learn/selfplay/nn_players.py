@@ -91,8 +91,9 @@ def best_move(net, position, history=None):
     probabilities, value)``. ``probabilities`` is a float64 [64] array over the
     legal squares (all zero when the side to move must pass, and ``square`` is
     then ``PASS``); ``value`` is the value head's estimate in [-1, 1] for the
-    side to move (of a forced pass: the negated estimate after it), or None for a policy-only net. ``history`` (the last moves,
-    most recent first, 64 = pass) feeds the nets whose planes use it. A net in training
+    side to move (of a forced pass: the negated estimate after it), or None for a
+    policy-only net. ``history`` (the last moves, most recent first, 64 = pass) feeds
+    the nets whose planes use it. A net in training
     mode is asked in eval mode (batch norm's running statistics) and left in training mode."""
     from othello.notation import PASS
 
