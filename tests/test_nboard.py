@@ -341,8 +341,8 @@ def test_move_infers_a_forced_pass_as_set_game_does():
     assert engine.pos == via_set.pos and engine.pos.is_over()
     assert len(engine.game.evals) == len(engine.game.times) == 2
     engine.handle("move d1")  # still refused when not legal: named with its ply, the game unchanged
-    assert engine.err.getvalue() == "nboard: move: game, ply 3 (d1): d1 is not legal here (position unchanged)\n"
+    assert engine.err.getvalue() == "nboard: move: game, ply 3 (d1): d1 is not legal here (the game is over) (position unchanged)\n"
     assert engine.game.moves == via_set.game.moves
     engine.handle(setup)
     engine.handle("move g7")
-    assert "ply 1 (g7): g7 is not legal here (position unchanged)" in engine.err.getvalue() and engine.game.moves == []
+    assert "ply 1 (g7): g7 is not legal here (legal: c1) (position unchanged)" in engine.err.getvalue() and engine.game.moves == []

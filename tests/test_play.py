@@ -343,9 +343,9 @@ def _whole_game() -> str:
     return format_transcript(moves)
 
 
-@pytest.mark.parametrize("start,message", [("f5d6x9", "'x' where a move"), ("f5f5", "move 2 (f5) is not legal"),
+@pytest.mark.parametrize("start,message", [("f5d6x9", "'x' where a move"), ("f5f5", "ply 2 (f5): f5 is not legal here (legal: "),
                                            ("whole", "the game is over after these moves"),
-                                           ("whole+a1", "(a1): the game is already over")])
+                                           ("whole+a1", "(a1): a1 is not legal here (the game is over)")])
 def test_a_bad_start_is_one_line_before_the_first_prompt(start, message, capsys):
     start = start.replace("whole", _whole_game()).replace("+", "")
     out = io.StringIO()

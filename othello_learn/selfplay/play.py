@@ -23,7 +23,8 @@ import numpy as np
 
 from othello import bitboard as bb
 from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main, stop_signals_raise
-from othello.game import IllegalMoveError, Position
+from othello.formats import FormatError, play_with_passes
+from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
 from othello.states import last_actions
 from othello_learn import HOME
@@ -302,16 +303,9 @@ class TerminalGame:
     def replay(self, moves: list[int]) -> None:
         """Play ``moves`` (a transcript's, passes inferred) before the game is handed over:
         they are part of the game (the saved record, an engine told the moves) but no one's
-        to take back. An illegal one is an ``IllegalMoveError`` naming it."""
-        for i, sq in enumerate(moves):
-            if sq != PASS and self.position.must_pass():
-                self.push(PASS)
-            if self.position.is_over():
-                raise IllegalMoveError(f"move {i + 1} ({square_name(sq)}): the game is already over")
-            if sq not in self.position.legal_moves() and not (sq == PASS and self.position.must_pass()):
-                raise IllegalMoveError(f"move {i + 1} ({square_name(sq)}) is not legal here "
-                                       f"(legal: {', '.join(self.position.legal_moves(names=True)) or 'pass'})")
-            self.push(sq)
+        to take back. An illegal one is a ``FormatError`` naming its ply."""
+        for mv in play_with_passes(self.position, moves, "--start")[0]:
+            self.push(mv)
 
     def undo(self) -> None:
         if not self.human_turns:
@@ -425,8 +419,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                         show_policy=args.show_policy, seed=args.seed)
     try:
         game.replay(start)
-    except IllegalMoveError as e:
-        raise UserError(f"--start {args.start}: {e}") from None
+    except FormatError as e:
+        raise UserError(str(e)) from None
     if game.position.is_over():
         raise UserError(f"--start {args.start}: the game is over after these moves")
     # Also around the save: a SIGTERM there unwinds through atomic_write, no temp file left.
