@@ -477,9 +477,17 @@ def run(cfg: RunConfig) -> dict:
             cfg.out.rmdir()
 
 
-# Every file the loop writes under OUT, by name (atomic_path's temporary copies of them are ours).
-RUN_FILES = re.compile(r"(state|config)\.json|best\.pt|elo\.png|part_\d{3,}\.npz"
-                       r"|gen_\d{4,}(\.npz|\.pt|\.training|(_selfplay|_train|_gate)?\.json)")
+# The files the loop writes under OUT that are not a generation's (_paths names those).
+RUN_TOP_FILES = ("config.json", "state.json", "best.pt", "elo.png")
+
+
+def _is_run_file(name: str) -> bool:
+    """Whether ``name`` is one the loop writes, so atomic_path's temporary copies of it are
+    ours to remove: derived from _paths and _part_paths, so a new kind of file is covered."""
+    if name in RUN_TOP_FILES or re.fullmatch(r"part_\d{3,}\.npz", name):
+        return True
+    m = re.match(r"gen_(\d{4,})", name)
+    return bool(m) and name in {p.name for k, p in _gen_paths(Path(), int(m[1])).items() if k not in ("tag", "parts")}
 
 
 def remove_killed_writes(out: Path) -> None:
@@ -489,7 +497,7 @@ def remove_killed_writes(out: Path) -> None:
     folders = [out, out / "nets", out / "stats", out / "games"]
     if (out / "games").is_dir():
         folders += sorted(p for p in (out / "games").iterdir() if p.is_dir() and re.fullmatch(r"gen_\d{4,}", p.name))
-    removed = [p for folder in folders for p in remove_stale_temps(folder, RUN_FILES.fullmatch)]
+    removed = [p for folder in folders for p in remove_stale_temps(folder, _is_run_file)]
     if removed:
         print(f"{out}: removed {len(removed)} temporary file(s) a killed run left half-written "
               f"({', '.join(str(p.relative_to(out)) for p in removed[:3])}{', ...' if len(removed) > 3 else ''})",
@@ -547,8 +555,11 @@ def open_run(cfg: RunConfig) -> dict:
 
 
 def _paths(cfg: RunConfig, gen: int) -> dict:
+    return _gen_paths(cfg.out, gen)
+
+
+def _gen_paths(out: Path, gen: int) -> dict:
     tag = f"gen_{gen:04d}"
-    out = cfg.out
     return {"tag": tag, "games": out / "games" / f"{tag}.npz", "parts": out / "games" / tag,
             "self_play": out / "stats" / f"{tag}_selfplay.json", "net": out / "nets" / f"{tag}.pt",
             "train": out / "stats" / f"{tag}_train.json", "train_state": out / "nets" / f"{tag}.training",
