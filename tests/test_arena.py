@@ -522,6 +522,52 @@ def test_elo_at_perfect_scores():
     assert elo == 0 and (low, high) == pytest.approx(_result(3, 0, 3).elo()[1:]) and low < -100
 
 
+def _paired(pair_outcomes: list[tuple[float, float]]) -> MatchResult:
+    """Games 2k and 2k+1 on opening k, A black in the first."""
+    out = np.array([x for pair in pair_outcomes for x in pair])
+    openings = [f"op{k}" for k in range(len(pair_outcomes)) for _ in range(2)]
+    return MatchResult("a", "b", out, np.sign(out - 0.5).astype(np.int64), np.arange(out.size) % 2 == 0,
+                       openings=openings, distinct_openings=len(pair_outcomes))
+
+
+def test_elo_interval_counts_the_opening_pairs_as_units():
+    """The pentanomial estimate, by hand: the sd of the pairs' mean scores over the
+    number of pairs. Split pairs (a colour's advantage) vary less than games and
+    narrow the interval; pairs that agree (a strong opening for A) widen it."""
+    pairs = [(1, 0)] * 12 + [(1, 1)] * 5 + [(0.5, 1)] * 3 + [(0, 0)] * 2 + [(0, 0.5)] * 2
+    r = _paired(pairs)
+    assert r.pair_scores().tolist() == [sum(p) / 2 for p in pairs]
+    s = r.score
+    means = np.array([sum(p) / 2 for p in pairs])
+    half = 1.96 * math.sqrt(np.mean((means - s) ** 2)) / math.sqrt(len(pairs))
+    elo, low, high = r.elo()
+    assert elo == pytest.approx(elo_from_score(s)) and (low, high) == pytest.approx(
+        (elo_from_score(s - half), elo_from_score(s + half)), rel=1e-3)
+    loose = MatchResult("a", "b", r.outcomes, r.disc_diffs, r.a_black)  # no openings: the games are the units
+    assert loose.pair_scores() is None and high - low < loose.elo()[2] - loose.elo()[1]
+    agree = _paired([(1, 1)] * 14 + [(0, 0)] * 10)
+    games = MatchResult("a", "b", agree.outcomes, agree.disc_diffs, agree.a_black)
+    assert agree.elo()[2] - agree.elo()[1] > games.elo()[2] - games.elo()[1]
+    d = r.to_dict()
+    assert d["elo_interval_units"] == "opening pairs" and d["pairs"] == {"0": 2, "0.25": 2, "0.5": 12, "0.75": 3, "1": 5}
+    assert "the opening pairs as units" in r.summary() and "units" not in loose.summary()
+    assert loose.to_dict()["pairs"] is None and loose.to_dict()["elo_interval_units"] == "games"
+
+
+def test_elo_interval_of_pairs_that_all_score_alike_falls_back_to_games():
+    """Every pair split one win, one loss: the pairs show no spread, which is no proof
+    of equal strength, so the games' reading is given; not pairs if colours or
+    openings do not match up."""
+    r = _paired([(1, 0)] * 10)
+    assert r.elo() == MatchResult("a", "b", r.outcomes, r.disc_diffs, r.a_black).elo() and r.elo()[1] < -100
+    same_colour = _paired([(1, 0)] * 3)
+    same_colour.a_black[:] = True
+    assert same_colour.pair_scores() is None
+    odd = _paired([(1, 0)] * 3)
+    odd.openings[1] = "other"
+    assert odd.pair_scores() is None
+
+
 # --------------------------------------------------------------------------
 # Command line
 

@@ -92,18 +92,35 @@ class MatchResult:
             }
         return out
 
+    def pair_scores(self) -> np.ndarray | None:
+        """A's mean score in each pair of games played on one opening with the colours
+        swapped (the arena's paired openings), or None when the games are not so paired.
+        The two games of a pair share an opening, so they are not independent: a pair is
+        the unit the Elo interval counts."""
+        n = self.games
+        if n == 0 or n % 2 or len(self.openings) != n:
+            return None
+        if self.openings[0::2] != self.openings[1::2] or np.any(self.a_black[0::2] == self.a_black[1::2]):
+            return None
+        return (self.outcomes[0::2] + self.outcomes[1::2]) / 2.0
+
     def elo(self, z: float = Z95) -> tuple[float, float, float]:
         """(Elo difference, low, high): A's Elo minus B's, 95% by default.
 
         The interval is the normal approximation score +- z * sd / sqrt(n),
-        with sd the per-game score's sample deviation (draws count 1/2, so
-        they narrow it), mapped through the logistic Elo curve; a bound past
-        score 0 or 1 is reported as -inf / +inf. At a perfect score (all
-        wins or all losses) sd is 0 and the approximation says nothing, so
-        the estimate and the outer bound are +-inf and the inner bound is
-        the exact binomial (Clopper-Pearson) one, score (2.5%)^(1/n). All
-        draws have sd 0 too, and an interval of width 0 would claim the players
-        equal for certain: sd is then 1/2, the largest a game's can be.
+        mapped through the logistic Elo curve; a bound past score 0 or 1 is
+        reported as -inf / +inf. The units are the colour-swapped pairs of games
+        of the arena's paired openings (the pentanomial estimate: a colour's
+        advantage in an opening usually pulls a pair's two results apart, so
+        pairs vary less than games do), or the games when they are not paired;
+        sd is the units' sample deviation (draws count 1/2). When every pair
+        scores the same (say each split one win, one loss) the pairs show no
+        spread and the games' reading is taken. At a perfect score (all wins or
+        all losses) sd is 0 and the approximation says nothing, so the estimate
+        and the outer bound are +-inf and the inner bound is the exact binomial
+        (Clopper-Pearson) one over the games, score (2.5%)^(1/n). All draws have
+        sd 0 too, and an interval of width 0 would claim the players equal for
+        certain: sd is then 1/2, the largest a game's can be.
         """
         n, s = self.games, self.score
         if n == 0:
@@ -113,10 +130,13 @@ class MatchResult:
             return math.inf, elo_from_score(tail ** (1.0 / n)), math.inf
         if s <= 0.0:
             return -math.inf, -math.inf, elo_from_score(1.0 - tail ** (1.0 / n))
-        sd = float(np.sqrt(np.mean((self.outcomes - s) ** 2)))
+        units = self.pair_scores()
+        if units is None or np.all(units == units[0]):
+            units = self.outcomes
+        sd = float(np.sqrt(np.mean((units - s) ** 2)))
         if sd == 0.0:  # all draws: no spread measured, which is not a certain 0 Elo; the widest a game's can be
             sd = 0.5
-        half = z * sd / math.sqrt(n)
+        half = z * sd / math.sqrt(units.size)
         return elo_from_score(s), elo_from_score(s - half), elo_from_score(s + half)
 
     def to_dict(self) -> dict:
@@ -125,6 +145,7 @@ class MatchResult:
             return x if math.isfinite(x) else None
 
         elo, low, high = self.elo()
+        pairs = self.pair_scores()
         return {
             "a": self.a_name,
             "b": self.b_name,
@@ -138,6 +159,9 @@ class MatchResult:
             "elo_low": fin(low),
             "elo_high": fin(high),
             "elo_confidence": 0.95,
+            # The interval's units, and for pairs how many scored 0, 1/4, ... 1 (the pentanomial counts).
+            "elo_interval_units": "games" if pairs is None else "opening pairs",
+            "pairs": None if pairs is None else {f"{k / 4:g}": int((pairs == k / 4).sum()) for k in range(5)},
             "by_colour": self.by_colour(),
             "distinct_openings": self.distinct_openings,
         }
@@ -158,5 +182,6 @@ class MatchResult:
             f"{self.distinct_openings} opening{'s' if self.distinct_openings != 1 else ''}\n"
             f"A: {self.wins} wins, {self.draws} draws, {self.losses} losses; "
             f"score {self.score:.3f} ({colour_scores}); mean disc difference {self.disc_diff_mean:+.1f}\n"
-            f"Elo difference {fmt(elo)} (95% interval {fmt(low)} .. {fmt(high)})"
+            f"Elo difference {fmt(elo)} (95% interval {fmt(low)} .. {fmt(high)}"
+            f"{'' if self.pair_scores() is None else ', the opening pairs as units'})"
         )
