@@ -719,6 +719,8 @@ def test_the_last_step_is_validated_when_the_interval_misses_it(dataset_dir, tmp
     (["--seed", "3"], "--seed=0 there, 3 now"),
     (["--train-positions", "500"], "data.train_positions=None there, 500 now"),
     (["--set", "data.val_years=2003"], "data.val_years=2002 there, 2003 now"),
+    (["--batch-size", "4"], "data.batch_size=64 there, 4 now"),
+    (["--set", "data.symmetries=none"], "data.symmetries='all' there, 'none' now"),
 ])
 def test_a_resume_on_other_data_is_refused_naming_the_settings(dataset_dir, tmp_path, capsys, change, named):
     from othello_learn.train.train import main, train

@@ -439,12 +439,15 @@ def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
     if data is not None:
         differ = data_differences(ckpt.get("datamodule_hyper_parameters") or {}, data)
         if differ:
-            raise UserError(f"cannot resume from {path}: the run trained on other data ({'; '.join(differ)}); "
+            raise UserError(f"cannot resume from {path}: the run trained on other data or batches ({'; '.join(differ)}); "
                             "use the run's own settings, or another --out for a new run")
     return int(ckpt.get("global_step", 0))
 
 
-DATA_KEYS = ("seed", "train_years", "val_years", "test_years", "train_positions", "val_positions")
+# batch_size and symmetries too: a mid-epoch resume skips the batches trained on by count, and
+# config.yaml would record one batch size or augmentation for a run trained on two.
+DATA_KEYS = ("seed", "train_years", "val_years", "test_years", "train_positions", "val_positions", "batch_size",
+             "symmetries")
 
 
 def data_differences(there: dict, now: dict) -> list[str]:
