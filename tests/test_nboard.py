@@ -87,7 +87,7 @@ def test_forced_pass_and_game_over_answer_pa():
     moves = pass_position()
     rec = GameRecord.from_transcript("".join("pa" if m == PASS else f"{'abcdefgh'[m % 8]}{m // 8 + 1}" for m in moves))
     out, _ = session(AlphaBetaPlayer(1), [f"set game {format_ggf(rec)}", "hint 2", "go", "move PA", "ping 7"])
-    assert "search PA" in "\n".join(out) and "=== PA" in out and out[-1] == "pong 7"
+    assert "search PA" in "\n".join(out) and any(line.startswith("=== PA/") for line in out) and out[-1] == "pong 7"
     assert [line for line in out if line.startswith("search ")] == [line for line in out if line.startswith("search PA ")]
     # a finished game: no hint, go answers PA with a note on stderr
     from test_formats import random_game
@@ -308,10 +308,12 @@ def test_an_external_player_that_cannot_start_is_one_line_exit_2():
 def test_a_forced_pass_is_valued_as_any_move_minus_the_position_it_leads_to():
     """Black (b1) must pass, white plays c1 and black has nothing: the pass loses 0-64."""
     game = f"set game (;GM[Othello]TY[8]BO[8 O*{'-' * 62} *];)"
-    out, _ = session(AlphaBetaPlayer(2), [game, "hint 3"])
+    out, _ = session(AlphaBetaPlayer(2), [game, "hint 3", "go"])
     assert [line for line in out if line.startswith("search ")] == ["search PA -64.00 0 2 forced pass"]
-    out, _ = session(make_player("random"), [game, "hint 3"])  # no evaluation: 0.00, said so, as for its moves
+    assert [line.rsplit("/", 1)[0] for line in out if line.startswith("=== ")] == ["=== PA/-64.00"]  # go: hint's eval
+    out, _ = session(make_player("random"), [game, "hint 3", "go"])  # no evaluation: 0.00, said so, as for its moves
     assert [line for line in out if line.startswith("search ")] == ["search PA 0.00 0 1 forced pass (no evaluation)"]
+    assert [line.rsplit("/", 1)[0] for line in out if line.startswith("=== ")] == ["=== PA/"]  # go: no eval field
     from othello.states import last_actions
     from othello_learn.selfplay.nn_players import best_move
 

@@ -118,6 +118,12 @@ class Analyst:
         rows = self._rows(pos, moves, [sq])
         return None if rows is None else rows[0][1]
 
+    def pass_eval(self, pos: Position, moves: list[int]) -> float | None:
+        """A forced pass's evaluation, or None: like any move's, minus the value of the position
+        it leads to (the value head never trained on a position whose side must pass)."""
+        after = self.root_eval(pos.play(PASS), moves + [PASS])
+        return None if after is None else 0.0 - after  # 0.0 - x: no "-0.00"
+
     def hints(self, pos: Position, moves: list[int], n: int,
               start: Position | None = None) -> list[tuple[int, float, str]]:
         """Up to ``n`` (move, eval, free text), best first."""
@@ -125,11 +131,10 @@ class Analyst:
         if not legal:
             if pos.is_over():
                 return []
-            # The pass's value, like any move's, is minus the value of the position it leads to.
-            after = self.root_eval(pos.play(PASS), moves + [PASS])
-            if after is None:  # as for the player's move elsewhere: 0.00 in the field, said so in the text
+            ev = self.pass_eval(pos, moves)
+            if ev is None:  # as for the player's move elsewhere: 0.00 in the field, said so in the text
                 return [(PASS, 0.0, "forced pass (no evaluation)")]
-            return [(PASS, 0.0 - after, "forced pass")]  # 0.0 - x: no "-0.00"
+            return [(PASS, ev, "forced pass")]
         rows = self._rows(pos, moves, legal)
         if rows is None:  # nothing to rank: the one move the player would play, with no evaluation to give
             return [(self.choose(pos, moves, start), 0.0, f"{self.player.name}'s move (no evaluation)")]

@@ -180,12 +180,13 @@ class Engine:
         if self.pos.is_over():
             self.warn("go: the game is over; answering PA")
             self.send("=== PA")
-        elif self.pos.must_pass():
-            self.send("=== PA")
         else:
             try:
-                sq = self.analyst.choose(self.pos, self.game.moves, self.game.start)
-                ev = self.analyst.move_eval(self.pos, self.game.moves, sq)  # the figure hint gives the move
+                if self.pos.must_pass():
+                    sq, ev = PASS, self.analyst.pass_eval(self.pos, self.game.moves)
+                else:
+                    sq = self.analyst.choose(self.pos, self.game.moves, self.game.start)
+                    ev = self.analyst.move_eval(self.pos, self.game.moves, sq)  # the figure hint gives the move
             except (GuiGone, KeyboardInterrupt):
                 raise
             except Exception as e:
