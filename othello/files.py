@@ -16,9 +16,12 @@ import errno
 import os
 import re
 import signal
+import socket
 import sys
 import tempfile
 import threading
+import time
+import zlib
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,7 +42,8 @@ def atomic_path(path: str | os.PathLike):
     temporary one is raised naming ``path``, so the one-line error says what was lost."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_dead_writers_temps(path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.{_writer_tag()}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should have a plain file's mode
@@ -56,8 +60,55 @@ def atomic_path(path: str | os.PathLike):
         tmp.unlink(missing_ok=True)
 
 
-# atomic_path's temporary names: ``.NAME.`` + mkstemp's 8 random characters + ``.tmp``.
-_TEMP_NAME = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
+# atomic_path's temporary names: ``.NAME.``, the writer's tag ``pPID-HOST.`` (HOST: 8 hex digits
+# of the host's name; absent in files of earlier versions), mkstemp's 8 random characters, ``.tmp``.
+_TEMP_NAME = re.compile(r"\.(?P<name>.+?)(\.p(?P<pid>\d+)-(?P<host>[0-9a-f]{8}))?\.[a-z0-9_]{8}\.tmp")
+STALE_TEMP_SECONDS = 60.0
+
+
+def _host() -> str:
+    return f"{zlib.crc32(socket.gethostname().encode()):08x}"
+
+
+def _writer_tag() -> str:
+    return f"p{os.getpid()}-{_host()}"
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process (EPERM), or a check we cannot make: assume it lives
+        return True
+    return True
+
+
+def _remove_dead_writers_temps(path: Path) -> None:
+    """Before writing ``path``, remove the temporary copies of it that a process of this
+    machine killed outright (kill -9, the out-of-memory killer) left: the commands that
+    write one file (``--json``, a download) hold no lock under which a sweep of the folder
+    would be safe. Only files named as ours for this very target, whose writer no longer
+    exists and which have not changed for a minute (a writer in another PID namespace of
+    the same host could look dead), are touched. POSIX only: elsewhere os.kill(pid, 0)
+    is not a probe."""
+    if os.name != "posix":
+        return
+    host, now = _host(), time.time()
+    try:
+        siblings = list(path.parent.iterdir())
+    except OSError:
+        return
+    for p in siblings:
+        m = _TEMP_NAME.fullmatch(p.name)
+        if not m or m["name"] != path.name or m["host"] != host or int(m["pid"]) == os.getpid():
+            continue
+        try:
+            if (p.is_file() and not p.is_symlink() and now - p.stat().st_mtime > STALE_TEMP_SECONDS
+                    and not _process_exists(int(m["pid"]))):
+                p.unlink()
+        except OSError:  # gone already, or not ours to remove after all: the write goes on
+            pass
 
 
 def remove_stale_temps(folder: str | os.PathLike, ours: Callable[[str], bool]) -> list[Path]:

@@ -122,3 +122,36 @@ def test_a_full_disk_names_the_target_file(tmp_path, capsys):
     assert "disk is probably full" in describe_os_error(short)
     assert describe_os_error(OSError(None, str(short), "/d/positions.npy")).startswith(
         "could not write the whole file (/d/positions.npy)")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the dead-writer probe is os.kill(pid, 0)")
+def test_a_dead_writers_temporary_copy_is_removed_when_its_target_is_written_again(tmp_path):
+    """kill -9 mid-write leaves atomic_path's temporary file, and the commands that write one
+    file (--json, a download) hold no lock to sweep their folder under: the next write of the
+    same target removes its copies whose writer is gone, and nothing else."""
+    import subprocess
+    import sys
+    import time
+
+    from othello.files import _TEMP_NAME, _host
+
+    target = tmp_path / "r.json"
+    with atomic_path(target) as tmp:  # today's temporary names carry the writer's pid and host
+        m = _TEMP_NAME.fullmatch(tmp.name)
+        assert m and (m["name"], int(m["pid"]), m["host"]) == ("r.json", os.getpid(), _host())
+        tmp.write_text("{}")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    other_host = "00000000" if _host() != "00000000" else "11111111"
+    old = time.time() - 3600
+    stale = tmp_path / f".r.json.p{dead}-{_host()}.abcdefgh.tmp"
+    kept = [tmp_path / f".r.json.p{os.getppid()}-{_host()}.abcdefgh.tmp",  # its writer lives
+            tmp_path / f".r.json.p{dead}-{other_host}.abcdefgh.tmp",     # another machine's (a shared disk)
+            tmp_path / f".other.json.p{dead}-{_host()}.abcdefgh.tmp",    # another target's
+            tmp_path / ".r.json.abcdefgh.tmp",                            # no writer named
+            tmp_path / f".r.json.p{dead}-{_host()}.ijklmnop.tmp"]         # changed within the minute
+    for p in [stale] + kept:
+        p.write_text("half")
+        os.utime(p, (old, old) if p != kept[-1] else None)
+    atomic_write(target, "{1}")
+    assert target.read_text() == "{1}" and not stale.exists() and all(p.exists() for p in kept)
