@@ -22,7 +22,7 @@ def test_an_installed_copy_resolves_defaults_in_the_current_folder(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     code = ("import othello_learn, sys; from othello_learn.data import wthor; from pathlib import Path; "
-            "print(othello_learn.HOME); print(wthor.REPO / 'data' / 'wthor')")
+            "print(othello_learn.HOME); print(wthor.HOME / 'data' / 'wthor')")
     out = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": f"{site}:{REPO}", "PATH": "/usr/bin:/bin"}).stdout.split()
     assert out == [str(work), str(work / "data" / "wthor")]

@@ -24,8 +24,7 @@ from othello.files import ArgumentParser, UserError, atomic_path, check_output, 
 from othello_learn import HOME, HOME_HELP
 from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 
-REPO = HOME  # the checkout, or the current folder for an installed package
-SHARED_WTHOR = REPO.parent / "shared" / "data" / "wthor"
+SHARED_WTHOR = HOME.parent / "shared" / "data" / "wthor"
 DOWNLOAD_URL = "https://www.ffothello.org/wthor/base_zip/WTH_{year}.ZIP"
 
 
@@ -99,7 +98,7 @@ def main(argv=None) -> int:
     parser.add_argument("--wthor-dir", type=Path, default=None,
                         help="folder of WTH_YYYY.wtb files (+ WTHOR.JOU, WTHOR.TRN for names); "
                              "default: ../shared/data/wthor when it exists")
-    parser.add_argument("--out", type=Path, default=REPO / "data" / "wthor",
+    parser.add_argument("--out", type=Path, default=HOME / "data" / "wthor",
                         help="dataset folder to write (replaced atomically; only an empty folder or a dataset "
                              "this tool wrote is replaced); default: data/wthor in " + HOME_HELP)
     parser.add_argument("--years", default=None,

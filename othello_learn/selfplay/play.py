@@ -31,7 +31,6 @@ from othello_learn import HOME
 from othello_learn.selfplay.players import Player, check_seed, network_of
 from othello_learn.selfplay.registry import SPEC_KINDS, make_player
 
-REPO = HOME  # the checkout, or the current folder for an installed package
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
 NO_HINT = "hints need a network: play a policy:, mcts: or gumbel: opponent, or give --hint-net CKPT"
@@ -394,7 +393,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
 
     spec = args.opponent
     if spec == DEFAULT_OPPONENT and not Path(spec.split(":", 1)[1]).exists():
-        spec = f"policy:{REPO / DEFAULT_OPPONENT.split(':', 1)[1]}"
+        spec = f"policy:{HOME / DEFAULT_OPPONENT.split(':', 1)[1]}"
     if spec.partition(":")[0] == "human":
         raise UserError("--opponent human: you are the human here; pick a program (random, greedy, alphabeta:D, ...)")
     try:

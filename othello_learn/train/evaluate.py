@@ -42,7 +42,6 @@ from othello_learn.models.fastpath import autocast, prepare, resolve, usable_dev
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn import HOME, HOME_HELP
 
-REPO = HOME  # the checkout, or the current folder for an installed package
 
 
 @torch.no_grad()
@@ -189,7 +188,7 @@ def evaluate_command(argv=None) -> dict:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
-    ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor",
+    ap.add_argument("--data", type=Path, default=HOME / "data" / "wthor",
                     help="dataset folder from data_tools/wthor.py (default: data/wthor in " + HOME_HELP + ")")
     ap.add_argument("--wthor-dir", type=Path, default=None,
                     help="replay the WTH_YYYY.wtb files of this folder instead of reading --data")

@@ -47,7 +47,6 @@ def _yaml(text: str):
     return yaml.load(text, Loader=_Loader)
 
 
-REPO = HOME  # the checkout, or the current folder for an installed package
 SECTIONS = ("model", "optim", "data", "trainer")
 
 # The settings of each section and their types (None: optional). model and optim are
@@ -334,7 +333,7 @@ def parse_args(argv=None):
                        epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--config", type=Path,
                    help=f"YAML with sections model, optim, data, trainer (train/configs/); without one: {BUILT_IN}")
-    p.add_argument("--data", type=Path, default=REPO / "data" / "wthor",
+    p.add_argument("--data", type=Path, default=HOME / "data" / "wthor",
                    help="dataset folder from data_tools/wthor.py (default: data/wthor in " + HOME_HELP + ")")
     p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, logs, model.pt, metrics.json")
     p.add_argument("--logger", default="wandb", choices=["wandb", "csv", "none"],
