@@ -101,6 +101,16 @@ def _type_name(kind) -> str:
     return " or ".join(names[k] for k in kinds)
 
 
+class Origin(str):
+    """Where a setting came from, worded for an error ("in FILE", "from --set KEY=VALUE");
+    ``from_file`` says which kind, so no check has to read the wording."""
+
+    def __new__(cls, text: str, from_file: bool = False):
+        origin = super().__new__(cls, text)
+        origin.from_file = from_file
+        return origin
+
+
 def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
     """(config, where each setting came from) from the YAML file and ``--set`` items."""
     cfg = {s: {} for s in SECTIONS}
@@ -124,7 +134,7 @@ def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             if not isinstance(section, dict):
                 raise UserError(f"{path}: section {s} must be a mapping of settings, found {section!r}")
             cfg[s].update(section)
-            origin.update({(s, k): f"in {path}" for k in section})
+            origin.update({(s, k): Origin(f"in {path}", from_file=True) for k in section})
     for item in overrides:
         key, sep, value = item.partition("=")
         section, dot, name = key.partition(".")
@@ -134,7 +144,7 @@ def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             cfg[section][name] = _yaml(value)
         except yaml.YAMLError:
             cfg[section][name] = value
-        origin[(section, name)] = f"from --set {item}"
+        origin[(section, name)] = Origin(f"from --set {item}")
     return cfg, origin
 
 
@@ -242,9 +252,12 @@ def _check_applicable(cfg: dict, origin: dict, fail) -> None:
     from othello_learn.train.module import MovePredictor
 
     def switched_away(section, key, by):
-        """Whether the setting is the config file's and ``by`` (what it depends on) was --set."""
-        return str(origin.get((section, key), "")).startswith("in ") and any(
-            str(origin.get(("model", k), "")).startswith("from --set") for k in by)
+        """Whether the setting is the config file's and ``by`` (what it depends on) was given on the
+        command line."""
+        def from_file(k):
+            return getattr(origin.get(k), "from_file", None)
+
+        return from_file((section, key)) is True and any(from_file(("model", k)) is False for k in by)
 
     model = cfg["model"]
     arch = model.get("arch", "reference")
@@ -543,10 +556,10 @@ def _train(args) -> dict:
                                ("precision", "trainer", "precision")):
         if getattr(args, key) is not None:
             cfg[section][name] = getattr(args, key)
-            origin[(section, name)] = f"from --{key.replace('_', '-')}"
+            origin[(section, name)] = Origin(f"from --{key.replace('_', '-')}")
     if args.max_minutes is not None:
         cfg["trainer"]["max_time"] = {"seconds": round(args.max_minutes * 60)}
-        origin[("trainer", "max_time")] = "from --max-minutes"
+        origin[("trainer", "max_time")] = Origin("from --max-minutes")
     cfg["trainer"].setdefault("max_epochs", 10)
     init = None
     if args.init is not None:
