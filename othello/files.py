@@ -43,7 +43,13 @@ def atomic_path(path: str | os.PathLike):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_dead_writers_temps(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.{_writer_tag()}.", suffix=".tmp", dir=path.parent)
+    tag = _writer_tag()
+    if len(f".{path.name}.{tag}.abcdefgh.tmp".encode()) > 255:  # the longest name most file systems take
+        tag = ""  # a name this long keeps the untagged temporary name it always had
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{tag}{'.' if tag else ''}", suffix=".tmp", dir=path.parent)
+    except OSError as e:  # named as the target: the one-line error says what was not written
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from e
     os.close(fd)
     tmp = Path(name)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should have a plain file's mode
@@ -62,7 +68,7 @@ def atomic_path(path: str | os.PathLike):
 
 # atomic_path's temporary names: ``.NAME.``, the writer's tag ``pPID-HOST.`` (HOST: 8 hex digits
 # of the host's name; absent in files of earlier versions), mkstemp's 8 random characters, ``.tmp``.
-_TEMP_NAME = re.compile(r"\.(?P<name>.+?)(\.p(?P<pid>\d+)-(?P<host>[0-9a-f]{8}))?\.[a-z0-9_]{8}\.tmp")
+_TEMP_NAME = re.compile(r"\.(?P<name>.+?)(\.p(?P<pid>\d{1,9})-(?P<host>[0-9a-f]{8}))?\.[a-z0-9_]{8}\.tmp")
 STALE_TEMP_SECONDS = 60.0
 
 
@@ -107,7 +113,7 @@ def _remove_dead_writers_temps(path: Path) -> None:
             if (p.is_file() and not p.is_symlink() and now - p.stat().st_mtime > STALE_TEMP_SECONDS
                     and not _process_exists(int(m["pid"]))):
                 p.unlink()
-        except OSError:  # gone already, or not ours to remove after all: the write goes on
+        except (OSError, ValueError, OverflowError):  # gone already, or not ours after all: the write goes on
             pass
 
 

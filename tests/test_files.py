@@ -155,3 +155,21 @@ def test_a_dead_writers_temporary_copy_is_removed_when_its_target_is_written_aga
         os.utime(p, (old, old) if p != kept[-1] else None)
     atomic_write(target, "{1}")
     assert target.read_text() == "{1}" and not stale.exists() and all(p.exists() for p in kept)
+
+
+def test_a_long_name_or_a_stray_temp_name_does_not_stop_a_write(tmp_path):
+    """The writer's tag would push a long target's temporary name past 255 bytes: such a
+    name keeps the untagged form it always had. A stray file whose pid does not fit an int
+    is not ours and is left, and the write goes on."""
+    from othello.files import _host
+
+    long = tmp_path / ("x" * 235)
+    atomic_write(long, "1")
+    stray = tmp_path / f".out.json.p99999999999-{_host()}.abcdefgh.tmp"
+    stray.write_text("x")
+    os.utime(stray, (0, 0))
+    atomic_write(tmp_path / "out.json", "{}")
+    assert long.read_text() == "1" and (tmp_path / "out.json").read_text() == "{}" and stray.exists()
+    with pytest.raises(OSError) as raised:  # too long even untagged: the error names the target, not a temp
+        atomic_write(tmp_path / ("y" * 250), "1")
+    assert raised.value.filename == str(tmp_path / ("y" * 250))

@@ -314,6 +314,12 @@ def test_a_forced_pass_is_valued_as_any_move_minus_the_position_it_leads_to():
     out, _ = session(make_player("random"), [game, "hint 3", "go"])  # no evaluation: 0.00, said so, as for its moves
     assert [line for line in out if line.startswith("search ")] == ["search PA 0.00 0 1 forced pass (no evaluation)"]
     assert [line.rsplit("/", 1)[0] for line in out if line.startswith("=== ")] == ["=== PA/"]  # go: no eval field
+    failing = Engine(AlphaBetaPlayer(2), "x", io.StringIO(), io.StringIO())  # no evaluation: PA all the same
+    failing.analyst.root_eval = lambda *a: 1 / 0
+    for line in (game, "go"):
+        failing.handle(line)
+    assert [x.rsplit("/", 1)[0] for x in failing.out.getvalue().splitlines() if x.startswith("=== ")] == ["=== PA/"]
+    assert "no evaluation of the forced pass (ZeroDivisionError" in failing.err.getvalue()
     from othello.states import last_actions
     from othello_learn.selfplay.nn_players import best_move
 

@@ -17,7 +17,7 @@ def elo_from_score(score: float) -> float:
         return -math.inf
     if score >= 1.0:
         return math.inf
-    return -400.0 * math.log10(1.0 / score - 1.0)
+    return -400.0 * math.log10(1.0 / score - 1.0) + 0.0  # + 0.0: an even score is 0, not -0.0 in JSON
 
 
 @dataclass
@@ -113,9 +113,12 @@ class MatchResult:
         of the arena's paired openings (the pentanomial estimate: a colour's
         advantage in an opening usually pulls a pair's two results apart, so
         pairs vary less than games do), or the games when they are not paired;
-        sd is the units' sample deviation (draws count 1/2). When every pair
-        scores the same (say each split one win, one loss) the pairs show no
-        spread and the games' reading is taken. At a perfect score (all wins or
+        sd is the units' sample deviation (draws count 1/2). The pairs' is taken
+        with two pseudo-pairs more, one lost and one won (as Agresti and Coull add
+        pseudo-observations to a binomial): a few pairs that all score alike (each
+        split one win, one loss) are no proof of equal strength, and the interval
+        stays continuous as results change; a few hundred pairs barely feel them.
+        At a perfect score (all wins or
         all losses) sd is 0 and the approximation says nothing, so the estimate
         and the outer bound are +-inf and the inner bound is the exact binomial
         (Clopper-Pearson) one over the games, score (2.5%)^(1/n). All draws have
@@ -130,13 +133,15 @@ class MatchResult:
             return math.inf, elo_from_score(tail ** (1.0 / n)), math.inf
         if s <= 0.0:
             return -math.inf, -math.inf, elo_from_score(1.0 - tail ** (1.0 / n))
-        units = self.pair_scores()
-        if units is None or np.all(units == units[0]):
-            units = self.outcomes
-        sd = float(np.sqrt(np.mean((units - s) ** 2)))
-        if sd == 0.0:  # all draws: no spread measured, which is not a certain 0 Elo; the widest a game's can be
-            sd = 0.5
-        half = z * sd / math.sqrt(units.size)
+        pairs = self.pair_scores()
+        if pairs is not None:
+            sd = float(np.sqrt((np.sum((pairs - s) ** 2) + s**2 + (1.0 - s) ** 2) / (pairs.size + 2)))
+            n = pairs.size
+        else:
+            sd = float(np.sqrt(np.mean((self.outcomes - s) ** 2)))
+            if sd == 0.0:  # all draws: no spread measured, which is not a certain 0 Elo; the widest a game's can be
+                sd = 0.5
+        half = z * sd / math.sqrt(n)
         return elo_from_score(s), elo_from_score(s - half), elo_from_score(s + half)
 
     def to_dict(self) -> dict:

@@ -483,7 +483,8 @@ RUN_TOP_FILES = ("config.json", "state.json", "best.pt", "elo.png")
 
 def _is_run_file(name: str) -> bool:
     """Whether ``name`` is one the loop writes, so atomic_path's temporary copies of it are
-    ours to remove: derived from _paths and _part_paths, so a new kind of file is covered."""
+    ours to remove. A generation's names are derived from _gen_paths, so a new kind of
+    generation file is covered; the top-level names and _part_paths' are restated here."""
     if name in RUN_TOP_FILES or re.fullmatch(r"part_\d{3,}\.npz", name):
         return True
     m = re.match(r"gen_(\d{4,})", name)

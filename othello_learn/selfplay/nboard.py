@@ -181,8 +181,9 @@ class Engine:
             self.warn("go: the game is over; answering PA")
             self.send("=== PA")
         else:
+            forced = self.pos.must_pass()
             try:
-                if self.pos.must_pass():
+                if forced:
                     sq, ev = PASS, self.analyst.pass_eval(self.pos, self.game.moves)
                 else:
                     sq = self.analyst.choose(self.pos, self.game.moves, self.game.start)
@@ -191,8 +192,11 @@ class Engine:
                 raise
             except Exception as e:
                 why = one_line(e) if isinstance(e, UserError) else f"{type(e).__name__}: {one_line(e)}"
-                self.send(f"status go failed: {why}")
-                raise NoMove(f"go: {why}; no move to answer, so the session ends") from None
+                if not forced:
+                    self.send(f"status go failed: {why}")
+                    raise NoMove(f"go: {why}; no move to answer, so the session ends") from None
+                self.warn(f"go: no evaluation of the forced pass ({why}); answering PA")  # the only move
+                sq, ev = PASS, None
             dt = time.perf_counter() - t0
             self.send(f"=== {move_text(sq)}" + (f"/{ev:.2f}/{dt:.3f}" if ev is not None else f"//{dt:.3f}"))
         self.send("status")
