@@ -25,6 +25,7 @@ COMMANDS = {
     "othello-arena": "othello_learn.selfplay.arena",
     "othello-play": "othello_learn.selfplay.play",
     "othello-engine": "othello_learn.selfplay.nboard",
+    "othello-gtp": "othello_learn.selfplay.gtp_engine",
     "othello-solve": "othello_learn.selfplay.solve",
     "othello-curves": "othello_learn.train.curves",
 }
@@ -107,6 +108,7 @@ SCRIPT_PATHS = {
     "data_tools/wthor.py": "othello-dataset", "train/train.py": "othello-train", "train/evaluate.py": "othello-eval",
     "train/curves.py": "othello-curves", "selfplay/loop.py": "othello-rl", "selfplay/arena.py": "othello-arena",
     "selfplay/play.py": "othello-play", "selfplay/nboard.py": "othello-engine", "selfplay/solve.py": "othello-solve",
+    "selfplay/gtp.py": "othello-gtp",
 }
 
 

@@ -17,6 +17,7 @@ SHIPPED = re.compile(r"^(?:checkpoints|train/configs|results)/")
 # the flags that take a player spec, by command module
 SPEC_FLAGS = {"othello_learn.selfplay.arena": ("a", "b"), "othello_learn.selfplay.play": ("opponent",),
               "othello_learn.selfplay.nboard": ("player",), "othello_learn.selfplay.solve": ("player",),
+              "othello_learn.selfplay.gtp_engine": ("player",),
               "othello_learn.selfplay.loop": ("eval_vs",)}
 RUN_OUTPUT_NET = "checkpoints/best_selfplay.pt"  # stands in for a net a documented run makes (runs/...)
 

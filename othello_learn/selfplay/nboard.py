@@ -228,6 +228,22 @@ def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0
     return 0
 
 
+def session_player(spec: str) -> Player:
+    """The ``--player`` of an engine session, ready: an external engine that cannot start is
+    found before the GUI's first command (one line naming --player), and one that can stays up
+    for the session (the caller's ``close()`` stops it)."""
+    try:
+        player = make_program(spec)
+    except PlayerSpecError as e:  # it names the spec
+        raise UserError(f"--player: {e}") from None
+    try:
+        player.check(keep_running=True)
+    except UserError as e:
+        raise UserError(f"--player: {e}") from None
+    player.reset()
+    return player
+
+
 def main(argv=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -236,16 +252,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
-    try:
-        player = make_program(args.player)
-    except PlayerSpecError as e:  # it names the spec
-        raise UserError(f"--player: {e}") from None
-    try:
-        player.check(keep_running=True)  # an engine that cannot start is found before the GUI's first command;
-        # one that can stays up for the session (close() below stops it)
-    except UserError as e:
-        raise UserError(f"--player: {e}") from None
-    player.reset()
+    player = session_player(args.player)
     try:
         return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
     finally:

@@ -1,0 +1,253 @@
+"""Our players as a GTP engine, for the match tools and GUIs that speak GTP (GRhino's
+``gtp-rhino`` does; Quarry and twogtp-style referees drive such engines).
+
+    python selfplay/gtp.py --player policy:checkpoints/best_selfplay.pt
+    python -m othello_learn.selfplay.gtp_engine --player alphabeta:3
+
+The Go Text Protocol, version 2, as Othello engines speak it: one command a line
+(an optional numeric id first), each answered ``=[id] text`` or ``?[id] error``
+and an empty line. The engine keeps the game: ``clear_board``, ``play <colour>
+<move>`` (a1..h8, case as you like, or ``pass``), ``genmove <colour>`` (the move is
+played and answered, ``pass`` when forced), ``reg_genmove`` (answered, not
+played), ``undo``, ``showboard``, ``final_score`` (``B+12``, ``W+4``, ``0``: the
+disc count, empties to the winner once the game is over), ``boardsize 8``
+(another size is refused), ``komi`` (accepted, unused), ``name``, ``version``,
+``protocol_version``, ``known_command``, ``list_commands``, ``quit``.
+
+Passes are implied by the colours, as GRhino and most GTP referees send them: a
+move for the side not to move, when the side to move has none, passes for it first.
+A bad command, colour or move is an ``?`` answer saying why (an illegal move names
+the legal ones) and leaves the game as it was; a player that fails (an external
+engine, say) answers ``? genmove failed: ...`` and the session goes on. An
+external ``--player`` (``nboard:CMD``, ``gtp:CMD``) is started once before the
+session: one that cannot start is one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import metadata
+
+from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull
+from othello.game import IllegalMoveError, Position
+from othello.notation import PASS, parse_square, square_name
+from othello_learn.selfplay.analysis import Analyst
+from othello_learn.selfplay.nboard import GuiGone, session_player
+from othello_learn.selfplay.players import Player, check_seed
+
+COMMANDS = ("protocol_version", "name", "version", "known_command", "list_commands", "quit", "boardsize",
+            "clear_board", "komi", "play", "genmove", "reg_genmove", "undo", "showboard", "final_score")
+COLOURS = {"b": True, "black": True, "w": False, "white": False}
+
+
+class Refused(ValueError):
+    """A command that cannot be done; the message is the ``?`` answer's text."""
+
+
+def colour_of(text: str) -> bool:
+    try:
+        return COLOURS[text.lower()]
+    except KeyError:
+        raise Refused(f"syntax error: {text!r} is not a colour (black, white, b or w)") from None
+
+
+def vertex(sq: int) -> str:
+    return "pass" if sq == PASS else square_name(sq).upper()
+
+
+class GTPEngine:
+    """The protocol's state machine: the moves from the standard start (passes explicit),
+    and one handler per command."""
+
+    def __init__(self, player: Player, name: str, out=None, err=None, seed: int = 0):
+        self.analyst = Analyst(player, seed)
+        self.name = name
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.moves: list[int] = []
+        self.positions = [Position()]
+
+    @property
+    def pos(self) -> Position:
+        return self.positions[-1]
+
+    def push(self, sq: int) -> None:
+        self.positions.append(self.pos.play(sq))
+        self.moves.append(sq)
+
+    def handle(self, line: str) -> bool:
+        """Answer one line; False after ``quit``."""
+        words = line.split("#", 1)[0].split()
+        if not words:
+            return True
+        ident = words.pop(0) if words[0].isdigit() else ""
+        if not words:
+            self.answer(False, ident, "syntax error: an id and no command")
+            return True
+        command, args = words[0].lower(), words[1:]
+        if command not in COMMANDS:
+            self.answer(False, ident, f"unknown command: {command}")
+            return True
+        try:
+            text = getattr(self, f"cmd_{command}")(args)
+        except Refused as e:
+            self.answer(False, ident, str(e))
+            return True
+        self.answer(True, ident, text)
+        return command != "quit"
+
+    def answer(self, ok: bool, ident: str, text: str) -> None:
+        try:
+            self.out.write(f"{'=' if ok else '?'}{ident} {text}".rstrip() + "\n\n")
+            self.out.flush()
+        except BrokenPipeError:  # the referee closed our output: nobody is listening any more
+            raise GuiGone from None
+
+    # ----------------------------------------------------------------------
+    # Commands: each returns the answer's text or raises Refused.
+
+    def cmd_protocol_version(self, args):
+        return "2"
+
+    def cmd_name(self, args):
+        return self.name
+
+    def cmd_version(self, args):
+        try:
+            return metadata.version("othello-learn")
+        except metadata.PackageNotFoundError:  # a checkout that was never installed
+            return "unknown"
+
+    def cmd_known_command(self, args):
+        return "true" if args and args[0].lower() in COMMANDS else "false"
+
+    def cmd_list_commands(self, args):
+        return "\n".join(COMMANDS)
+
+    def cmd_quit(self, args):
+        return ""
+
+    def cmd_boardsize(self, args):
+        if args[:1] != ["8"]:
+            raise Refused(f"unacceptable size: Othello here is 8x8, not {' '.join(args) or 'nothing'}")
+        return ""
+
+    def cmd_clear_board(self, args):
+        self.moves, self.positions = [], [Position()]
+        return ""
+
+    def cmd_komi(self, args):
+        try:
+            float(args[0])
+        except (IndexError, ValueError):
+            raise Refused(f"syntax error: komi takes a number, not {' '.join(args) or 'nothing'}") from None
+        return ""
+
+    def _to_move(self, args, command: str) -> bool:
+        """The colour of ``args[0]``, made the side to move by a forced pass where one is due."""
+        if not args:
+            raise Refused(f"syntax error: {command} takes a colour")
+        black = colour_of(args[0])
+        pos = self.pos
+        if black != pos.black_to_move and pos.must_pass():
+            self.push(PASS)  # passes are implied by the colours
+        elif black != pos.black_to_move and not pos.is_over():
+            theirs = "black" if pos.black_to_move else "white"
+            raise Refused(f"illegal move: it is {theirs}'s turn (legal: {', '.join(pos.legal_moves(names=True))})")
+        return black
+
+    def cmd_play(self, args):
+        if len(args) != 2:
+            raise Refused("syntax error: play takes a colour and a move, as in 'play black d3'")
+        try:
+            sq = PASS if args[1].lower() == "pass" else parse_square(args[1])
+        except ValueError:
+            raise Refused(f"syntax error: {args[1]!r} is not a move (a1..h8 or pass)") from None
+        before = len(self.moves)
+        self._to_move(args, "play")
+        try:
+            self.push(sq)
+        except IllegalMoveError as e:
+            del self.moves[before:], self.positions[before + 1:]  # the inferred pass too: as it was
+            raise Refused(f"illegal move: {e}") from None
+        return ""
+
+    def cmd_genmove(self, args, play: bool = True):
+        before = len(self.moves)
+        self._to_move(args, "genmove")
+        pos = self.pos
+        if pos.is_over() or pos.must_pass():
+            sq = PASS
+        else:
+            try:
+                sq = self.analyst.choose(pos, list(self.moves), Position())
+            except (GuiGone, KeyboardInterrupt):
+                raise
+            except Exception as e:
+                del self.moves[before:], self.positions[before + 1:]
+                why = one_line(e) if isinstance(e, UserError) else f"{type(e).__name__}: {one_line(e)}"
+                self.err.write(f"gtp: genmove failed: {why}\n")
+                raise Refused(f"genmove failed: {why}") from None
+        if play and not pos.is_over():
+            self.push(sq)
+        elif not play:
+            del self.moves[before:], self.positions[before + 1:]
+        return vertex(sq)
+
+    def cmd_reg_genmove(self, args):
+        return self.cmd_genmove(args, play=False)
+
+    def cmd_undo(self, args):
+        if not self.moves:
+            raise Refused("cannot undo: no move has been played")
+        self.moves.pop()
+        self.positions.pop()
+        while self.moves and self.moves[-1] == PASS:  # an implied pass goes with the move it let through
+            self.moves.pop()
+            self.positions.pop()
+        return ""
+
+    def cmd_showboard(self, args):
+        return "\n" + str(self.pos)
+
+    def cmd_final_score(self, args):
+        d = self.pos.score()
+        return "0" if d == 0 else f"{'B' if d > 0 else 'W'}+{abs(d)}"
+
+
+def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0) -> int:
+    engine = GTPEngine(player, name, out, err, seed)
+    try:
+        for line in inp or sys.stdin:
+            if not engine.handle(line):
+                break
+    except GuiGone:  # the session is over as on quit; run_main's exit flush must not fail on it either
+        if out is None:
+            stdout_to_devnull()
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
+    parser.add_argument("--name", help="the answer to 'name' (default: 'othello-learn SPEC')")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
+    args = parser.parse_args(argv)
+    check_seed(args.seed)
+    player = session_player(args.player)
+    try:
+        return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
+    finally:
+        if hasattr(player, "close"):  # an external engine's process ends with the session
+            player.close()
+
+
+def cli() -> None:
+    """The ``othello-gtp`` console script; ``python -m`` and the script path run the same."""
+    sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    cli()

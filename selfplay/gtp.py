@@ -1,0 +1,13 @@
+"""A wrapper kept so the documented ``python selfplay/gtp.py`` works from a checkout;
+the command is ``othello_learn.selfplay.gtp_engine``
+(console script ``othello-gtp``, or ``python -m othello_learn.selfplay.gtp_engine``)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout without ``pip install -e .``
+
+from othello_learn.selfplay.gtp_engine import cli  # noqa: E402
+
+if __name__ == "__main__":  # not when a spawned worker process imports this file
+    cli()

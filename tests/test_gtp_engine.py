@@ -1,0 +1,119 @@
+"""Our players as a GTP engine (othello_learn.selfplay.gtp_engine): the protocol's answers,
+implied passes, errors that leave the game as it was, and our own GTP client driving it."""
+
+import csv
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+from othello.game import Position
+from othello.notation import PASS, square_name
+from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
+from othello_learn.selfplay.gtp_engine import GTPEngine, serve
+from test_nboard import pass_position
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def answers(player, lines):
+    """The answers of a session, one string each (``=`` / ``?`` and the text)."""
+    out = io.StringIO()
+    serve(player, "test", io.StringIO("".join(line + "\n" for line in lines)), out, io.StringIO())
+    return [a.strip() for a in out.getvalue().split("\n\n") if a.strip()]
+
+
+def test_the_protocol_answers_with_ids_and_errors():
+    got = answers(AlphaBetaPlayer(1), ["protocol_version", "7 name", "# a comment", "", "known_command genmove",
+                                       "known_command frobnicate", "boardsize 9", "boardsize 8", "komi x",
+                                       "komi 0.5", "frobnicate", "12 play black f5", "final_score", "quit", "name"])
+    assert got == ["= 2", "=7 test", "= true", "= false",
+                   "? unacceptable size: Othello here is 8x8, not 9", "=",
+                   "? syntax error: komi takes a number, not x", "=", "? unknown command: frobnicate",
+                   "=12", "= B+3", "="]  # nothing after quit
+    listed = answers(AlphaBetaPlayer(1), ["list_commands"])[0].removeprefix("= ").split("\n")
+    assert "genmove" in listed and all(answers(AlphaBetaPlayer(1), [f"known_command {c}"]) == ["= true"] for c in listed)
+
+
+def test_play_and_genmove_keep_the_game_and_refuse_without_changing_it():
+    engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
+    for line in ("play B F5", "genmove white"):
+        engine.handle(line)
+    assert square_name(engine.moves[0]) == "f5"
+    assert len(engine.moves) == 2 and engine.pos == Position().play("f5").play(engine.moves[1])
+    before = (list(engine.moves), engine.pos)
+    for line in ("play white d3", "play black a1", "play black z9", "play black", "genmove purple", "play black pass"):
+        engine.handle(line)
+    replies = [a.strip() for a in engine.out.getvalue().split("\n\n") if a.strip()]
+    legal = ", ".join(engine.pos.legal_moves(names=True))
+    assert replies[2:] == [f"? illegal move: it is black's turn (legal: {legal})",
+                           f"? illegal move: a1 is not legal here (legal: {legal})",
+                           "? syntax error: 'z9' is not a move (a1..h8 or pass)",
+                           "? syntax error: play takes a colour and a move, as in 'play black d3'",
+                           "? syntax error: 'purple' is not a colour (black, white, b or w)",
+                           "? illegal move: cannot pass: a legal move exists"]
+    assert (engine.moves, engine.pos) == before
+    engine.handle("reg_genmove black")  # answered, not played
+    assert (engine.moves, engine.pos) == before
+    engine.handle("undo")
+    engine.handle("undo")
+    assert engine.moves == [] and engine.pos == Position()
+    engine.handle("undo")
+    assert engine.out.getvalue().rstrip().endswith("? cannot undo: no move has been played")
+
+
+def test_a_forced_pass_is_implied_by_the_colours_and_genmove_answers_pass():
+    moves = pass_position()  # from the start to a position whose side to move must pass
+    pos = Position()
+    lines = []
+    for m in moves:
+        lines.append(f"play {'black' if pos.black_to_move else 'white'} {square_name(m)}")
+        pos = pos.play(m)
+    assert pos.must_pass()
+    stuck = "black" if pos.black_to_move else "white"
+    other = "white" if pos.black_to_move else "black"
+    reply = pos.play(PASS).legal_moves(names=True)[0]
+    engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
+    for line in lines + [f"play {other} {reply}"]:  # the pass is not sent, as GRhino and referees do
+        assert engine.handle(line)
+    assert engine.moves == moves + [PASS, pos.play(PASS).legal_moves()[0]]
+    assert "?" not in engine.out.getvalue()
+    engine.handle("undo")  # the move and the pass it let through
+    assert engine.moves == moves
+    engine.handle(f"genmove {stuck}")
+    assert engine.out.getvalue().rstrip().endswith("= pass") and engine.moves == moves + [PASS]
+
+
+def test_a_player_that_fails_is_an_error_answer_and_the_session_goes_on():
+    class Failing(AlphaBetaPlayer):
+        def select(self, *a, **k):
+            raise RuntimeError("the engine fell over")
+
+    err = io.StringIO()
+    out = io.StringIO()
+    serve(Failing(1), "t", io.StringIO("play black f5\ngenmove white\nname\n"), out, err)
+    assert out.getvalue() == "=\n\n? genmove failed: RuntimeError: the engine fell over\n\n= t\n\n"
+    assert "genmove failed" in err.getvalue()
+
+
+def test_our_gtp_client_drives_our_gtp_engine_move_for_move(tmp_path):
+    """The arena's gtp: player over a real pipe plays exactly as the wrapped player itself."""
+    spec = "policy:checkpoints/cpu_rl_warm_long.pt"
+    wrapped = f"gtp:timeout=60:{sys.executable} selfplay/gtp.py --player {spec}"
+    games = {}
+    for name, a in (("gtp", wrapped), ("direct", spec)):
+        r = subprocess.run([sys.executable, "selfplay/arena.py", "--a", a, "--b", "alphabeta:1", "--games", "2",
+                            "--seed", "5", "--quiet", "--games-out", str(tmp_path / f"{name}.csv")],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        games[name] = [row["transcript"] for row in csv.DictReader(open(tmp_path / f"{name}.csv"))]
+    assert games["gtp"] == games["direct"] and all(len(t) > 100 for t in games["gtp"])
+
+
+def test_a_bad_player_is_one_line_exit_2(capsys):
+    from othello.files import run_main
+    from othello_learn.selfplay.gtp_engine import main
+
+    code = run_main(main, ["--player", "policy:nowhere.pt"])
+    err = capsys.readouterr()
+    assert code == 2 and err.out == "" and len(err.err.splitlines()) == 1 and "--player" in err.err, err
