@@ -16,21 +16,26 @@ from test_nboard import pass_position
 REPO = Path(__file__).resolve().parents[1]
 
 
-def answers(player, lines):
+def answers(player, lines, err=None):
     """The answers of a session, one string each (``=`` / ``?`` and the text)."""
     out = io.StringIO()
-    serve(player, "test", io.StringIO("".join(line + "\n" for line in lines)), out, io.StringIO())
+    serve(player, "test", io.StringIO("".join(line + "\n" for line in lines)), out, err or io.StringIO())
     return [a.strip() for a in out.getvalue().split("\n\n") if a.strip()]
 
 
 def test_the_protocol_answers_with_ids_and_errors():
+    """GTP's standard error messages alone on stdout (a controller may compare them), the
+    why on stderr, one line each."""
+    err = io.StringIO()
     got = answers(AlphaBetaPlayer(1), ["protocol_version", "7 name", "# a comment", "", "known_command genmove",
                                        "known_command frobnicate", "boardsize 9", "boardsize 8", "komi x",
-                                       "komi 0.5", "frobnicate", "12 play black f5", "final_score", "quit", "name"])
-    assert got == ["= 2", "=7 test", "= true", "= false",
-                   "? unacceptable size: Othello here is 8x8, not 9", "=",
-                   "? syntax error: komi takes a number, not x", "=", "? unknown command: frobnicate",
-                   "=12", "= B+3", "="]  # nothing after quit
+                                       "komi 0.5", "3 frobnicate", "12 play black f5", "final_score", "quit", "name"],
+                  err)
+    assert got == ["= 2", "=7 test", "= true", "= false", "? unacceptable size", "=", "? syntax error", "=",
+                   "?3 unknown command", "=12", "= B+3", "="]  # nothing after quit
+    assert err.getvalue().splitlines() == ["gtp: boardsize 9: unacceptable size: Othello here is 8x8, not 9",
+                                           "gtp: komi x: syntax error: komi takes a number, not x",
+                                           "gtp: frobnicate: unknown command: frobnicate"]
     listed = answers(AlphaBetaPlayer(1), ["list_commands"])[0].removeprefix("= ").split("\n")
     assert "genmove" in listed and all(answers(AlphaBetaPlayer(1), [f"known_command {c}"]) == ["= true"] for c in listed)
 
@@ -46,12 +51,15 @@ def test_play_and_genmove_keep_the_game_and_refuse_without_changing_it():
         engine.handle(line)
     replies = [a.strip() for a in engine.out.getvalue().split("\n\n") if a.strip()]
     legal = ", ".join(engine.pos.legal_moves(names=True))
-    assert replies[2:] == [f"? illegal move: it is black's turn (legal: {legal})",
-                           f"? illegal move: a1 is not legal here (legal: {legal})",
-                           "? syntax error: 'z9' is not a move (a1..h8 or pass)",
-                           "? syntax error: play takes a colour and a move, as in 'play black d3'",
-                           "? syntax error: 'purple' is not a colour (black, white, b or w)",
-                           "? illegal move: cannot pass: a legal move exists"]
+    assert replies[2:] == ["? illegal move", "? illegal move", "? syntax error", "? syntax error", "? syntax error",
+                           "? illegal move"]
+    assert engine.err.getvalue().splitlines() == [
+        f"gtp: play white d3: illegal move: it is black's turn (legal: {legal})",
+        f"gtp: play black a1: illegal move: a1 is not legal here (legal: {legal})",
+        "gtp: play black z9: syntax error: 'z9' is not a move (a1..h8 or pass)",
+        "gtp: play black: syntax error: play takes a colour and a move, as in 'play black d3'",
+        "gtp: genmove purple: syntax error: 'purple' is not a colour (black, white, b or w)",
+        "gtp: play black pass: illegal move: cannot pass: a legal move exists"]
     assert (engine.moves, engine.pos) == before
     engine.handle("reg_genmove black")  # answered, not played
     assert (engine.moves, engine.pos) == before
@@ -59,7 +67,7 @@ def test_play_and_genmove_keep_the_game_and_refuse_without_changing_it():
     engine.handle("undo")
     assert engine.moves == [] and engine.pos == Position()
     engine.handle("undo")
-    assert engine.out.getvalue().rstrip().endswith("? cannot undo: no move has been played")
+    assert engine.out.getvalue().rstrip().endswith("? cannot undo")
 
 
 def test_a_forced_pass_is_implied_by_the_colours_and_genmove_answers_pass():
@@ -93,7 +101,7 @@ def test_a_player_that_fails_is_an_error_answer_and_the_session_goes_on():
     out = io.StringIO()
     serve(Failing(1), "t", io.StringIO("play black f5\ngenmove white\nname\n"), out, err)
     assert out.getvalue() == "=\n\n? genmove failed: RuntimeError: the engine fell over\n\n= t\n\n"
-    assert "genmove failed" in err.getvalue()
+    assert err.getvalue() == "gtp: genmove white: genmove failed: RuntimeError: the engine fell over\n"
 
 
 def test_our_gtp_client_drives_our_gtp_engine_move_for_move(tmp_path):

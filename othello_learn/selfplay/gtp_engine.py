@@ -16,9 +16,11 @@ disc count, empties to the winner once the game is over), ``boardsize 8``
 
 Passes are implied by the colours, as GRhino and most GTP referees send them: a
 move for the side not to move, when the side to move has none, passes for it first.
-A bad command, colour or move is an ``?`` answer saying why (an illegal move names
-the legal ones) and leaves the game as it was; a player that fails (an external
-engine, say) answers ``? genmove failed: ...`` and the session goes on. An
+A bad command, colour or move is a ``?`` answer with GTP's standard message
+(``unknown command``, ``syntax error``, ``illegal move``, ...; a controller may
+compare it) and a line on stderr saying why (an illegal move names the legal ones),
+and leaves the game as it was; a player that fails (an external engine, say)
+answers ``? genmove failed: ...`` and the session goes on. An
 external ``--player`` (``nboard:CMD``, ``gtp:CMD``) is started once before the
 session: one that cannot start is one line, exit 2.
 """
@@ -42,7 +44,12 @@ COLOURS = {"b": True, "black": True, "w": False, "white": False}
 
 
 class Refused(ValueError):
-    """A command that cannot be done; the message is the ``?`` answer's text."""
+    """A command that cannot be done: ``"<GTP's standard message>: <why>"``."""
+
+
+# GTP's standard error messages: a controller may compare the answer with them, so the answer
+# is the message alone and the why goes to stderr.
+STANDARD_ERRORS = ("unknown command", "unacceptable size", "syntax error", "illegal move", "cannot undo")
 
 
 def colour_of(text: str) -> bool:
@@ -86,13 +93,15 @@ class GTPEngine:
             self.answer(False, ident, "syntax error: an id and no command")
             return True
         command, args = words[0].lower(), words[1:]
-        if command not in COMMANDS:
-            self.answer(False, ident, f"unknown command: {command}")
-            return True
         try:
+            if command not in COMMANDS:
+                raise Refused(f"unknown command: {command}")
             text = getattr(self, f"cmd_{command}")(args)
         except Refused as e:
-            self.answer(False, ident, str(e))
+            standard = str(e).split(":", 1)[0]
+            self.answer(False, ident, standard if standard in STANDARD_ERRORS else str(e))
+            self.err.write(f"gtp: {' '.join(words)}: {e}\n")
+            self.err.flush()
             return True
         self.answer(True, ident, text)
         return command != "quit"
@@ -131,7 +140,7 @@ class GTPEngine:
     def cmd_boardsize(self, args):
         if args[:1] != ["8"]:
             raise Refused(f"unacceptable size: Othello here is 8x8, not {' '.join(args) or 'nothing'}")
-        return ""
+        return self.cmd_clear_board(args)  # GTP leaves the board arbitrary after boardsize; ours is the start
 
     def cmd_clear_board(self, args):
         self.moves, self.positions = [], [Position()]
@@ -187,7 +196,6 @@ class GTPEngine:
             except Exception as e:
                 del self.moves[before:], self.positions[before + 1:]
                 why = one_line(e) if isinstance(e, UserError) else f"{type(e).__name__}: {one_line(e)}"
-                self.err.write(f"gtp: genmove failed: {why}\n")
                 raise Refused(f"genmove failed: {why}") from None
         if play and not pos.is_over():
             self.push(sq)
