@@ -125,3 +125,21 @@ def test_a_bad_player_is_one_line_exit_2(capsys):
     code = run_main(main, ["--player", "policy:nowhere.pt"])
     err = capsys.readouterr()
     assert code == 2 and err.out == "" and len(err.err.splitlines()) == 1 and "--player" in err.err, err
+
+
+def test_grhinos_set_up_starts_the_game_from_a_board():
+    """GRhino's grhino-setup_board, as gtp-rhino reads it: 64 cells a1..h8, then the colour to move."""
+    from othello.formats import board_to_text
+
+    pos = Position.from_transcript("f5d6c3d3c4")
+    engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
+    cells = board_to_text(pos).replace("O", "0").replace("-", ".")  # GRhino's other spellings too
+    for line in (f"grhino-setup_board {cells} white", "play white f4", "genmove black", "undo", "undo", "undo",
+                 "grhino-setup_board xx", f"grhino-setup_board {cells} purple"):
+        engine.handle(line)
+    assert engine.start == pos and engine.moves == [] and engine.pos == pos  # undo stops at the set-up board
+    replies = [a.strip() for a in engine.out.getvalue().split("\n\n") if a.strip()]
+    assert replies[0] == replies[1] == "=" and replies[3:] == ["=", "=", "? cannot undo", "? syntax error",
+                                                               "? syntax error"]
+    engine.handle(f"grhino-setup_board {cells}")  # black to move unless the colour says otherwise
+    assert engine.pos == Position(pos.opponent, pos.player, True)

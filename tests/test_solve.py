@@ -337,8 +337,22 @@ def test_the_side_to_move_is_written_as_the_board_s_discs_are(tmp_path, capsys):
 
 
 def test_an_engine_that_fails_names_the_file_line_and_position(tmp_path, capsys):
-    """A GTP engine cannot be given a set-up position: the error says which one."""
+    """A GTP engine without GRhino's set-up command cannot be given a set-up position: the
+    error says which one, and why."""
     obf = write_obf(tmp_path / "p.obf", positions()[1:3])  # after a comment line: line 2 is position 1
     assert run_main(main, [str(obf), "--player", f"gtp:timeout=20:{FAKE}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"error: {obf} line 2 (position 1): engine" in err
+    assert "cannot be given a position that is not reached from the start: refused 'grhino-setup_board" in err
+
+
+def test_a_gtp_engine_is_given_each_position_with_grhinos_set_up(tmp_path, capsys):
+    """Our own GTP engine knows grhino-setup_board: over a pipe, set up position by position,
+    it answers as the wrapped player does (a network's argmax: no random tie-breaks)."""
+    obf = write_obf(tmp_path / "p.obf", positions()[1:6])
+    spec = f"policy:{CKPT}"
+    wrapped = f"gtp:timeout=60:{sys.executable} {REPO / 'selfplay' / 'gtp.py'} --player {spec}"
+    for name, player in (("gtp", wrapped), ("direct", spec)):
+        assert run_main(main, [str(obf), "--player", player, "--json", str(tmp_path / f"{name}.json")]) == 0
+    gtp, direct = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("gtp", "direct"))
+    assert [r["move"] for r in gtp] == [r["move"] for r in direct] == ["d6", "c5", "f4", "d6", "PA"]

@@ -101,7 +101,7 @@ class Analyst:
                 extra["moves"] = [list(moves)]  # the arena's form: every action from the standard start
             elif not self.exact(pos) and callable(getattr(inner, "move_for", None)):
                 # A set-up start, which the arena's ``moves`` cannot carry: the engine is given the
-                # set-up position and the moves from it (a GTP engine refuses, naming the game).
+                # set-up position and the moves from it (a GTP engine with GRhino's set-up command).
                 return inner.move_for(start, list(moves), pos)
         sq = self.player.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
                                 np.array([pos.black_to_move]), self.rng, **extra)

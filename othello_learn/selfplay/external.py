@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from othello.files import UserError
-from othello.formats import FormatError, GameRecord, format_ggf, parse_move
+from othello.formats import FormatError, GameRecord, board_to_text, format_ggf, parse_move
 from othello.game import Position
 from othello.notation import PASS, format_transcript, square_name
 
@@ -352,8 +352,10 @@ class GTPPlayer(ExternalPlayer):
     """A GTP engine as GRhino's ``gtp-rhino`` speaks it: ``boardsize 8``,
     ``clear_board``, the game replayed with ``play <colour> <move>``, then
     ``genmove <colour>`` (passes are implied by the colours, as gtp-rhino
-    wants). Positions that did not come from the start cannot be
-    set up (GRhino's own ``grhino-setup_board`` is not used yet)."""
+    wants). A position that did not come from the start is set up with
+    GRhino's ``grhino-setup_board <64 cells> <colour to move>`` (GTP itself has
+    no set-up command for Othello): an engine that refuses it fails on that
+    position, named."""
 
     protocol = "gtp"
 
@@ -383,10 +385,15 @@ class GTPPlayer(ExternalPlayer):
         return text.split(maxsplit=1)[-1] if text and text.split()[0].isdigit() else text
 
     def ask(self, start, moves, pos):
-        if start != Position():
-            raise self._fail("cannot be given a position that is not reached from the start", start, moves)
-        self.command_ok("clear_board")
-        colour = True  # black first
+        if start == Position():
+            self.command_ok("clear_board")
+        else:
+            try:
+                self.command_ok(f"grhino-setup_board {board_to_text(start)} {'black' if start.black_to_move else 'white'}")
+            except EngineRefused as e:
+                raise EngineRefused(f"cannot be given a position that is not reached from the start: {e} "
+                                    "(GRhino's set-up command; GTP has none of its own)") from None
+        colour = start.black_to_move
         for m in moves:
             # Passes are not sent: gtp-rhino refuses "play <colour> pass"; the
             # colour of the next move says who passed.

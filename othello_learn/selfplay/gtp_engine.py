@@ -6,7 +6,8 @@
 
 The Go Text Protocol, version 2, as Othello engines speak it: one command a line
 (an optional numeric id first), each answered ``=[id] text`` or ``?[id] error``
-and an empty line. The engine keeps the game: ``clear_board``, ``play <colour>
+and an empty line. The engine keeps the game: ``clear_board`` (or GRhino's
+``grhino-setup_board <64 cells> [colour]`` for a set-up position), ``play <colour>
 <move>`` (a1..h8, case as you like, or ``pass``), ``genmove <colour>`` (the move is
 played and answered, ``pass`` when forced), ``reg_genmove`` (answered, not
 played), ``undo``, ``showboard``, ``final_score`` (``B+12``, ``W+4``, ``0``: the
@@ -32,6 +33,7 @@ import sys
 from importlib import metadata
 
 from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull
+from othello.formats import FormatError, board_from_text
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
 from othello_learn.selfplay.analysis import Analyst
@@ -39,7 +41,8 @@ from othello_learn.selfplay.nboard import GuiGone, session_player
 from othello_learn.selfplay.players import Player, check_seed
 
 COMMANDS = ("protocol_version", "name", "version", "known_command", "list_commands", "quit", "boardsize",
-            "clear_board", "komi", "play", "genmove", "reg_genmove", "undo", "showboard", "final_score")
+            "clear_board", "komi", "play", "genmove", "reg_genmove", "undo", "showboard", "final_score",
+            "grhino-setup_board")
 COLOURS = {"b": True, "black": True, "w": False, "white": False}
 
 
@@ -64,16 +67,17 @@ def vertex(sq: int) -> str:
 
 
 class GTPEngine:
-    """The protocol's state machine: the moves from the standard start (passes explicit),
-    and one handler per command."""
+    """The protocol's state machine: the game's start (the standard one, or a set-up board),
+    the moves from it (passes explicit), and one handler per command."""
 
     def __init__(self, player: Player, name: str, out=None, err=None, seed: int = 0):
         self.analyst = Analyst(player, seed)
         self.name = name
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        self.start = Position()
         self.moves: list[int] = []
-        self.positions = [Position()]
+        self.positions = [self.start]
 
     @property
     def pos(self) -> Position:
@@ -96,7 +100,7 @@ class GTPEngine:
         try:
             if command not in COMMANDS:
                 raise Refused(f"unknown command: {command}")
-            text = getattr(self, f"cmd_{command}")(args)
+            text = getattr(self, f"cmd_{command.replace('-', '_')}")(args)
         except Refused as e:
             standard = str(e).split(":", 1)[0]
             self.answer(False, ident, standard if standard in STANDARD_ERRORS else str(e))
@@ -142,9 +146,23 @@ class GTPEngine:
             raise Refused(f"unacceptable size: Othello here is 8x8, not {' '.join(args) or 'nothing'}")
         return self.cmd_clear_board(args)  # GTP leaves the board arbitrary after boardsize; ours is the start
 
-    def cmd_clear_board(self, args):
-        self.moves, self.positions = [], [Position()]
+    def cmd_clear_board(self, args, start: Position | None = None):
+        self.start = start or Position()
+        self.moves, self.positions = [], [self.start]
         return ""
+
+    def cmd_grhino_setup_board(self, args):
+        """GRhino's set-up, which GTP lacks: ``grhino-setup_board <64 cells a1..h8> [colour]``
+        (cells ``X``/``*``/``x`` black, ``O``/``o``/``0`` white, ``-``/``.`` empty; black to move
+        unless the colour says otherwise)."""
+        if not 1 <= len(args) <= 2:
+            raise Refused("syntax error: grhino-setup_board takes 64 cells and an optional colour")
+        black = colour_of(args[1]) if len(args) == 2 else True
+        try:
+            start = board_from_text(args[0].replace("0", "o"), black, "grhino-setup_board")
+        except FormatError as e:
+            raise Refused(f"syntax error: {e}") from None
+        return self.cmd_clear_board([], start)
 
     def cmd_komi(self, args):
         try:
@@ -190,7 +208,7 @@ class GTPEngine:
             sq = PASS
         else:
             try:
-                sq = self.analyst.choose(pos, list(self.moves), Position())
+                sq = self.analyst.choose(pos, list(self.moves), self.start)
             except (GuiGone, KeyboardInterrupt):
                 raise
             except Exception as e:

@@ -271,7 +271,7 @@ class TerminalGame:
         if getattr(self.opponent, "uses_history", False):
             extra["history"] = last_actions(self.moves)[None]
         if getattr(self.opponent, "uses_moves", False) and self.positions[0] == Position():
-            # the game from the start: a GTP engine is told moves, it cannot be given a board
+            # the game from the start: an engine is told the moves (history, and no set-up needed)
             extra["moves"] = [self.moves]
         chosen = self.opponent.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
                                       np.array([pos.black_to_move]), self.rng, **extra)
