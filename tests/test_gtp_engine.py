@@ -32,10 +32,18 @@ def test_the_protocol_answers_with_ids_and_errors():
                                        "komi 0.5", "3 frobnicate", "12 play black f5", "final_score", "quit", "name"],
                   err)
     assert got == ["= 2", "=7 test", "= true", "= false", "? unacceptable size", "=", "? syntax error", "=",
-                   "?3 unknown command", "=12", "= B+3", "="]  # nothing after quit
+                   "?3 unknown command", "=12", "? cannot score", "="]  # nothing after quit
     assert err.getvalue().splitlines() == ["gtp: boardsize 9: unacceptable size: Othello here is 8x8, not 9",
                                            "gtp: komi x: syntax error: komi takes a number, not x",
-                                           "gtp: frobnicate: unknown command: frobnicate"]
+                                           "gtp: frobnicate: unknown command: frobnicate",
+                                           "gtp: final_score: cannot score: the game is not over"]
+    # Quarry's questions, a clock's, GTP's preprocessing (control characters go), odd ids and sizes
+    got = answers(AlphaBetaPlayer(1), ["list_games", "set_game othello", "set_game Go", "time_settings 300 0 0",
+                                       "time_left black 30 0", "na\x01me", "5", "\u00b2 name", "boardsize",
+                                       "play black " + "x" * 10_000], err := io.StringIO())
+    assert got == ["= Othello", "=", "? unsupported game", "=", "=", "= test", "?5 syntax error", "? unknown command",
+                   "? syntax error", "? syntax error"]
+    assert max(len(line) for line in err.getvalue().splitlines()) < 700  # a long bad line is not echoed whole
     listed = answers(AlphaBetaPlayer(1), ["list_commands"])[0].removeprefix("= ").split("\n")
     assert "genmove" in listed and all(answers(AlphaBetaPlayer(1), [f"known_command {c}"]) == ["= true"] for c in listed)
 
@@ -92,6 +100,19 @@ def test_a_forced_pass_is_implied_by_the_colours_and_genmove_answers_pass():
     assert engine.out.getvalue().rstrip().endswith("= pass") and engine.moves == moves + [PASS]
 
 
+def test_final_score_of_a_finished_game():
+    from test_formats import random_game
+
+    pos, lines = Position(), []
+    for m in random_game(3):
+        if m != PASS:
+            lines.append(f"play {'black' if pos.black_to_move else 'white'} {square_name(m)}")
+        pos = pos.play(m)
+    d = pos.score()
+    got = answers(AlphaBetaPlayer(1), lines + ["final_score", "genmove black"])
+    assert got[-2:] == ["= " + ("0" if d == 0 else f"{'B' if d > 0 else 'W'}+{abs(d)}"), "= pass"]
+
+
 def test_a_player_that_fails_is_an_error_answer_and_the_session_goes_on():
     class Failing(AlphaBetaPlayer):
         def select(self, *a, **k):
@@ -143,3 +164,32 @@ def test_grhinos_set_up_starts_the_game_from_a_board():
                                                                "? syntax error"]
     engine.handle(f"grhino-setup_board {cells}")  # black to move unless the colour says otherwise
     assert engine.pos == Position(pos.opponent, pos.player, True)
+
+
+def test_a_signal_to_the_engine_stops_the_external_player_it_wraps(tmp_path):
+    """A referee's SIGTERM unwinds the session (exit 143), so an external --player's process
+    is stopped with it, not left running."""
+    import os
+    import signal
+    import time
+
+    pid_file = tmp_path / "pid"
+    fake = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'} --pid-file {pid_file}"
+    engine = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "gtp.py"), "--player", f"gtp:timeout=60:{fake}"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.monotonic() < deadline and engine.poll() is None
+        time.sleep(0.05)
+    inner = int(pid_file.read_text())
+    engine.send_signal(signal.SIGTERM)
+    _, err = engine.communicate(timeout=30)
+    assert engine.returncode == 143, err
+    for _ in range(100):
+        try:
+            os.kill(inner, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the wrapped engine {inner} outlived the session")

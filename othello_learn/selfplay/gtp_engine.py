@@ -10,10 +10,12 @@ and an empty line. The engine keeps the game: ``clear_board`` (or GRhino's
 ``grhino-setup_board <64 cells> [colour]`` for a set-up position), ``play <colour>
 <move>`` (a1..h8, case as you like, or ``pass``), ``genmove <colour>`` (the move is
 played and answered, ``pass`` when forced), ``reg_genmove`` (answered, not
-played), ``undo``, ``showboard``, ``final_score`` (``B+12``, ``W+4``, ``0``: the
-disc count, empties to the winner once the game is over), ``boardsize 8``
-(another size is refused), ``komi`` (accepted, unused), ``name``, ``version``,
-``protocol_version``, ``known_command``, ``list_commands``, ``quit``.
+played), ``undo``, ``showboard``, ``final_score`` (``B+12``, ``W+4``, ``0``, empties
+to the winner; ``cannot score`` before the end, as gtp-rhino), ``boardsize 8``
+(another size is refused), ``komi``, ``time_settings``, ``time_left`` (accepted,
+unused), ``list_games`` and ``set_game`` (Quarry's way of telling an Othello engine
+from a Go one), ``name``, ``version``, ``protocol_version``, ``known_command``,
+``list_commands``, ``quit``.
 
 Passes are implied by the colours, as GRhino and most GTP referees send them: a
 move for the side not to move, when the side to move has none, passes for it first.
@@ -29,10 +31,11 @@ session: one that cannot start is one line, exit 2.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from importlib import metadata
 
-from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull
+from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull, stop_signals_raise
 from othello.formats import FormatError, board_from_text
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
@@ -42,7 +45,10 @@ from othello_learn.selfplay.players import Player, check_seed
 
 COMMANDS = ("protocol_version", "name", "version", "known_command", "list_commands", "quit", "boardsize",
             "clear_board", "komi", "play", "genmove", "reg_genmove", "undo", "showboard", "final_score",
-            "grhino-setup_board")
+            "time_settings", "time_left", "list_games", "set_game", "grhino-setup_board")
+# Quarry asks list_games (and set_game) to tell an Othello engine from a Go one, as gtp-rhino answers.
+GAME = "Othello"
+ECHO = 200  # characters of a bad command quoted on stderr
 COLOURS = {"b": True, "black": True, "w": False, "white": False}
 
 
@@ -52,7 +58,8 @@ class Refused(ValueError):
 
 # GTP's standard error messages: a controller may compare the answer with them, so the answer
 # is the message alone and the why goes to stderr.
-STANDARD_ERRORS = ("unknown command", "unacceptable size", "syntax error", "illegal move", "cannot undo")
+STANDARD_ERRORS = ("unknown command", "unacceptable size", "syntax error", "illegal move", "cannot undo",
+                   "cannot score", "unsupported game")
 
 
 def colour_of(text: str) -> bool:
@@ -89,23 +96,24 @@ class GTPEngine:
 
     def handle(self, line: str) -> bool:
         """Answer one line; False after ``quit``."""
+        # GTP's preprocessing: control characters but tab and newline removed, then the comment.
+        line = "".join(c for c in line if c >= " " or c in "\t\n").replace("\x7f", "")
         words = line.split("#", 1)[0].split()
         if not words:
             return True
-        ident = words.pop(0) if words[0].isdigit() else ""
-        if not words:
-            self.answer(False, ident, "syntax error: an id and no command")
-            return True
-        command, args = words[0].lower(), words[1:]
+        ident = words.pop(0) if words[0].isascii() and words[0].isdigit() else ""
+        command, args = (words[0].lower(), words[1:]) if words else ("", [])
         try:
+            if not command:
+                raise Refused("syntax error: an id and no command")
             if command not in COMMANDS:
                 raise Refused(f"unknown command: {command}")
             text = getattr(self, f"cmd_{command.replace('-', '_')}")(args)
         except Refused as e:
             standard = str(e).split(":", 1)[0]
             self.answer(False, ident, standard if standard in STANDARD_ERRORS else str(e))
-            self.err.write(f"gtp: {' '.join(words)}: {e}\n")
-            self.err.flush()
+            said = " ".join(words)
+            self.note(f"{said[:ECHO]}{'...' if len(said) > ECHO else ''}: {str(e)[:2 * ECHO]}")
             return True
         self.answer(True, ident, text)
         return command != "quit"
@@ -116,6 +124,15 @@ class GTPEngine:
             self.out.flush()
         except BrokenPipeError:  # the referee closed our output: nobody is listening any more
             raise GuiGone from None
+
+    def note(self, text: str) -> None:
+        """A line on stderr, for a person or a log: a controller that closed it, or one that
+        does not read it, costs the note, not the session."""
+        try:
+            self.err.write(f"gtp: {text}\n")
+            self.err.flush()
+        except (OSError, ValueError):
+            pass
 
     # ----------------------------------------------------------------------
     # Commands: each returns the answer's text or raises Refused.
@@ -142,7 +159,9 @@ class GTPEngine:
         return ""
 
     def cmd_boardsize(self, args):
-        if args[:1] != ["8"]:
+        if not args or not args[0].isascii() or not args[0].isdigit():
+            raise Refused(f"syntax error: boardsize takes a number, not {' '.join(args) or 'nothing'}")
+        if args[0] != "8":
             raise Refused(f"unacceptable size: Othello here is 8x8, not {' '.join(args) or 'nothing'}")
         return self.cmd_clear_board(args)  # GTP leaves the board arbitrary after boardsize; ours is the start
 
@@ -238,12 +257,30 @@ class GTPEngine:
         return "\n" + str(self.pos)
 
     def cmd_final_score(self, args):
+        if not self.pos.is_over():  # as gtp-rhino: a count before the end is no final score
+            raise Refused("cannot score: the game is not over")
         d = self.pos.score()
         return "0" if d == 0 else f"{'B' if d > 0 else 'W'}+{abs(d)}"
 
+    def cmd_time_settings(self, args):
+        return ""  # accepted, as gtp-rhino does: the player's spec fixes its effort
+
+    def cmd_time_left(self, args):
+        return ""
+
+    def cmd_list_games(self, args):
+        return GAME
+
+    def cmd_set_game(self, args):
+        if " ".join(args).lower() != GAME.lower():
+            raise Refused(f"unsupported game: {' '.join(args) or 'nothing'} (this engine plays {GAME})")
+        return ""
+
 
 def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0) -> int:
-    engine = GTPEngine(player, name, out, err, seed)
+    engine = GTPEngine(player, one_line(ValueError(name)), out, err, seed)  # a name of one line: no empty line
+    if inp is None and hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(errors="replace")  # bytes that are not text are an unknown command, not a crash
     try:
         for line in inp or sys.stdin:
             if not engine.handle(line):
@@ -264,7 +301,8 @@ def main(argv=None) -> int:
     check_seed(args.seed)
     player = session_player(args.player)
     try:
-        return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
+        with stop_signals_raise((signal.SIGTERM,)):  # a referee's kill unwinds, so the finally below runs
+            return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
     finally:
         if hasattr(player, "close"):  # an external engine's process ends with the session
             player.close()

@@ -34,11 +34,12 @@ before, where SPEC plays; none otherwise.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
 
-from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull
+from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull, stop_signals_raise
 from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move, play_with_passes
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
@@ -254,7 +255,8 @@ def main(argv=None) -> int:
     check_seed(args.seed)
     player = session_player(args.player)
     try:
-        return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
+        with stop_signals_raise((signal.SIGTERM,)):  # a GUI's kill unwinds, so the finally below runs
+            return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
     finally:
         if hasattr(player, "close"):  # an external engine's process ends with the session
             player.close()
