@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import reference_engine as ref
@@ -40,7 +39,6 @@ def _moves(record):
 
 def _black_score(board):
     b = sum(v == 1 for row in board for v in row)
-    w = sum(v == -1 for row in board for v in row)
     return (64 + ref.final_score(board)) // 2 if ref.game_over(board) else b
 
 
