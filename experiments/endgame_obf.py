@@ -1,7 +1,7 @@
 """Endgame problems from the expert games, every move exactly scored, as an OBF file that
 ``selfplay/solve.py`` grades (Edax's form: ``<board> X; g8:+18; h1:+12;``): a test of any
-player, external engines too, on set-up positions. One position per game, the first with
-E empty squares where the side to move has a choice of at least two moves.
+player, external engines too, on set-up positions. At most one position per game: its
+position with E empty squares, kept where the side to move has a choice of two moves or more.
 Usage: python experiments/endgame_obf.py YEARS E N OUT.obf [SEED]   (e.g. 2016 12 30 end12.obf)
 The file is derived from WTHOR games: write it outside the repository's history."""
 import sys as _sys
@@ -25,7 +25,8 @@ seed = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 d = np.load("data/wthor/positions.npy", mmap_mode="r")
 game_year = pd.read_csv("data/wthor/games.csv", usecols=["year"])["year"].to_numpy()
 empties = 64 - np.bitwise_count(d["player"] | d["opponent"]).astype(int)
-idx = np.nonzero((empties == E) & np.isin(game_year[d["game"]], list(years)))[0]
+in_years = np.ones(len(d), bool) if years is None else np.isin(game_year[d["game"]], list(years))  # None: all
+idx = np.nonzero((empties == E) & in_years)[0]
 idx = idx[np.unique(d["game"][idx], return_index=True)[1]]  # one position a game
 np.random.default_rng(seed).shuffle(idx)
 lines = []

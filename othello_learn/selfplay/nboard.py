@@ -254,12 +254,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     check_seed(args.seed)
     player = session_player(args.player)
-    try:
-        with stop_signals_raise((signal.SIGTERM,)):  # a GUI's kill unwinds, so the finally below runs
+    # a GUI's kill unwinds, so the finally below runs; a second SIGTERM while an external engine
+    # is closed is ignored (the handler stays for the close), not a death that leaves it running
+    with stop_signals_raise((signal.SIGTERM,)):
+        try:
             return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
-    finally:
-        if hasattr(player, "close"):  # an external engine's process ends with the session
-            player.close()
+        finally:
+            if hasattr(player, "close"):  # an external engine's process ends with the session
+                player.close()
 
 
 def cli() -> None:
