@@ -30,18 +30,16 @@ session: one that cannot start is one line, exit 2.
 
 from __future__ import annotations
 
-import argparse
-import signal
 import sys
 from importlib import metadata
 
-from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull, stop_signals_raise
+from othello.files import UserError, one_line, run_main
 from othello.formats import FormatError, board_from_text
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
 from othello_learn.selfplay.analysis import Analyst
-from othello_learn.selfplay.nboard import GuiGone, session_player
-from othello_learn.selfplay.players import Player, check_seed
+from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.session import GuiGone, engine_main, serve_lines
 
 COMMANDS = ("protocol_version", "name", "version", "known_command", "list_commands", "quit", "boardsize",
             "clear_board", "komi", "play", "genmove", "reg_genmove", "undo", "showboard", "final_score",
@@ -278,36 +276,12 @@ class GTPEngine:
 
 
 def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0) -> int:
-    engine = GTPEngine(player, one_line(ValueError(name)), out, err, seed)  # a name of one line: no empty line
-    if inp is None and hasattr(sys.stdin, "reconfigure"):
-        sys.stdin.reconfigure(errors="replace")  # bytes that are not text are an unknown command, not a crash
-    try:
-        for line in inp or sys.stdin:
-            if not engine.handle(line):
-                break
-    except GuiGone:  # the session is over as on quit; run_main's exit flush must not fail on it either
-        if out is None:
-            stdout_to_devnull()
-    return 0
+    # a name of one line: an empty line in the answer to ``name`` would end it early
+    return serve_lines(GTPEngine(player, one_line(ValueError(name)), out, err, seed), inp, out)
 
 
 def main(argv=None) -> int:
-    parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
-    parser.add_argument("--name", help="the answer to 'name' (default: 'othello-learn SPEC')")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
-    args = parser.parse_args(argv)
-    check_seed(args.seed)
-    player = session_player(args.player)
-    # a referee's kill unwinds, so the finally below runs; a second SIGTERM while an external engine
-    # is closed is ignored (the handler stays for the close), not a death that leaves it running
-    with stop_signals_raise((signal.SIGTERM,)):
-        try:
-            return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
-        finally:
-            if hasattr(player, "close"):  # an external engine's process ends with the session
-                player.close()
+    return engine_main(argv, __doc__, serve, "the answer to 'name'")
 
 
 def cli() -> None:

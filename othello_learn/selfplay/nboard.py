@@ -33,27 +33,20 @@ before, where SPEC plays; none otherwise.
 
 from __future__ import annotations
 
-import argparse
-import signal
 import sys
 import time
 
-
-from othello.files import ArgumentParser, UserError, one_line, run_main, stdout_to_devnull, stop_signals_raise
+from othello.files import UserError, one_line, run_main
 from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move, play_with_passes
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
 from othello_learn.selfplay.analysis import Analyst
-from othello_learn.selfplay.players import Player, check_seed
-from othello_learn.selfplay.registry import PlayerSpecError, make_program
+from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.session import GuiGone, engine_main, serve_lines
 
 
 def move_text(sq: int) -> str:
     return "PA" if sq == PASS else square_name(sq).upper()
-
-
-class GuiGone(Exception):
-    """Our output was closed (the GUI quit without ``quit``): the session ends quietly."""
 
 
 class NoMove(UserError):
@@ -218,50 +211,11 @@ class Engine:
 
 
 def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0) -> int:
-    engine = Engine(player, name, out, err, seed)
-    try:
-        for line in inp or sys.stdin:
-            if not engine.handle(line):
-                break
-    except GuiGone:  # the session is over as on quit; run_main's exit flush must not fail on it either
-        if out is None:
-            stdout_to_devnull()
-    return 0
-
-
-def session_player(spec: str) -> Player:
-    """The ``--player`` of an engine session, ready: an external engine that cannot start is
-    found before the GUI's first command (one line naming --player), and one that can stays up
-    for the session (the caller's ``close()`` stops it)."""
-    try:
-        player = make_program(spec)
-    except PlayerSpecError as e:  # it names the spec
-        raise UserError(f"--player: {e}") from None
-    try:
-        player.check(keep_running=True)
-    except UserError as e:
-        raise UserError(f"--player: {e}") from None
-    player.reset()
-    return player
+    return serve_lines(Engine(player, name, out, err, seed), inp, out)
 
 
 def main(argv=None) -> int:
-    parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
-    parser.add_argument("--name", help="name reported to the GUI (default: 'othello-learn SPEC')")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
-    args = parser.parse_args(argv)
-    check_seed(args.seed)
-    player = session_player(args.player)
-    # a GUI's kill unwinds, so the finally below runs; a second SIGTERM while an external engine
-    # is closed is ignored (the handler stays for the close), not a death that leaves it running
-    with stop_signals_raise((signal.SIGTERM,)):
-        try:
-            return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
-        finally:
-            if hasattr(player, "close"):  # an external engine's process ends with the session
-                player.close()
+    return engine_main(argv, __doc__, serve, "name reported to the GUI")
 
 
 def cli() -> None:

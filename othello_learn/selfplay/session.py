@@ -1,0 +1,72 @@
+"""What the two engine front-ends (``nboard.py``, ``gtp_engine.py``) share: the player of a
+session started and stopped, the command line, and the read-answer loop. The protocols
+differ in their lines; how a session starts, reads and ends does not."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Callable
+
+from othello.files import ArgumentParser, UserError, stdout_to_devnull, stop_signals_raise
+from othello_learn.selfplay.players import Player, check_seed
+from othello_learn.selfplay.registry import PlayerSpecError, make_program
+
+
+class GuiGone(Exception):
+    """Our output was closed (the GUI or referee quit without ``quit``): the session ends quietly."""
+
+
+def session_player(spec: str) -> Player:
+    """The ``--player`` of an engine session, ready: an external engine that cannot start is
+    found before the first command (one line naming --player), and one that can stays up
+    for the session (``main`` stops it at the end)."""
+    try:
+        player = make_program(spec)
+    except PlayerSpecError as e:  # it names the spec
+        raise UserError(f"--player: {e}") from None
+    try:
+        player.check(keep_running=True)
+    except UserError as e:
+        raise UserError(f"--player: {e}") from None
+    player.reset()
+    return player
+
+
+def serve_lines(engine, inp=None, out=None) -> int:
+    """Feed ``engine.handle`` the input's lines until it returns False (``quit``) or input ends.
+    Standard input's bytes that are not text become replacement characters (a command the
+    engine refuses), not a traceback that ends the session."""
+    if inp is None and hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(errors="replace")
+    try:
+        for line in inp or sys.stdin:
+            if not engine.handle(line):
+                break
+    except GuiGone:  # the session is over as on quit; run_main's exit flush must not fail on it either
+        if out is None:
+            stdout_to_devnull()
+    return 0
+
+
+def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> int:
+    """An engine front-end's command: ``--player``, ``--name``, ``--seed``; the session is
+    ``serve(player, name, seed=...)``."""
+    parser = ArgumentParser(description=doc.split("\n\n")[0], epilog=doc.split("\n\n", 1)[1],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
+    parser.add_argument("--name", help=f"{name_help} (default: 'othello-learn SPEC')")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
+    args = parser.parse_args(argv)
+    check_seed(args.seed)
+    player = session_player(args.player)
+    # A GUI's or referee's kill unwinds, so the finally below runs; a second SIGTERM while an
+    # external engine is closed is ignored (the handler stays for the close), not a death
+    # that leaves it running.
+    with stop_signals_raise((signal.SIGTERM,)):
+        try:
+            return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
+        finally:
+            if hasattr(player, "close"):  # an external engine's process ends with the session
+                player.close()
