@@ -1,11 +1,14 @@
 """Our players as a GTP engine (othello_learn.selfplay.gtp_engine): the protocol's answers,
-implied passes, errors that leave the game as it was, and our own GTP client driving it."""
+implied passes, errors that leave the game as it was, and our own GTP client driving it;
+what it shares with the NBoard engine (othello_learn.selfplay.session) is tested for both."""
 
 import csv
 import io
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from othello.game import Position
 from othello.notation import PASS, square_name
@@ -193,3 +196,17 @@ def test_a_signal_to_the_engine_stops_the_external_player_it_wraps(tmp_path):
         time.sleep(0.05)
     else:
         raise AssertionError(f"the wrapped engine {inner} outlived the session")
+
+
+@pytest.mark.parametrize("script,lines,answer", [
+    ("nboard.py", [b"nboard 2", b"set game (;GM[Othello]PB[J\xe9r\xf4me]TY[8];)", b"ping 1"], "pong 1"),
+    ("gtp.py", [b"na\xffme", b"1 name"], "=1 othello-learn alphabeta:1"),
+])
+def test_input_bytes_that_are_not_utf8_do_not_end_an_engine_session(script, lines, answer):
+    """A GGF name in Latin-1, a stray byte: a refused or tolerated line, not a traceback."""
+    import os
+
+    r = subprocess.run([sys.executable, str(REPO / "selfplay" / script), "--player", "alphabeta:1"],
+                       input=b"\n".join(lines + [b"quit"]) + b"\n", capture_output=True, timeout=60,
+                       env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    assert r.returncode == 0 and answer in r.stdout.decode(), r.stderr.decode()
