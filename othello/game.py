@@ -64,7 +64,8 @@ class Position:
         b = 1 << sq
         if (self.player | self.opponent) & b or not bb.flips(self.player, self.opponent, b):
             # The error names what is legal instead, so a person (or a log) can see the slip.
-            why = "the game is over" if self.is_over() else f"legal: {', '.join(self.legal_moves(names=True)) or 'pass'}"
+            legal = ", ".join(self.legal_moves(names=True)) or "pass"
+            why = "the game is over" if self.is_over() else f"legal: {legal}"
             raise IllegalMoveError(f"{square_name(sq)} is not legal here ({why})")
         p, o = bb.play(self.player, self.opponent, b)
         return Position(p, o, not self.black_to_move)

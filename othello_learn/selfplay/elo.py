@@ -118,12 +118,12 @@ class MatchResult:
         pseudo-observations to a binomial): a few pairs that all score alike (each
         split one win, one loss) are no proof of equal strength, and the interval
         stays continuous as results change; a few hundred pairs barely feel them.
-        At a perfect score (all wins or
-        all losses) sd is 0 and the approximation says nothing, so the estimate
-        and the outer bound are +-inf and the inner bound is the exact binomial
-        (Clopper-Pearson) one over the games, score (2.5%)^(1/n). All draws have
-        sd 0 too, and an interval of width 0 would claim the players equal for
-        certain: sd is then 1/2, the largest a game's can be.
+        At a perfect score (all wins or all losses) sd is 0 and the approximation
+        says nothing, so the estimate and the outer bound are +-inf and the inner
+        bound is the exact binomial (Clopper-Pearson) one over the games, score
+        (2.5%)^(1/n). All draws in unpaired games have sd 0 too, and an interval
+        of width 0 would claim the players equal for certain: sd is then 1/2, the
+        largest a game's can be.
         """
         n, s = self.games, self.score
         if n == 0:

@@ -389,7 +389,8 @@ class GTPPlayer(ExternalPlayer):
             self.command_ok("clear_board")
         else:
             try:
-                self.command_ok(f"grhino-setup_board {board_to_text(start)} {'black' if start.black_to_move else 'white'}")
+                to_move = "black" if start.black_to_move else "white"
+                self.command_ok(f"grhino-setup_board {board_to_text(start)} {to_move}")
             except EngineRefused as e:
                 raise EngineRefused(f"cannot be given a position that is not reached from the start: {e} "
                                     "(GRhino's set-up command; GTP has none of its own)") from None

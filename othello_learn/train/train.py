@@ -451,8 +451,8 @@ def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
     if data is not None:
         differ = data_differences(ckpt.get("datamodule_hyper_parameters") or {}, data)
         if differ:
-            raise UserError(f"cannot resume from {path}: the run trained on other data or batches ({'; '.join(differ)}); "
-                            "use the run's own settings, or another --out for a new run")
+            raise UserError(f"cannot resume from {path}: the run trained on other data or batches "
+                            f"({'; '.join(differ)}); use the run's own settings, or another --out for a new run")
     return int(ckpt.get("global_step", 0))
 
 
