@@ -277,7 +277,7 @@ class GTPEngine:
 
 def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0) -> int:
     # a name of one line: an empty line in the answer to ``name`` would end it early
-    return serve_lines(GTPEngine(player, one_line(ValueError(name)), out, err, seed), inp, out)
+    return serve_lines(GTPEngine(player, " ".join(name.split()) or "othello-learn", out, err, seed), inp, out)
 
 
 def main(argv=None) -> int:
