@@ -28,9 +28,7 @@ from othello_learn.selfplay.players import Player
 MAX_EMPTIES = 14  # a solve beyond this takes minutes in Python
 FASTEST_FIRST = 7  # empties from which children are ordered by the opponent's mobility
 
-_FULL = (1 << 64) - 1
-_NOT_A = 0xFEFEFEFEFEFEFEFE  # no file-a squares: what a shift toward file h may land on
-_NOT_H = 0x7F7F7F7F7F7F7F7F
+_FULL, _NOT_A, _NOT_H = bb.FULL, bb.NOT_A, bb.NOT_H  # NOT_A: what a shift toward file h may land on
 # (shift, left?, landing mask) for the eight directions
 _DIRS = ((1, True, _NOT_A), (1, False, _NOT_H), (8, True, _FULL), (8, False, _FULL),
          (7, True, _NOT_H), (7, False, _NOT_A), (9, True, _NOT_A), (9, False, _NOT_H))
