@@ -133,9 +133,22 @@ def remove_stale_temps(folder: str | os.PathLike, ours: Callable[[str], bool]) -
     return removed
 
 
+class _RunMainFlag(argparse.Action):
+    """A flag ``run_main`` reads: accepted, and left out of the parsed settings."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        pass
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the toolkit's errors: one line and exit 2 (argparse's own print
     the whole usage block first, which hides the line that says what was wrong)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.add_help:  # run_main takes it out of argv before parsing; here so that --help lists it
+            self.add_argument("--debug", action=_RunMainFlag, nargs=0, default=argparse.SUPPRESS,
+                              help="on an error, show the Python traceback (for a bug report)")
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -6,7 +7,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_WTHOR = REPO.parent / "shared" / "data" / "wthor"
+# the real files: $OTHELLO_WTHOR_DIR (as the dataset tool reads it), else the checkout's neighbour
+SHARED_WTHOR = Path(os.environ.get("OTHELLO_WTHOR_DIR") or REPO.parent / "shared" / "data" / "wthor")
 
 
 @pytest.fixture(scope="session")

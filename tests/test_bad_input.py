@@ -147,4 +147,5 @@ def test_an_output_that_is_an_input_or_another_output_is_refused_first(tmp_path,
     assert code == 2 and "--games-out" in err and "is also the output --json" in err and not out.exists()
     code, err = _run(_command("train.evaluate"), ["--checkpoint", "checkpoints/best_raw.pt",
                                                   "--json", str(tmp_path / "e.png")], capsys)
-    assert code == 2 and "--plot" in err and "is also the output --json" in err
+    assert code == 2 and "the plot's default name is --json's with .png, this same file" in err
+    assert "--plot FILE" in err and not (tmp_path / "e.png").exists()

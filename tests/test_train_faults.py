@@ -507,6 +507,34 @@ def test_evaluate_creates_the_json_folder(dataset_dir, tmp_path, tiny_checkpoint
     assert sorted(p.name for p in report.parent.iterdir()) == ["eval.json", "eval.png"]
 
 
+def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(dataset_dir, tmp_path, capsys):
+    """A run stopped before train.py wrote model.pt has only .ckpt files: evaluate.py --export
+    turns one into the .pt every player takes (the refusal says how), its evaluation kept in it."""
+    from othello_learn.models.nets import save_checkpoint_file
+    from othello_learn.selfplay.registry import make_program
+    from othello_learn.train.evaluate import main
+    from othello_learn.train.module import MovePredictor
+
+    model = MovePredictor(NetConfig(depth=1, width=4))
+    ckpt = tmp_path / "last.ckpt"
+    save_checkpoint_file({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict()}, ckpt)
+    with pytest.raises(UserError, match=f"export it first: python train/evaluate.py --checkpoint {ckpt} --export"):
+        load_network(ckpt)
+    out = tmp_path / "exported" / "net.pt"
+    argv = ["--checkpoint", str(ckpt), "--data", str(dataset_dir), "--years", "2003", "--limit", "50"]
+    code, _ = _run(main, argv + ["--export", str(out)], capsys)
+    assert code == 0
+    net = load_network(out)
+    assert net.config == NetConfig(depth=1, width=4)
+    assert all(torch.equal(v, model.net.state_dict()[k]) for k, v in net.state_dict().items())
+    metrics = torch.load(out, weights_only=True)["metrics"]
+    assert metrics["exported_from"] == str(ckpt) and metrics["evaluation"]["positions"] == 50
+    assert make_program(f"policy:{out}").net.config == net.config
+    code, err = _run(main, argv + ["--export", str(ckpt)], capsys)  # never over its own input
+    assert code == 2 and f"--export {ckpt}: is also the input --checkpoint" in err
+    assert "hyper_parameters" in torch.load(ckpt, weights_only=True)
+
+
 @pytest.mark.parametrize("limit", ["0", "-5", "x"])
 def test_evaluate_limit_must_be_positive(dataset_dir, tiny_checkpoint, capsys, limit):
     from othello_learn.train.evaluate import main
@@ -761,7 +789,10 @@ def test_overlapping_splits_are_warned_of(dataset_dir, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("damage, named", [("move", "positions.npy: position 5: move 100 is not 0..63"),
-                                           ("range", "summary.json: year 2002: no valid position_range")])
+                                           ("range", "summary.json: year 2002: no valid position_range"),
+                                           ("cut records", "positions.npy: cannot be read"),
+                                           ("cut summary", "summary.json: not valid JSON"),
+                                           ("summary list", "summary.json: not a dataset summary")])
 def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(dataset_dir, tmp_path, tiny_checkpoint,
                                                                          capsys, damage, named):
     import json
@@ -778,10 +809,16 @@ def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(datase
         positions = np.load(data / "positions.npy")
         positions["move"][5] = 100
         np.save(data / "positions.npy", positions)
-    else:
+    elif damage == "range":
         summary = json.loads((data / "summary.json").read_text())
         del summary["years"]["2002"]["position_range"]
         (data / "summary.json").write_text(json.dumps(summary))
+    elif damage == "summary list":
+        (data / "summary.json").write_text("[1, 2]")
+    else:  # a copy cut short
+        name = "positions.npy" if damage == "cut records" else "summary.json"
+        whole = (data / name).read_bytes()
+        (data / name).write_bytes(whole[: len(whole) // 2])
     code, err = _run(train_main, ["--data", str(data)] + _args(dataset_dir, tmp_path / "run", "--max-steps", "1")[2:],
                      capsys)
     assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
@@ -820,3 +857,22 @@ def test_evaluate_writes_its_files_before_printing(dataset_dir, tiny_checkpoint,
         evaluate.main(["--checkpoint", str(tiny_checkpoint), "--data", str(dataset_dir), "--years", "2002",
                        "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")])
     assert json.loads((tmp_path / "r.json").read_text())["positions"] > 0 and (tmp_path / "r.png").exists()
+
+
+def test_lightnings_notes_a_user_cannot_act_on_are_not_shown(dataset_dir, tmp_path, capsys, caplog):
+    """Its cloud-logger tip, its internal use of a deprecated torch API, the model summary's
+    size estimate under bf16: noise around the lines that matter (ours are tested elsewhere)."""
+    import logging
+    import warnings
+
+    from othello_learn.train.train import main
+
+    argv = _args(dataset_dir, tmp_path / "run", "--max-steps", "2", "--precision", "bf16-mixed",
+                 "--set", "trainer.enable_model_summary=true", "--set", "trainer.num_sanity_val_steps=1")
+    argv.remove("--no-test")
+    with warnings.catch_warnings(record=True) as seen, caplog.at_level(logging.INFO):
+        warnings.simplefilter("always")
+        code, err = _run(main, argv, capsys)
+    assert code == 0, err
+    shown = err + caplog.text + "\n".join(str(w.message) for w in seen)
+    assert "Tip:" not in shown and "LeafSpec" not in shown and "not supported by the model summary" not in shown

@@ -247,6 +247,19 @@ def test_only_exact_wthor_names_are_read(wthor_dir, tmp_path, capsys):
     assert "copy of WTH_2001.wtb: ignored" in err and "OLD_WTH_2001.wtb: ignored" in err
 
 
+def test_the_files_folder_can_be_set_once_in_the_environment(wthor_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OTHELLO_WTHOR_DIR", str(wthor_dir))
+    out = tmp_path / "ds"
+    assert build_cli(["--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "summary.json").read_text())["total"]["games"] == 24
+    missing = tmp_path / "nowhere"
+    monkeypatch.setenv("OTHELLO_WTHOR_DIR", str(missing))
+    assert build_cli(["--out", str(tmp_path / "ds2"), "--quiet"]) == 2
+    _one_line_error(capsys, f"$OTHELLO_WTHOR_DIR {missing}: not a folder")
+    assert not (tmp_path / "ds2").exists()
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(tmp_path / "ds2"), "--quiet"]) == 0  # the flag wins
+
+
 def test_two_files_for_one_year_is_an_error_naming_both(wthor_dir, tmp_path, capsys):
     (wthor_dir / "wth_2001.WTB").write_bytes((wthor_dir / "WTH_2001.wtb").read_bytes())
     out = tmp_path / "ds"

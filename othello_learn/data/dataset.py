@@ -455,10 +455,22 @@ class WthorDataset:
         summary_path = self.path / "summary.json"
         if not summary_path.exists():
             raise FileNotFoundError(f"{self.path} is not a dataset folder (no summary.json)")
-        self.summary = json.loads(summary_path.read_text())
+        try:
+            self.summary = json.loads(summary_path.read_text())
+        except ValueError as e:  # a copy cut short, or not text
+            raise ValueError(f"{summary_path}: not valid JSON ({e}); rebuild the dataset") from None
+        if not isinstance(self.summary, dict):
+            raise ValueError(f"{summary_path}: not a dataset summary (a JSON {type(self.summary).__name__}); "
+                             "rebuild the dataset")
         if self.summary.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{self.path}: dataset format {self.summary.get('format_version')} is not {FORMAT_VERSION}; rebuild it")
-        self.positions = np.load(self.path / "positions.npy", mmap_mode="r" if mmap else None)
+        records = self.path / "positions.npy"
+        try:
+            self.positions = np.load(records, mmap_mode="r" if mmap else None)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, EOFError) as e:  # cut short: numpy's words only ("mmap length ...")
+            raise ValueError(f"{records}: cannot be read ({e}; damaged or cut short?); rebuild the dataset") from None
         if self.positions.dtype != POSITION_DTYPE:
             raise ValueError(f"{self.path / 'positions.npy'}: unexpected record layout {self.positions.dtype}")
         self._check()

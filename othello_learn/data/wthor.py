@@ -13,6 +13,7 @@ ever replaced.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import urllib.request
@@ -28,7 +29,18 @@ SHARED_WTHOR = HOME.parent / "shared" / "data" / "wthor"
 DOWNLOAD_URL = "https://www.ffothello.org/wthor/base_zip/WTH_{year}.ZIP"
 
 
+WTHOR_ENV = "OTHELLO_WTHOR_DIR"
+
+
 def default_wthor_dir() -> Path | None:
+    """``$OTHELLO_WTHOR_DIR``, set once where the files live away from the checkout, else
+    ``../shared/data/wthor`` beside the current folder or the checkout, else None."""
+    given = os.environ.get(WTHOR_ENV)
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_dir():
+            raise UserError(f"${WTHOR_ENV} {given}: not a folder; point it at the WTH_YYYY.wtb files, or unset it")
+        return path
     for candidate in (Path.cwd().parent / "shared" / "data" / "wthor", SHARED_WTHOR):
         if candidate.is_dir():
             return candidate
@@ -74,7 +86,7 @@ def _download(wthor_dir: Path, years: set[int], log) -> None:
 
 
 def format_table(summary: dict) -> str:
-    rows = [("year", "games", "positions", "skipped")]
+    rows = [("year", "games read", "positions", "of which skipped")]  # games: the file's, skipped ones included
     for year, v in summary["years"].items():
         rows.append((year, f"{v['games']:,}", f"{v['positions']:,}", str(v["skipped_games"])))
     for name, (lo, hi) in REFERENCE_SPLIT.items():
@@ -97,7 +109,7 @@ def main(argv=None) -> int:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wthor-dir", type=Path, default=None,
                         help="folder of WTH_YYYY.wtb files (+ WTHOR.JOU, WTHOR.TRN for names); "
-                             "default: ../shared/data/wthor when it exists")
+                             f"default: ${WTHOR_ENV} when set, else ../shared/data/wthor when it exists")
     parser.add_argument("--out", type=Path, default=HOME / "data" / "wthor",
                         help="dataset folder to write (replaced atomically; only an empty folder or a dataset "
                              "this tool wrote is replaced); default: data/wthor in " + HOME_HELP)
@@ -135,8 +147,8 @@ def _run(parser, args, years) -> int:
     if wthor_dir is None:
         wthor_dir = default_wthor_dir()
         if wthor_dir is None:
-            parser.error("no --wthor-dir given and ../shared/data/wthor does not exist; "
-                         "pass --wthor-dir DIR, or --download --wthor-dir DIR to fetch the files")
+            parser.error(f"no --wthor-dir given, ${WTHOR_ENV} is not set and ../shared/data/wthor does not exist; "
+                         f"pass --wthor-dir DIR (or set ${WTHOR_ENV}), or --download --wthor-dir DIR to fetch the files")
 
     start = time.perf_counter()
     result = build(wthor_dir, years, progress=not args.quiet, warn=warn)

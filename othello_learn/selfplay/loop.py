@@ -336,10 +336,12 @@ def initial_network(cfg: RunConfig):
         torch.manual_seed(cfg.seed)
         hp = {**RANDOM_INIT, "blocks": cfg.arch_blocks, "width": cfg.arch_width, "encoder": cfg.arch_encoder}
         return build_network(NetConfig(**hp)).eval()
-    net = load_net(Path(cfg.init), "cpu", "give a checkpoint written by train/train.py, or --init random")
+    net = load_net(Path(cfg.init), "cpu", "give an exported network (checkpoints/best_value.pt, a training run's model.pt), "
+                              "or --init random")
     if getattr(net, "value_head", None) is None:
         raise UserError(f"--init {cfg.init}: self-play needs a network with a value head "
-                        "(train one with arch: resnet, value_head: true, e.g. train/configs/resnet_best.yaml)")
+                        "(checkpoints/best_value.pt, or train one with arch: resnet, value_head: true: "
+                        "train/configs/cpu_value_fast.yaml on a CPU, resnet_best.yaml on a GPU)")
     if cfg.grow_blocks or cfg.grow_width:
         grown = dataclasses.replace(net.config, blocks=net.config.blocks + cfg.grow_blocks,
                                     width=net.config.width + cfg.grow_width)

@@ -39,6 +39,7 @@ from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import from_records, transform_batch
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
+from othello_learn.models.nets import save_network
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn import HOME, HOME_HELP
 
@@ -206,14 +207,24 @@ def evaluate_command(argv=None) -> dict:
                     help="auto: bf16 autocast + channels_last where the device has fast bf16 (as in training), "
                          "else fp32; 32: fp32 (default: %(default)s)")
     ap.add_argument("--limit", type=at_least(1), help="evaluate only the first N positions (smoke tests)")
+    ap.add_argument("--export", type=Path, metavar="NET.pt",
+                    help="also write the network as an exported .pt, the file the arena, play, the engines and "
+                         "--init take, with this evaluation in its metrics: how to use a run stopped before "
+                         "train.py wrote OUT/model.pt (give its last.ckpt or best-*.ckpt)")
     args = ap.parse_args(argv)
 
     plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
+    if args.plot is None and args.json is not None and plot_path == args.json:
+        raise UserError(f"--json {args.json}: the plot's default name is --json's with .png, this same file; "
+                        "give --json a .json name, or --plot FILE")
     if args.json is not None:  # found now, not after the whole evaluation
         check_output(args.json, "--json")
     if plot_path is not None:
         check_plot_path(plot_path, "--plot")
-    check_distinct({"--json": args.json, "--plot": plot_path}, {"--checkpoint": args.checkpoint})
+    if args.export is not None:
+        check_output(args.export, "--export")
+    check_distinct({"--json": args.json, "--plot": plot_path, "--export": args.export},
+                   {"--checkpoint": args.checkpoint})
     usable_device(args.device)
     try:
         years = parse_years(args.years)
@@ -250,6 +261,9 @@ def evaluate_command(argv=None) -> dict:
     # the result must not be lost with it; the JSON before the plot, the lesser loss if the disk fills.
     if args.json:
         atomic_write(args.json, json.dumps(result, indent=2) + "\n")
+    if args.export:
+        save_network(net, args.export, metrics={"exported_from": str(args.checkpoint),
+                                                 "evaluation": {k: v for k, v in result.items() if k != "model"}})
     if plot_path:
         plot(result, plot_path, f"{args.checkpoint.name} on {args.years} ({result['positions']:,} positions)")
     print(format_table(result))
@@ -257,6 +271,8 @@ def evaluate_command(argv=None) -> dict:
         print(f"json: {args.json}")
     if plot_path:
         print(f"plot: {plot_path}")
+    if args.export:
+        print(f"network: {args.export}")
     return result
 
 

@@ -537,6 +537,33 @@ def check_run_folder(out: Path) -> None:
                         f"folder; it holds {theirs[0]!r}{more}): choose a new or an empty folder")
 
 
+# Lightning's own notes that a user of this command can do nothing about: its internal use of a
+# deprecated torch API, and the model summary's size estimate under bf16 (the parameter count stands).
+_LIGHTNING_NOISE = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                    r"Precision bf16-mixed is not supported by the model summary")
+
+
+def _ignore_lightning_noise() -> None:
+    """Within a ``warnings.catch_warnings()``."""
+    for noise in _LIGHTNING_NOISE:
+        warnings.filterwarnings("ignore", message=noise)
+
+
+class _NoTips:
+    """A logging filter: Lightning's advertisement for its cloud logger, printed at every Trainer."""
+
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("\N{ELECTRIC LIGHT BULB} Tip:")
+
+
+def _drop_lightning_tips() -> None:
+    import logging
+
+    log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _NoTips) for f in log.filters):
+        log.addFilter(_NoTips())
+
+
 def _train(args) -> dict:
     import lightning as L
     import torch
@@ -612,6 +639,7 @@ def _train(args) -> dict:
         trainer_cfg["precision"] = resolve(requested, args.accelerator)
         if str(requested) == "auto":
             print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
+        _drop_lightning_tips()
         try:
             trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
                                 logger=logger, callbacks=callbacks, use_distributed_sampler=False,
@@ -623,6 +651,7 @@ def _train(args) -> dict:
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
         with interrupts_reraised(saver), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
+            _ignore_lightning_noise()
             trainer.fit(model, datamodule=dm, ckpt_path=resume)
 
         best_path = best.best_model_path or str(last.resolve())  # absolute, as Lightning's is
@@ -632,7 +661,8 @@ def _train(args) -> dict:
         if args.init is not None:
             summary["init"] = str(args.init)
         if not args.no_test:
-            with interrupts_reraised(saver):
+            with interrupts_reraised(saver), warnings.catch_warnings():
+                _ignore_lightning_noise()
                 result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
             summary["test"] = {k: float(v) for k, v in result.items()}
             log_test_results(logger, summary["test"])
