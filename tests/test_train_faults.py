@@ -520,6 +520,11 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
     save_checkpoint_file({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict()}, ckpt)
     with pytest.raises(UserError, match=f"export it first: python train/evaluate.py --checkpoint {ckpt} --export"):
         load_network(ckpt)
+    from othello_learn.selfplay.loop import load_net
+
+    with pytest.raises(UserError) as refused:  # the loop's --init: that advice alone, not its own after it
+        load_net(ckpt, "cpu", "ANOTHER REMEDY")
+    assert "--export NET.pt" in str(refused.value) and "ANOTHER REMEDY" not in str(refused.value)
     out = tmp_path / "exported" / "net.pt"
     argv = ["--checkpoint", str(ckpt), "--data", str(dataset_dir), "--years", "2003", "--limit", "50"]
     code, _ = _run(main, argv + ["--export", str(out)], capsys)

@@ -234,6 +234,10 @@ def read_checkpoint(path, map_location="cpu") -> dict:
     return ckpt
 
 
+class TrainingCheckpointError(UserError):
+    """A Lightning ``.ckpt`` where an exported network was wanted; the message gives the export command."""
+
+
 def load_network(path, map_location="cpu") -> MoveNet:
     """A network from an exported ``.pt`` (``save_network``; also the older ones that
     store flat ``hparams``), in eval mode. A Lightning training checkpoint (``.ckpt``)
@@ -241,7 +245,7 @@ def load_network(path, map_location="cpu") -> MoveNet:
     saying so."""
     ckpt = read_checkpoint(path, map_location)
     if "hyper_parameters" in ckpt:
-        raise UserError(f"{path}: a Lightning training checkpoint, not an exported network: export it first: "
+        raise TrainingCheckpointError(f"{path}: a Lightning training checkpoint, not an exported network: export it first: "
                         f"python train/evaluate.py --checkpoint {path} --export NET.pt (a finished train.py run "
                         "writes OUT/model.pt)")
     return network_from_export(ckpt, path)

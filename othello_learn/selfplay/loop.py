@@ -43,7 +43,8 @@ from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atom
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
-from othello_learn.models.nets import NetConfig, build_network, grow_network, load_network, save_network
+from othello_learn.models.nets import (NetConfig, TrainingCheckpointError, build_network, grow_network, load_network,
+                                       save_network)
 from othello_learn.plots import pyplot, save_figure
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
@@ -271,6 +272,8 @@ def load_games(path: Path, remedy: str) -> SelfPlayGames:
 def load_net(path: Path, dev, remedy: str):
     try:
         return load_network(path, map_location=dev)
+    except TrainingCheckpointError:
+        raise  # its remedy is in it
     except UserError as e:
         raise UserError(f"{e}: {remedy}") from e
     except OSError as e:  # read_checkpoint makes every damaged file a UserError; this is a missing one
