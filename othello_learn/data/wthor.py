@@ -147,8 +147,9 @@ def _run(parser, args, years) -> int:
     if wthor_dir is None:
         wthor_dir = default_wthor_dir()
         if wthor_dir is None:
-            parser.error(f"no --wthor-dir given, ${WTHOR_ENV} is not set and ../shared/data/wthor does not exist; "
-                         f"pass --wthor-dir DIR (or set ${WTHOR_ENV}), or --download --wthor-dir DIR to fetch the files")
+            parser.error(f"no --wthor-dir given, ${WTHOR_ENV} is not set and ../shared/data/wthor does not "
+                         f"exist; pass --wthor-dir DIR (or set ${WTHOR_ENV}), or --download --wthor-dir DIR to fetch "
+                         "the files")
 
     start = time.perf_counter()
     result = build(wthor_dir, years, progress=not args.quiet, warn=warn)

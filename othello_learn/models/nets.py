@@ -245,9 +245,9 @@ def load_network(path, map_location="cpu") -> MoveNet:
     saying so."""
     ckpt = read_checkpoint(path, map_location)
     if "hyper_parameters" in ckpt:
-        raise TrainingCheckpointError(f"{path}: a Lightning training checkpoint, not an exported network: export it first: "
-                        f"python train/evaluate.py --checkpoint {path} --export NET.pt (a finished train.py run "
-                        "writes OUT/model.pt)")
+        raise TrainingCheckpointError(f"{path}: a Lightning training checkpoint, not an exported network: export "
+                                      f"it first: python train/evaluate.py --checkpoint {path} --export NET.pt "
+                                      "(a finished train.py run writes OUT/model.pt)")
     return network_from_export(ckpt, path)
 
 

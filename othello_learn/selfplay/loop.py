@@ -339,8 +339,8 @@ def initial_network(cfg: RunConfig):
         torch.manual_seed(cfg.seed)
         hp = {**RANDOM_INIT, "blocks": cfg.arch_blocks, "width": cfg.arch_width, "encoder": cfg.arch_encoder}
         return build_network(NetConfig(**hp)).eval()
-    net = load_net(Path(cfg.init), "cpu", "give an exported network (checkpoints/best_value.pt, a training run's model.pt), "
-                              "or --init random")
+    net = load_net(Path(cfg.init), "cpu",
+                   "give an exported network (checkpoints/best_value.pt, a training run's model.pt), or --init random")
     if getattr(net, "value_head", None) is None:
         raise UserError(f"--init {cfg.init}: self-play needs a network with a value head "
                         "(checkpoints/best_value.pt, or train one with arch: resnet, value_head: true: "
