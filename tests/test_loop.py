@@ -128,7 +128,7 @@ def test_grow_deepens_and_widens_the_warm_start_without_changing_its_play(tmp_pa
         with pytest.raises(UserError, match=f"--grow-{flag} .*--arch-{flag}"):
             RunConfig.from_args(BASE + [f"--grow-{flag}", "1"]).check()
     old = RunConfig.from_json({"init": "random", "out": "x"})
-    assert (old.grow_blocks, old.grow_width) == (0, 0), "runs from before the flags"
+    assert (old.grow_blocks, old.grow_width, old.value_weight) == (0, 0, 1.0), "runs from before the flags"
 
 
 def test_a_run_resumes_from_another_folder_with_its_init_named_another_way(tmp_path, monkeypatch):

@@ -161,6 +161,25 @@ def test_training_lowers_the_loss(games, tiny_net, precision):
         train_network(build_network(NetConfig("reference", depth=1, width=4)), games, steps=1)
 
 
+def test_value_weight_scales_the_value_loss_and_zero_leaves_the_head(games, tiny_net):
+    """--value-weight: the loss is policy + w x value (+ L2), and with w = 0 (and no L2) the value head's
+    weights get no update while the rest of the net trains."""
+    import copy
+
+    from othello_learn.selfplay.learner import losses
+
+    batch = to_device_batch(games, np.arange(64), "cpu")
+    tiny_net.eval()  # the same batch-norm statistics for every forward pass
+    parts = losses(tiny_net, batch, l2=0.0, value_weight=0.25)
+    assert torch.isclose(parts["loss"], parts["policy_loss"] + 0.25 * parts["value_loss"])
+    net = copy.deepcopy(tiny_net)
+    train_network(net, games, steps=5, batch_size=32, lr=3e-3, l2=0.0, seed=0, precision="32-true", value_weight=0.0)
+    before, after = dict(tiny_net.named_parameters()), dict(net.named_parameters())
+    head = [n for n in before if n.startswith("value_head.")]
+    assert head and all(torch.equal(before[n], after[n]) for n in head)
+    assert not all(torch.equal(before[n], after[n]) for n in before if n not in head)
+
+
 def killed_at_batch(n: int, to_device_batch):
     """``to_device_batch`` that raises Ctrl-C's KeyboardInterrupt when asked for the n-th batch."""
     calls = []

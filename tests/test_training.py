@@ -233,6 +233,77 @@ def test_symmetric_accuracy_counts_equivalent_first_moves():
     assert c4 != f5
 
 
+@pytest.mark.parametrize("true_t", [0.7, 1.0, 1.7])
+def test_the_fitted_temperature_is_the_one_the_moves_were_drawn_at(true_t):
+    """Moves drawn from softmax(logits / T) over 60 k positions: the fit finds T (a few % off,
+    the sampling's noise) and no other temperature gives a lower cross-entropy."""
+    from othello_learn.train.evaluate import fit_temperature
+
+    g = torch.Generator().manual_seed(0)
+    logits = 3 * torch.randn(60_000, 64, generator=g)
+    logp = torch.log_softmax(logits, -1)
+    moves = torch.multinomial(torch.softmax(logits / true_t, -1), 1, generator=g).squeeze(1)
+    t = fit_temperature(logp, moves)
+    assert abs(t - true_t) < 0.05 * true_t
+
+    def ce(x):
+        return float(torch.nn.functional.cross_entropy(logp.double() / x, moves))
+
+    assert ce(t) <= min(ce(t * 0.95), ce(t * 1.05))
+
+
+def test_a_tempered_network_divides_its_logits_and_keeps_its_moves():
+    from othello_learn.models.nets import temper_policy
+
+    rng = np.random.default_rng(3)
+    player = rng.integers(0, 2**63, 32, dtype=np.uint64) & np.uint64(0x00FFFF0000FFFF00)
+    opponent = rng.integers(0, 2**63, 32, dtype=np.uint64) & ~player & np.uint64(0x0000FFFFFFFF0000)
+    from othello_learn.models.batch import from_arrays
+
+    batch = from_arrays(player, opponent, rng.integers(0, 2, 32).astype(bool), np.full((32, 4), -1), "cpu")
+    for cfg in (NetConfig("resnet", blocks=1, width=8), NetConfig(depth=1, width=4)):
+        net = build_network(cfg).eval()
+        with torch.no_grad():
+            before = net(batch)
+            after = temper_policy(net, 2.5)(batch)
+        legal = legal_mask(batch["player"], batch["opponent"])
+        assert torch.allclose(after["policy"][legal], before["policy"][legal] / 2.5, atol=1e-5)
+        assert torch.equal(after["policy"].argmax(-1), before["policy"].argmax(-1))
+        if "value" in before:
+            assert torch.equal(after["value"], before["value"])
+    with pytest.raises(ValueError, match="positive"):
+        temper_policy(net, 0.0)
+
+
+def test_evaluate_calibrates_and_exports_the_tempered_network(dataset_dir, tmp_path, capsys):
+    """--calibrate reports the temperature and the cross-entropy at it (never above the untempered
+    one on the same positions); with --export the net's logits are divided by it and its moves kept."""
+    from othello.files import run_main
+    from othello_learn.models.nets import save_network
+    from othello_learn.train.evaluate import main
+
+    src = tmp_path / "net.pt"
+    torch.manual_seed(0)
+    save_network(build_network(NetConfig("resnet", encoder="handcrafted", blocks=1, width=8)), src)
+    out, report = tmp_path / "cal.pt", tmp_path / "cal.json"
+    argv = ["--checkpoint", str(src), "--data", str(dataset_dir), "--years", "2003", "--precision", "32"]
+    assert run_main(main, argv + ["--calibrate", "--export", str(out), "--json", str(report)]) == 0
+    result = json.loads(report.read_text())
+    t = result["policy_temperature"]
+    assert t > 0 and result["cross_entropy_at_temperature"] <= result["cross_entropy"] + 1e-9
+    assert f"policy temperature {t:.3f}" in capsys.readouterr().out
+    assert torch.load(out, weights_only=True)["metrics"]["policy_temperature"] == t
+    again = tmp_path / "again.json"
+    assert run_main(main, ["--checkpoint", str(out), "--data", str(dataset_dir), "--years", "2003", "--precision",
+                           "32", "--json", str(again)]) == 0
+    tempered = json.loads(again.read_text())
+    assert tempered["accuracy"] == result["accuracy"]
+    assert abs(tempered["cross_entropy"] - result["cross_entropy_at_temperature"]) < 1e-4
+    capsys.readouterr()
+    assert run_main(main, argv + ["--calibrate", "--tta", "8"]) == 2
+    assert "--calibrate fits the network's own logits: use it with --tta 1" in capsys.readouterr().err
+
+
 def _flatten_to_old_hparams(path):
     """Rewrite a checkpoint of train.py as the code before ``MovePredictor(net, ...)`` wrote
     it: flat hyper_parameters (arch ... value_head, lr ... label_smoothing; no ``ema``, which

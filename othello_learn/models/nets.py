@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import io
+import math
 import os
 import pickle
 import re
@@ -315,6 +316,21 @@ def grow_network(source: MoveNet, cfg: NetConfig, where="the network") -> MoveNe
             for name in ("weight", "bias"):
                 state[f"blocks.{i}.bn2.{name}"][have.width:] = 0
     net.load_state_dict(state)
+    return net
+
+
+def temper_policy(net: MoveNet, temperature: float) -> MoveNet:
+    """Divide the net's move logits by ``temperature``, in place, by scaling the policy's last
+    layer (a 1x1 conv, linear in its weights): the argmax, so the 1-ply player, is unchanged,
+    while a search reads softmax(logits / T) as its priors. Why: self-play trains the policy on
+    search targets sharper than the prior, generation after generation, and a prior sure of
+    more than it knows leaves a small search less to correct (``evaluate.py --calibrate``)."""
+    if not temperature > 0 or not math.isfinite(temperature):
+        raise ValueError(f"the policy temperature must be a positive number, got {temperature}")
+    layer = net.policy_head[-1] if isinstance(net, ResNet) else net.head
+    with torch.no_grad():
+        layer.weight.div_(temperature)
+        layer.bias.div_(temperature)
     return net
 
 

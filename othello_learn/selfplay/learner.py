@@ -31,10 +31,13 @@ def to_device_batch(games: SelfPlayGames, idx: np.ndarray, device) -> dict:
     return batch
 
 
-def losses(net, batch: dict, l2: float) -> dict:
-    """AlphaZero's loss: value and policy weighted alike, no label smoothing, and the
-    L2 term written out (plain Adam, no decoupled weight decay)."""
-    parts = move_losses(net(batch), batch["policy"], batch["outcome"], value_weight=1.0)
+def losses(net, batch: dict, l2: float, value_weight: float = 1.0) -> dict:
+    """AlphaZero's loss: value and policy weighted alike by default, no label smoothing,
+    and the L2 term written out (plain Adam, no decoupled weight decay). A
+    ``value_weight`` below 1 slows the value head's fit to the few thousand games'
+    outcomes of a replay window, which otherwise pull a head trained on millions of
+    expert results towards them (the loop's ``--value-weight``)."""
+    parts = move_losses(net(batch), batch["policy"], batch["outcome"], value_weight=value_weight)
     reg = l2_penalty(net)
     return {"loss": parts["loss"] + l2 * reg, "policy_loss": parts["policy_loss"], "value_loss": parts["value_loss"],
             "l2": reg}
@@ -42,7 +45,8 @@ def losses(net, batch: dict, l2: float) -> dict:
 
 def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,
                   device="cpu", seed: int = 0, symmetries: bool = True, progress: bool = False,
-                  precision: str = "auto", state_path=None, save_every_s: float = 60.0) -> dict:
+                  precision: str = "auto", state_path=None, save_every_s: float = 60.0,
+                  value_weight: float = 1.0) -> dict:
     """``steps`` Adam steps on uniform samples of ``games``; returns mean losses and the
     training's ``seconds`` (across resumes).
     ``precision``: "auto" (the fast path where supported), or a Lightning precision string.
@@ -65,6 +69,8 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
     start, seconds_before = 0, 0.0
     fingerprint = {"steps": steps, "batch_size": batch_size, "lr": lr, "l2": l2, "seed": seed,
                    "symmetries": symmetries, "samples": len(games.player), "precision": precision}
+    if value_weight != 1.0:  # a state saved before the option existed trained with 1 and still matches
+        fingerprint["value_weight"] = value_weight
     if state_path is not None and Path(state_path).exists():
         saved = read_checkpoint(state_path)
         if saved.get("fingerprint") == fingerprint:
@@ -87,7 +93,7 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
         if symmetries:
             batch = augment(batch, generator=gen)
         with fastpath.autocast(device, precision):
-            parts = losses(net, batch, l2)
+            parts = losses(net, batch, l2, value_weight)
         opt.zero_grad(set_to_none=True)
         parts["loss"].backward()
         opt.step()

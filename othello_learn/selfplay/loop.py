@@ -109,6 +109,9 @@ class RunConfig:
     batch_size: int = opt(512, "training batch size", limits=(1, None, True))
     lr: float = opt(3e-4, "learning rate", resumable=True, limits=(0, None, False))
     l2: float = opt(1e-4, "L2 weight decay", resumable=True, limits=(0, None, True))
+    value_weight: float = opt(1.0, "weight of the value loss beside the policy loss (AlphaZero: 1; below 1 the value "
+                              "head moves more slowly towards the replay window's few thousand game results)",
+                              resumable=True, limits=(0, None, True), saved_default=1.0)
     gate_games: int = opt(200, "games of the gating match", resumable=True, limits=(1, None, True))
     gate_simulations: int = opt(50, "simulations per move in gating matches", resumable=True, limits=(1, None, True))
     gate_threshold: float = opt(0.55, "score the candidate needs to become the best", resumable=True,
@@ -761,11 +764,12 @@ def train(cfg: RunConfig, gen: int) -> Path:
     try:  # a kill mid-training loses at most a minute of it: the rerun goes on from nets/gen_N.training
         stats = train_network(trainee, SelfPlayGames.concat(window), cfg.train_steps, cfg.batch_size, cfg.lr,
                               cfg.l2, dev, seed=generation_seeds(cfg, gen)["train"], progress=not cfg.quiet,
-                              state_path=p["train_state"])
+                              state_path=p["train_state"], value_weight=cfg.value_weight)
     except UserError as e:
         raise UserError(f"{e}: {REDONE}") from e
     stats["window_positions"] = int(sum(len(w.player) for w in window))
-    stats["lr"], stats["l2_weight"] = cfg.lr, cfg.l2  # may change on resume: each generation records its own
+    # may change on resume: each generation records its own
+    stats["lr"], stats["l2_weight"], stats["value_weight"] = cfg.lr, cfg.l2, cfg.value_weight
     save_network(trainee.cpu(), p["net"], generation=gen)
     write_json(p["train"], stats)
     p["train_state"].unlink(missing_ok=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -39,7 +40,7 @@ from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import from_records, transform_batch
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
-from othello_learn.models.nets import save_network
+from othello_learn.models.nets import save_network, temper_policy
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn import HOME, HOME_HELP
 
@@ -78,11 +79,39 @@ def symmetric_hits(player, opponent, move, pred) -> np.ndarray:
     return hit
 
 
+def fit_temperature(logp: torch.Tensor, move: torch.Tensor) -> float:
+    """The T that minimises the mean cross-entropy of softmax(logp / T) against the moves played:
+    post-hoc temperature scaling (Guo et al., 2017). The loss is convex in 1/T, so a golden-section
+    search over 1/T in [1/8, 8] finds it (to about 1e-6)."""
+    logp, move = logp.double(), move.long()
+    picked = logp.gather(1, move[:, None]).squeeze(1)
+
+    def loss(beta: float) -> float:
+        return float((torch.logsumexp(beta * logp, -1) - beta * picked).mean())
+
+    lo, hi, g = 1 / 8, 8.0, (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = loss(a), loss(b)
+    for _ in range(60):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = loss(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = loss(b)
+    return 2 / (lo + hi)
+
+
 def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, device="cpu", progress=True,
-             precision: str = "32") -> dict:
+             precision: str = "32", calibrate: bool = False) -> dict:
+    """``calibrate``: also fit the policy temperature on these positions (``fit_temperature``, on
+    at most ~200,000 of them, evenly spread) and report the cross-entropy at it."""
     precision = resolve(precision, device)
     net = prepare(net.to(device).eval(), device, precision)
-    preds, top3 = [], []
+    preds, top3, nll, kept = [], [], [], []
+    stride = max(1, math.ceil(len(positions) / 200_000))
     from tqdm.auto import tqdm
 
     from othello_learn.train.metrics import PhaseAccuracy  # torchmetrics: seconds to import, not for --help
@@ -94,6 +123,10 @@ def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, d
             probs = predict(net, batch, tta)
         preds.append(probs.argmax(-1).cpu().numpy())
         top3.append((probs.topk(3, -1).indices == batch["move"][:, None]).any(-1).cpu().numpy())
+        logp = probs.clamp_min(1e-30).log()  # an illegal square's 0 reads as -69, never -inf
+        nll.append(-logp.gather(1, batch["move"][:, None]).squeeze(1).cpu().numpy())
+        if calibrate:
+            kept.append(logp[(s + torch.arange(len(logp), device=logp.device)) % stride == 0].cpu())
     pred = np.concatenate(preds) if preds else np.zeros(0, np.int64)
     in_top3 = np.concatenate(top3) if top3 else np.zeros(0, bool)
     move = positions["move"].astype(np.int64)
@@ -113,15 +146,24 @@ def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, d
         phases.append({"moves": e["moves"], "accuracy": e["accuracy"] if n else None,
                        "symmetric_accuracy": es["accuracy"] if n else None, "positions": n,
                        "branching_factor": e["branching_factor"] if n else None})
-    return {
+    result = {
         "accuracy": float(exact.mean()),
         "symmetric_accuracy": float(sym.mean()),
         "top3_accuracy": float(in_top3.mean()),
+        "cross_entropy": float(np.concatenate(nll).mean()) if nll else None,
         "positions": int(len(positions)),
         "tta": tta,
         "precision": str(precision),
         "phases": phases,
     }
+    if calibrate and kept:
+        logp = torch.cat(kept)
+        moves = torch.from_numpy(move[::stride])
+        t = fit_temperature(logp, moves)
+        result["policy_temperature"] = t
+        result["cross_entropy_at_temperature"] = float(torch.nn.functional.cross_entropy(logp.double() / t, moves))
+        result["calibration_positions"] = int(len(moves))
+    return result
 
 
 def format_table(result: dict) -> str:
@@ -132,6 +174,12 @@ def format_table(result: dict) -> str:
                          f"{100 * ph['accuracy']:>7.2f}%  {100 * ph['symmetric_accuracy']:>8.2f}%")
     lines.append(f"{'all':>7}  {result['positions']:>9,}  {'':>9}  {100 * result['accuracy']:>7.2f}%  "
                  f"{100 * result['symmetric_accuracy']:>8.2f}%   (top-3 {100 * result['top3_accuracy']:.2f}%)")
+    if result.get("cross_entropy") is not None:
+        lines.append(f"cross-entropy of the moves played: {result['cross_entropy']:.4f} nats")
+    if "policy_temperature" in result:
+        lines.append(f"policy temperature {result['policy_temperature']:.3f}: cross-entropy "
+                     f"{result['cross_entropy_at_temperature']:.4f} nats at it "
+                     f"({result['calibration_positions']:,} positions)")
     return "\n".join(lines)
 
 
@@ -211,7 +259,13 @@ def evaluate_command(argv=None) -> dict:
                     help="also write the network as an exported .pt, the file the arena, play, the engines and "
                          "--init take, with this evaluation in its metrics: how to use a run stopped before "
                          "train.py wrote OUT/model.pt (give its last.ckpt or best-*.ckpt)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="also fit the policy temperature T that best matches the moves played (temperature "
+                         "scaling); with --export, the exported net's logits are divided by T: the same 1-ply "
+                         "moves, calibrated priors for a search. Calibrate on the validation year (--years 2015)")
     args = ap.parse_args(argv)
+    if args.calibrate and args.tta != 1:
+        raise UserError(f"--calibrate fits the network's own logits: use it with --tta 1, not --tta {args.tta}")
 
     plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
     if args.plot is None and args.json is not None and plot_path == args.json:
@@ -254,7 +308,8 @@ def evaluate_command(argv=None) -> dict:
     if len(positions) == 0:
         raise UserError(f"{source}: no positions for --years {args.years}")
     t = time.perf_counter()
-    result = evaluate(net, positions, args.batch_size, args.tta, args.device, precision=args.precision)
+    result = evaluate(net, positions, args.batch_size, args.tta, args.device, precision=args.precision,
+                      calibrate=args.calibrate)
     result.update(checkpoint=str(args.checkpoint), years=args.years, seconds=round(time.perf_counter() - t, 2),
                   model=net.config.to_dict())
     # The files before any print: a reader that stops early (| head) ends us at a print, and
@@ -262,8 +317,12 @@ def evaluate_command(argv=None) -> dict:
     if args.json:
         atomic_write(args.json, json.dumps(result, indent=2) + "\n")
     if args.export:
-        save_network(net, args.export, metrics={"exported_from": str(args.checkpoint),
-                                                 "evaluation": {k: v for k, v in result.items() if k != "model"}})
+        metrics = {"exported_from": str(args.checkpoint),
+                   "evaluation": {k: v for k, v in result.items() if k != "model"}}
+        if args.calibrate:  # the accuracies hold for the tempered net too: the argmax is the same
+            metrics["policy_temperature"] = result["policy_temperature"]
+            temper_policy(net, result["policy_temperature"])
+        save_network(net, args.export, metrics=metrics)
     if plot_path:
         plot(result, plot_path, f"{args.checkpoint.name} on {args.years} ({result['positions']:,} positions)")
     print(format_table(result))
