@@ -38,6 +38,9 @@ ap.add_argument("--anchor-self", action="store_true",
                      "keep what it plays) instead of the experts' moves")
 ap.add_argument("--freeze-bn", action="store_true",
                 help="keep batch norm's running statistics as they are (batches skewed to one phase would move them)")
+ap.add_argument("--only", default=None,
+                help="train only the parameters whose names start with this (value_head.: refit the value head "
+                     "on the experts' results; with --freeze-bn the rest of the net stays exactly as it was)")
 ap.add_argument("--lab", nargs="*", default=[])
 ap.add_argument("--lab-target", default="move", choices=["move","pi01","mix"])
 ap.add_argument("--lab-min-gap", type=float, default=None,
@@ -75,7 +78,7 @@ if a.freeze_bn:
     for m in net.modules():
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
             m.eval()
-opt = torch.optim.Adam(net.parameters(), lr=a.lr)
+opt = torch.optim.Adam([p for n, p in net.named_parameters() if a.only is None or n.startswith(a.only)], lr=a.lr)
 rng = np.random.default_rng(a.seed); gen = torch.Generator().manual_seed(a.seed)
 nd = int(round(a.batch * a.end_frac)); ne = int(round(a.batch * a.expert)); ns = a.batch - ne - nd
 t0 = time.time(); tot = {}

@@ -4,6 +4,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -180,6 +181,28 @@ def test_value_weight_scales_the_value_loss_and_zero_leaves_the_head(games, tiny
     assert not all(torch.equal(before[n], after[n]) for n in before if n not in head)
 
 
+def test_policy_sharpness_is_the_mean_entropy_over_the_legal_moves(games, tiny_net):
+    """Against a plain per-position computation: entropy of softmax over the legal squares only
+    (the net masks the others), and of the recorded targets."""
+    from othello_learn.selfplay.learner import policy_sharpness
+
+    got = policy_sharpness(tiny_net, games, n=50, seed=3)
+    idx = np.sort(np.random.default_rng(3).choice(len(games.player), 50, replace=False))
+    batch = to_device_batch(games, idx, "cpu")
+    tiny_net.eval()
+    with torch.no_grad():
+        logits = tiny_net(batch)["policy"].double()
+    legal = legal_mask(batch["player"], batch["opponent"])
+    want, want_target = [], []
+    for i in range(50):
+        p = torch.softmax(logits[i][legal[i]], 0)
+        want.append(float(-(p * p.log()).sum()))
+        t = batch["policy"][i][batch["policy"][i] > 0].double()
+        want_target.append(float(-(t * t.log()).sum()))
+    assert got["policy_entropy"] == pytest.approx(np.mean(want), abs=1e-5)
+    assert got["target_entropy"] == pytest.approx(np.mean(want_target), abs=1e-5)
+
+
 def killed_at_batch(n: int, to_device_batch):
     """``to_device_batch`` that raises Ctrl-C's KeyboardInterrupt when asked for the n-th batch."""
     calls = []
@@ -238,6 +261,9 @@ def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     assert rec["eval_vs"] == "random" and 0 <= rec["eval_score"] <= 1 and "eval_elo" in rec
     assert f"1-ply vs random: {rec['eval_score']:.3f}" in err
     assert rec["promoted"] and rec["gate_score"] is None
+    assert 0 < rec["train_policy_entropy"] <= math.log(64) and 0 <= rec["train_target_entropy"] <= math.log(64)
+    assert rec["train_value_weight"] == 1.0
+    assert f"policy entropy {rec['train_policy_entropy']:.2f} nats (its targets" in err
     assert (out / "elo.png").stat().st_size > 1000
     assert "eval_elo_low" in rec and "eval_elo_high" in rec  # None here: 4 games against random give no finite bound
     # No gate, so no flat best-network curve: the plot is the eval match alone.

@@ -284,7 +284,8 @@ def test_evaluate_calibrates_and_exports_the_tempered_network(dataset_dir, tmp_p
 
     src = tmp_path / "net.pt"
     torch.manual_seed(0)
-    save_network(build_network(NetConfig("resnet", encoder="handcrafted", blocks=1, width=8)), src)
+    save_network(build_network(NetConfig("resnet", encoder="handcrafted", blocks=1, width=8)), src, generation=7,
+                 metrics={"best_val_acc": 0.5})
     out, report = tmp_path / "cal.pt", tmp_path / "cal.json"
     argv = ["--checkpoint", str(src), "--data", str(dataset_dir), "--years", "2003", "--precision", "32"]
     assert run_main(main, argv + ["--calibrate", "--export", str(out), "--json", str(report)]) == 0
@@ -292,7 +293,9 @@ def test_evaluate_calibrates_and_exports_the_tempered_network(dataset_dir, tmp_p
     t = result["policy_temperature"]
     assert t > 0 and result["cross_entropy_at_temperature"] <= result["cross_entropy"] + 1e-9
     assert f"policy temperature {t:.3f}" in capsys.readouterr().out
-    assert torch.load(out, weights_only=True)["metrics"]["policy_temperature"] == t
+    exported = torch.load(out, weights_only=True)  # what the source said of itself is kept
+    assert exported["metrics"]["policy_temperature"] == t and exported["generation"] == 7
+    assert exported["metrics"]["source_metrics"] == {"best_val_acc": 0.5}
     again = tmp_path / "again.json"
     assert run_main(main, ["--checkpoint", str(out), "--data", str(dataset_dir), "--years", "2003", "--precision",
                            "32", "--json", str(again)]) == 0

@@ -43,6 +43,25 @@ def losses(net, batch: dict, l2: float, value_weight: float = 1.0) -> dict:
             "l2": reg}
 
 
+@torch.no_grad()
+def policy_sharpness(net, games: SelfPlayGames, n: int = 4096, seed: int = 0, device="cpu") -> dict:
+    """Mean entropy (nats) of the net's policy and of the recorded targets on ``n`` random positions
+    of ``games``. Why: Gumbel self-play trains the policy on improved-policy targets sharper than
+    the prior, generation after generation; the net's 1-ply moves do not show it, but its search
+    does (a prior sure of more than it knows leaves a small search less to correct: RESULTS.md,
+    "What self-play did to the search player"). Watching the two numbers is the cheap check."""
+    idx = np.sort(np.random.default_rng(seed).choice(len(games.player), min(n, len(games.player)), replace=False))
+    batch = to_device_batch(games, idx, device)
+    was_training = net.training
+    net.eval()
+    logp = torch.log_softmax(net(batch)["policy"].float(), -1)
+    net.train(was_training)
+    ent = -(logp.exp() * logp).sum(-1)  # an illegal square: probability 0 times a finite log (nets.masked)
+    target = batch["policy"]
+    target_ent = -(target * target.clamp_min(1e-30).log()).sum(-1)
+    return {"policy_entropy": float(ent.mean()), "target_entropy": float(target_ent.mean())}
+
+
 def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,
                   device="cpu", seed: int = 0, symmetries: bool = True, progress: bool = False,
                   precision: str = "auto", state_path=None, save_every_s: float = 60.0,

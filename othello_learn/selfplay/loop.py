@@ -49,7 +49,7 @@ from othello_learn.plots import pyplot, save_figure
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
 from othello_learn.selfplay.gumbel import GumbelConfig
-from othello_learn.selfplay.learner import train_network
+from othello_learn.selfplay.learner import policy_sharpness, train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
 from othello_learn.selfplay.nn_players import PolicyPlayer, check_considered, search_player
 from othello_learn.selfplay.registry import make_program
@@ -768,6 +768,7 @@ def train(cfg: RunConfig, gen: int) -> Path:
     except UserError as e:
         raise UserError(f"{e}: {REDONE}") from e
     stats["window_positions"] = int(sum(len(w.player) for w in window))
+    stats.update(policy_sharpness(trainee, window[-1], seed=generation_seeds(cfg, gen)["train"], device=dev))
     # may change on resume: each generation records its own
     stats["lr"], stats["l2_weight"], stats["value_weight"] = cfg.lr, cfg.l2, cfg.value_weight
     save_network(trainee.cpu(), p["net"], generation=gen)
@@ -871,8 +872,10 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
     gated = (f"gate score {result['score']:.3f}, {'promoted' if promoted else 'kept best'}"
              if result["score"] is not None else "no gate (--continuous)")
     evaluated = f"; 1-ply vs {record['eval_vs']}: {record['eval_score']:.3f}" if "eval_vs" in record else ""
+    sharp = (f"; policy entropy {record['train_policy_entropy']:.2f} nats (its targets "
+             f"{record['train_target_entropy']:.2f})" if "train_policy_entropy" in record else "")
     print(f"generation {gen}: {n} games ({record['black_wins']:.0%} black wins, {record['resigned']:.0%} resigned), "
-          f"{gated}; Elo {record['elo_best']:+.0f}{evaluated}", file=sys.stderr)
+          f"{gated}; Elo {record['elo_best']:+.0f}{evaluated}{sharp}", file=sys.stderr)
     return state
 
 

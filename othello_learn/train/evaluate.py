@@ -40,7 +40,7 @@ from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import from_records, transform_batch
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
-from othello_learn.models.nets import save_network, temper_policy
+from othello_learn.models.nets import read_checkpoint, save_network, temper_policy
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn import HOME, HOME_HELP
 
@@ -317,12 +317,19 @@ def evaluate_command(argv=None) -> dict:
     if args.json:
         atomic_write(args.json, json.dumps(result, indent=2) + "\n")
     if args.export:
+        # An exported .pt keeps what it said of itself (a self-play net's generation, a training run's
+        # metrics); a Lightning .ckpt's training state is not carried over.
+        source = read_checkpoint(args.checkpoint)
+        carried = {} if "hyper_parameters" in source else \
+            {k: v for k, v in source.items() if k not in ("config", "state_dict", "metrics")}
         metrics = {"exported_from": str(args.checkpoint),
                    "evaluation": {k: v for k, v in result.items() if k != "model"}}
+        if isinstance(source.get("metrics"), dict) and "hyper_parameters" not in source:
+            metrics["source_metrics"] = source["metrics"]
         if args.calibrate:  # the accuracies hold for the tempered net too: the argmax is the same
             metrics["policy_temperature"] = result["policy_temperature"]
             temper_policy(net, result["policy_temperature"])
-        save_network(net, args.export, metrics=metrics)
+        save_network(net, args.export, **carried, metrics=metrics)
     if plot_path:
         plot(result, plot_path, f"{args.checkpoint.name} on {args.years} ({result['positions']:,} positions)")
     print(format_table(result))
