@@ -233,14 +233,14 @@ def test_symmetric_accuracy_counts_equivalent_first_moves():
     assert c4 != f5
 
 
-@pytest.mark.parametrize("true_t", [0.7, 1.0, 1.7])
+@pytest.mark.parametrize("true_t", [0.7, 1.7])
 def test_the_fitted_temperature_is_the_one_the_moves_were_drawn_at(true_t):
-    """Moves drawn from softmax(logits / T) over 60 k positions: the fit finds T (a few % off,
+    """Moves drawn from softmax(logits / T) over 20 k positions: the fit finds T (a few % off,
     the sampling's noise) and no other temperature gives a lower cross-entropy."""
     from othello_learn.train.evaluate import fit_temperature
 
     g = torch.Generator().manual_seed(0)
-    logits = 3 * torch.randn(60_000, 64, generator=g)
+    logits = 3 * torch.randn(20_000, 64, generator=g)
     logp = torch.log_softmax(logits, -1)
     moves = torch.multinomial(torch.softmax(logits / true_t, -1), 1, generator=g).squeeze(1)
     t = fit_temperature(logp, moves)
