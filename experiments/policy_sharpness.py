@@ -14,16 +14,13 @@ import sys
 import numpy as np
 import torch
 
-from othello_learn.data.dataset import WthorDataset
+from experiments.value_mse import sample_positions
 from othello_learn.models.batch import from_records
 from othello_learn.models.nets import load_network
 
 
 def main(year: int, n: int, nets: list[str]) -> None:
-    torch.set_num_threads(1)
-    dataset = WthorDataset("data/wthor")
-    positions = dataset.positions[dataset.year_slice(year)]
-    rec = positions[np.sort(np.random.default_rng(0).choice(len(positions), min(n, len(positions)), replace=False))]
+    rec = sample_positions(year, n)
     ply = rec["ply"]
     for path in nets:
         net = load_network(path).eval()

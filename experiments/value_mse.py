@@ -17,11 +17,16 @@ from othello_learn.models.batch import from_records
 from othello_learn.models.nets import load_network
 
 
-def main(year: int, n: int, nets: list[str]) -> None:
+def sample_positions(year: int, n: int) -> np.ndarray:
+    """``n`` random positions of ``year`` (seed 0, in the dataset's order) from data/wthor."""
     torch.set_num_threads(1)
     dataset = WthorDataset("data/wthor")
     positions = dataset.positions[dataset.year_slice(year)]
-    rec = positions[np.sort(np.random.default_rng(0).choice(len(positions), min(n, len(positions)), replace=False))]
+    return positions[np.sort(np.random.default_rng(0).choice(len(positions), min(n, len(positions)), replace=False))]
+
+
+def main(year: int, n: int, nets: list[str]) -> None:
+    rec = sample_positions(year, n)
     z, ply = np.sign(rec["result"]).astype(np.float32), rec["ply"]
     for path in nets:
         net = load_network(path).eval()
