@@ -321,7 +321,7 @@ def evaluate_command(argv=None) -> dict:
         # metrics); a Lightning .ckpt's training state is not carried over.
         source = read_checkpoint(args.checkpoint)
         carried = {} if "hyper_parameters" in source else \
-            {k: v for k, v in source.items() if k not in ("config", "state_dict", "metrics")}
+            {k: v for k, v in source.items() if k not in ("config", "state_dict", "hparams", "metrics")}
         metrics = {"exported_from": str(args.checkpoint),
                    "evaluation": {k: v for k, v in result.items() if k != "model"}}
         if isinstance(source.get("metrics"), dict) and "hyper_parameters" not in source:
