@@ -3,6 +3,7 @@ and per game phase, as a table, a PNG plot and JSON.
 
     python train/evaluate.py --checkpoint checkpoints/cpu_hc_long.pt --years 2016 --json runs/eval/cpu_hc_long_2016.json
     python train/evaluate.py --checkpoint checkpoints/cpu_raw_long.pt --years 2015-2016 --tta 8
+    python train/evaluate.py --checkpoint checkpoints/rl_hc_gen19.pt --years 2015 --calibrate --export calibrated.pt
 
 The positions come from the built dataset (``--data``, as in training, so the
 figures are on exactly the positions the test split holds); ``--wthor-dir DIR``
@@ -12,6 +13,9 @@ Accuracy is exact (the predicted move is the move played). The reference's
 symmetric variant, where a move equivalent to the played one under a symmetry
 of the position also counts, is reported beside it. ``--tta 8`` (or 4)
 averages the predicted move distribution over the board's symmetries.
+``--calibrate`` fits the temperature that best matches the moves played (a
+self-play net's policy comes out over-confident, which costs its search) and
+``--export`` then writes the net with its logits divided by it.
 
 ``--precision auto`` (the default) runs the network as training and
 self-play's batched search run it: bf16 autocast + channels_last where the
