@@ -37,14 +37,6 @@ class HybridEvaluator:
             p = p / p.sum(-1, keepdim=True)
         return p, v
 
-    @property
-    def calls(self):
-        return self.prior.calls
-
-    @property
-    def positions(self):
-        return self.prior.positions
-
 
 def _hyb(args):
     if len(args) not in (1, 2, 3) or len(args[0].split(",")) != 2:

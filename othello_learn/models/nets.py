@@ -235,6 +235,11 @@ def read_checkpoint(path, map_location="cpu") -> dict:
     return ckpt
 
 
+def is_training_checkpoint(ckpt: dict) -> bool:
+    """A Lightning ``.ckpt`` of train.py (weights under hyper_parameters / state_dict), not an exported network."""
+    return "hyper_parameters" in ckpt
+
+
 class TrainingCheckpointError(UserError):
     """A Lightning ``.ckpt`` where an exported network was wanted; the message gives the export command."""
 
@@ -245,7 +250,7 @@ def load_network(path, map_location="cpu") -> MoveNet:
     is train/'s to read (``othello_learn.train.module.network_from_checkpoint``): here it is an error
     saying so."""
     ckpt = read_checkpoint(path, map_location)
-    if "hyper_parameters" in ckpt:
+    if is_training_checkpoint(ckpt):
         raise TrainingCheckpointError(f"{path}: a Lightning training checkpoint, not an exported network: export "
                                       f"it first: python train/evaluate.py --checkpoint {path} --export NET.pt "
                                       "(a finished train.py run writes OUT/model.pt)")

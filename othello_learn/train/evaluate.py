@@ -44,7 +44,7 @@ from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import from_records, transform_batch
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
-from othello_learn.models.nets import read_checkpoint, save_network, temper_policy
+from othello_learn.models.nets import is_training_checkpoint, read_checkpoint, save_network, temper_policy
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn import HOME, HOME_HELP
 
@@ -291,9 +291,10 @@ def evaluate_command(argv=None) -> dict:
     source = f"--wthor-dir {args.wthor_dir}" if args.wthor_dir else f"--data {args.data}"
     # The dataset is opened (and its years checked) before the network: a wrong folder is found at once.
     dataset = None if args.wthor_dir else open_dataset(args.data)
-    from othello_learn.train.module import load_any_network  # Lightning: imported once the settings passed
+    from othello_learn.train.module import network_from_any  # Lightning: imported once the settings passed
 
-    net = load_any_network(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
+    ckpt = read_checkpoint(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
+    net = network_from_any(ckpt, args.checkpoint)
     if dataset is not None:
         positions = dataset_positions(dataset, years, args.data)
         per_year = dataset.summary["years"]
@@ -323,13 +324,13 @@ def evaluate_command(argv=None) -> dict:
     if args.export:
         # An exported .pt keeps what it said of itself (a self-play net's generation, a training run's
         # metrics); a Lightning .ckpt's training state is not carried over.
-        source = read_checkpoint(args.checkpoint)
-        carried = {} if "hyper_parameters" in source else \
-            {k: v for k, v in source.items() if k not in ("config", "state_dict", "hparams", "metrics")}
+        exported = not is_training_checkpoint(ckpt)
+        carried = {k: v for k, v in ckpt.items()
+                   if exported and k not in ("config", "state_dict", "hparams", "metrics")}
         metrics = {"exported_from": str(args.checkpoint),
                    "evaluation": {k: v for k, v in result.items() if k != "model"}}
-        if isinstance(source.get("metrics"), dict) and "hyper_parameters" not in source:
-            metrics["source_metrics"] = source["metrics"]
+        if exported and isinstance(ckpt.get("metrics"), dict):
+            metrics["source_metrics"] = ckpt["metrics"]
         if args.calibrate:  # the accuracies hold for the tempered net too: the argmax is the same
             metrics["policy_temperature"] = result["policy_temperature"]
             temper_policy(net, result["policy_temperature"])

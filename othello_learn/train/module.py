@@ -12,8 +12,8 @@ from torchmetrics.classification import MulticlassAccuracy
 from othello.files import UserError
 from othello_learn.models.fastpath import prepare
 from othello_learn.models.losses import move_losses
-from othello_learn.models.nets import (MoveNet, NetConfig, build_network, network_from_export, network_from_state,
-                                       read_checkpoint)
+from othello_learn.models.nets import (MoveNet, NetConfig, build_network, is_training_checkpoint, network_from_export,
+                                       network_from_state, read_checkpoint)
 
 from .metrics import PHASE_NAMES, PhaseAccuracy
 
@@ -190,8 +190,12 @@ def network_from_checkpoint(path, map_location="cpu") -> MoveNet:
 def load_any_network(path, map_location="cpu") -> MoveNet:
     """An exported network (``.pt``) or the network of a training checkpoint (``.ckpt``),
     told apart by what the file holds; the file is read once."""
-    ckpt = read_checkpoint(path, map_location)
-    if "hyper_parameters" in ckpt:
+    return network_from_any(read_checkpoint(path, map_location), path)
+
+
+def network_from_any(ckpt: dict, path) -> MoveNet:
+    """``load_any_network`` for a checkpoint already read (a caller that also wants its metadata)."""
+    if is_training_checkpoint(ckpt):
         return _network_from_lightning(ckpt, path)
     return network_from_export(ckpt, path)
 
@@ -208,4 +212,5 @@ def _network_from_lightning(ckpt: dict, path) -> MoveNet:
     return network_from_state(cfg, net_state, path)
 
 
-__all__ = ["MovePredictor", "PHASE_NAMES", "checkpoint_net_config", "load_any_network", "network_from_checkpoint"]
+__all__ = ["MovePredictor", "PHASE_NAMES", "checkpoint_net_config", "load_any_network", "network_from_any",
+           "network_from_checkpoint"]
