@@ -21,8 +21,9 @@ C_VISIT, C_SCALE = 50.0, 0.1
 
 
 # ------------------------------------------------------------------ reference
-def sigma(node):
-    """{action: sigma(completed Q)} over the node's legal actions, and the prior logits."""
+def sigma(node, rescale=True):
+    """{action: sigma(completed Q)} over the node's legal actions, and the prior logits;
+    Q min-max rescaled over them, or without ``rescale`` read as (Q + 1) / 2."""
     acts = [a for a in range(65) if node.legal[a]]
     logit = {a: math.log(max(node.prior[a], 1e-30)) for a in acts}
     top = max(logit.values())
@@ -40,6 +41,8 @@ def sigma(node):
     completed = {a: Q.get(a, mixed) for a in acts}
     lo, hi = min(completed.values()), max(completed.values())
     scale = (C_VISIT + max(N.values())) * C_SCALE
+    if not rescale:
+        return {a: scale * (completed[a] + 1) / 2 for a in acts}, logit, N
     return {a: scale * (completed[a] - lo) / max(hi - lo, 1e-8) for a in acts}, logit, N
 
 
@@ -72,8 +75,9 @@ def simulate(root, first, ev):
         val = -val
 
 
-def reference_gumbel(root, sims, ev, gumbel, k_max=16):
-    """Returns (chosen action, root visit counts, improved policy)."""
+def reference_gumbel(root, sims, ev, gumbel, k_max=16, target_rescale=True):
+    """Returns (chosen action, root visit counts, improved policy); the search
+    always ranks by rescaled Q, the improved policy reads Q as ``target_rescale`` says."""
     def score(a):
         s, logit, _ = sigma(root)
         return max(-1e9, gumbel[a] + logit[a] + s[a])
@@ -98,6 +102,7 @@ def reference_gumbel(root, sims, ev, gumbel, k_max=16):
     s, logit, N = sigma(root)
     most = max(N.values())
     chosen = max((a for a in acts if N[a] == most), key=lambda a: (score(a), -a))
+    s, _, _ = sigma(root, target_rescale)
     top = max(logit[a] + s[a] for a in acts)
     z = sum(math.exp(logit[a] + s[a] - top) for a in acts)
     policy = [math.exp(logit[a] + s[a] - top) / z if a in s else 0.0 for a in range(65)]
@@ -133,6 +138,29 @@ def test_batched_gumbel_equals_reference(ev, sims, k, seed):
         assert chosen[i] == want_a, f"position {i}"
         assert policy[i].tolist() == pytest.approx(want_pi, abs=1e-6)
         assert sum(visits[i]) == sims
+
+
+def test_the_absolute_target_changes_the_improved_policy_only(ev, sims=9, k=4, seed=7):
+    """target_q="absolute": the same search (visits, move), an improved policy
+    with sigma over (Q + 1) / 2, softer where the values are close."""
+    positions = _positions(6, seed=seed, min_ply=4, max_ply=54)
+    noise = torch.distributions.Gumbel(0.0, 1.0).sample((len(positions), 65)).double()
+    trees = {q: GumbelMCTS(ev, len(positions), GumbelConfig(simulations=sims, max_considered=k, target_q=q))
+             for q in ("rescaled", "absolute")}
+    for tree in trees.values():
+        tree.search(_roots(tree, positions), gumbel=noise)
+    g = torch.arange(len(positions))
+    rescaled, absolute = trees["rescaled"], trees["absolute"]
+    assert torch.equal(rescaled.root_visits(g), absolute.root_visits(g))
+    assert torch.equal(rescaled.chosen_action(g), absolute.chosen_action(g))
+    policy = absolute.improved_policy(g)
+    for i, (p, o, h, b) in enumerate(positions):
+        want_a, want_n, want_pi = reference_gumbel(Node(p, o, h, b, ev), sims, ev, noise[i].tolist(), k,
+                                                   target_rescale=False)
+        assert policy[i].tolist() == pytest.approx(want_pi, abs=1e-6), f"position {i}"
+    assert not torch.allclose(policy, rescaled.improved_policy(g), atol=1e-3)
+    with pytest.raises(ValueError, match="target_q must be one of rescaled, absolute"):
+        GumbelMCTS(ev, 1, GumbelConfig(simulations=4, target_q="sharp"))
 
 
 def test_zero_noise_is_deterministic_and_pass_is_searched(ev):

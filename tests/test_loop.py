@@ -68,7 +68,17 @@ def test_a_resumed_run_fills_unset_fixed_settings_from_its_own(tmp_path, monkeyp
         rl_loop.main(base[:-1] + ["puct"])
 
 
-@pytest.mark.parametrize("flag,value", [("--search", "alphabeta"), ("--logger", "csv"), ("--arch-encoder", "x")])
+def test_the_policy_target_reaches_the_search_and_needs_gumbel(tmp_path):
+    cfg = RunConfig.from_args(BASE + ["--search", "gumbel", "--policy-target", "absolute"])
+    assert rl_loop._search_config(cfg).target_q == "absolute"
+    assert RunConfig.from_json({"init": "random", "out": "x"}).policy_target == "rescaled", "runs from before the flag"
+    with pytest.raises(UserError, match="^--policy-target absolute .* searches with puct .*: add --search gumbel"):
+        rl_loop.main(["--init", "random", "--out", str(tmp_path / "rl"), "--policy-target", "absolute"])
+    assert not (tmp_path / "rl").exists(), "refused before anything is written"
+
+
+@pytest.mark.parametrize("flag,value", [("--search", "alphabeta"), ("--logger", "csv"), ("--arch-encoder", "x"),
+                                        ("--policy-target", "sharp")])
 def test_choices_are_checked_with_one_line_naming_the_flag(flag, value):
     cfg = RunConfig.from_args(BASE + [flag, value])
     with pytest.raises(UserError, match=f"^{flag} must be one of"):

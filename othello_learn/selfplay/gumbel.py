@@ -30,6 +30,7 @@ from othello.states import ACTIONS
 from . import tree as T
 from .mcts import BatchedMCTS, Evaluator, MCTSConfig
 
+TARGET_Q = ("rescaled", "absolute")  # GumbelConfig.target_q
 LOW_LOGIT = -1e9  # floor of g + logits + sigma, so a zero prior still ranks among the considered
 
 
@@ -40,6 +41,12 @@ class GumbelConfig(MCTSConfig):
     c_visit: float = 50.0  # sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q rescaled to [0, 1]
     c_scale: float = 0.1
     gumbel_scale: float = 1.0  # scale of the root noise when searching with noise (self-play)
+    # How the improved policy (the training target, not the search's own ranking) reads Q: "rescaled",
+    # min-max over the node's legal moves as in the paper and mctx; "absolute", (Q + 1) / 2 (mctx's
+    # rescale_values=False). Why: rescaled, moves whose values differ by 0.01 still end ~6 logits apart at
+    # 32 simulations, and a loop that trains on its own targets compounds that into an over-confident
+    # prior (RESULTS.md); absolute spreads the target in proportion to the values' differences.
+    target_q: str = "rescaled"
     reuse_tree: bool = False  # sequential halving counts from an empty root: no reuse
 
     @property
@@ -87,6 +94,8 @@ class GumbelMCTS(BatchedMCTS):
     def __init__(self, evaluator: Evaluator, batch: int, config: GumbelConfig = GumbelConfig(), generator=None):
         if not isinstance(config, GumbelConfig):
             config = GumbelConfig(**dataclasses.asdict(config))
+        if config.target_q not in TARGET_Q:
+            raise ValueError(f"target_q must be one of {', '.join(TARGET_Q)}, got {config.target_q!r}")
         super().__init__(evaluator, batch, dataclasses.replace(config, reuse_tree=False), generator)
         self.gumbel = torch.zeros(batch, ACTIONS, dtype=torch.float64, device=self.device)
         self.remaining = torch.zeros(batch, ACTIONS, dtype=torch.bool, device=self.device)  # root actions still in
@@ -115,9 +124,10 @@ class GumbelMCTS(BatchedMCTS):
         for _ in range(self.cfg.simulations):
             T.simulate(self.tree, self.ev, games, self._select)
 
-    def _stats(self, g: torch.Tensor, node: torch.Tensor, ch: torch.Tensor | None = None):
+    def _stats(self, g: torch.Tensor, node: torch.Tensor, ch: torch.Tensor | None = None, rescale: bool = True):
         """Per child of (g, node): legal mask, prior logits, visit counts and
-        sigma(completed Q), from the node's side to move's view."""
+        sigma(completed Q), from the node's side to move's view; Q min-max
+        rescaled to [0, 1] over the legal moves, or (Q + 1) / 2 without ``rescale``."""
         tree = self.tree
         if ch is None:
             ch = tree.children[g, node]
@@ -135,9 +145,12 @@ class GumbelMCTS(BatchedMCTS):
         weighted_q = torch.where(visited, p * q, 0.0).sum(1) / torch.where(total > 0, mass, 1.0)
         mixed = (tree.raw_value[g, node].double() + total * weighted_q) / (total + 1)
         completed = torch.where(visited, q, mixed[:, None])
-        lo = completed.masked_fill(~legal, math.inf).min(1, keepdim=True).values
-        hi = completed.masked_fill(~legal, -math.inf).max(1, keepdim=True).values
-        completed = torch.where(legal, (completed - lo) / (hi - lo).clamp_min(1e-8), 0.0)
+        if rescale:
+            lo = completed.masked_fill(~legal, math.inf).min(1, keepdim=True).values
+            hi = completed.masked_fill(~legal, -math.inf).max(1, keepdim=True).values
+            completed = torch.where(legal, (completed - lo) / (hi - lo).clamp_min(1e-8), 0.0)
+        else:
+            completed = torch.where(legal, (completed + 1) / 2, 0.0)
         sigma = (self.cfg.c_visit + n.max(1, keepdim=True).values) * self.cfg.c_scale * completed
         return legal, logits, n, sigma
 
@@ -161,8 +174,10 @@ class GumbelMCTS(BatchedMCTS):
 
     # --------------------------------------------------------------- results
     def improved_policy(self, games: torch.Tensor) -> torch.Tensor:
-        """[n, 65] the root's improved policy softmax(logits + sigma(completed Q)): the policy target."""
-        legal, logits, n, sigma = self._stats(games, torch.full_like(games, T.ROOT))
+        """[n, 65] the root's improved policy softmax(logits + sigma(completed Q)): the policy
+        target, with Q read as ``target_q`` says."""
+        root = torch.full_like(games, T.ROOT)
+        legal, logits, n, sigma = self._stats(games, root, rescale=self.cfg.target_q == "rescaled")
         return torch.softmax(logits + sigma, 1).float()
 
     def chosen_action(self, games: torch.Tensor) -> torch.Tensor:

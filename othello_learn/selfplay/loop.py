@@ -48,7 +48,7 @@ from othello_learn.models.nets import (NetConfig, TrainingCheckpointError, build
 from othello_learn.plots import pyplot, save_figure
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
-from othello_learn.selfplay.gumbel import GumbelConfig
+from othello_learn.selfplay.gumbel import TARGET_Q, GumbelConfig
 from othello_learn.selfplay.learner import policy_sharpness, train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
 from othello_learn.selfplay.nn_players import PolicyPlayer, check_considered, search_player
@@ -90,6 +90,10 @@ class RunConfig:
                                        saved_default="puct")
     gumbel_considered: int = opt(0, "root moves sampled by Gumbel-top-k (0: simulations / 4, between 2 and 16)",
                                  resumable=True, limits=(0, None, True))
+    policy_target: str = opt("rescaled", "with --search gumbel, how the improved-policy target reads Q: rescaled "
+                             "(min-max over the moves, the paper's) or absolute ((Q + 1) / 2: the target sharpens "
+                             "in proportion to the values' differences, so the prior does not turn over-confident "
+                             "generation after generation)", choices=list(TARGET_Q), saved_default="rescaled")
     c_puct: float = opt(1.5, "PUCT exploration constant", resumable=True, limits=(0, None, False))
     dirichlet_weight: float = opt(0.25, "share of Dirichlet noise in the root priors", resumable=True,
                                   limits=(0, 1, True))
@@ -530,6 +534,7 @@ def open_run(cfg: RunConfig) -> dict:
         for f in dataclasses.fields(cfg):
             if getattr(cfg, f.name) is None and not f.metadata["resumable"]:
                 setattr(cfg, f.name, getattr(saved, f.name))
+        _check_policy_target(cfg)
         changed = cfg.fixed_changes(saved)
         if changed:
             raise UserError(f"{out} was started with different {', '.join(changed)} "
@@ -551,6 +556,7 @@ def open_run(cfg: RunConfig) -> dict:
     net = initial_network(cfg)
     if cfg.search is None:
         cfg.search = DEFAULT_SEARCH
+    _check_policy_target(cfg)
     if cfg.init != "random":  # saved absolute: a resume from another folder finds the same file
         cfg.init = os.path.abspath(cfg.init)
     if not cfg_path.exists():
@@ -561,6 +567,12 @@ def open_run(cfg: RunConfig) -> dict:
              "wandb_id": f"rl-{int(time.time())}-{os.getpid()}"}
     write_json(state_path, state)
     return state
+
+
+def _check_policy_target(cfg: RunConfig) -> None:
+    if cfg.policy_target != "rescaled" and cfg.search != "gumbel":
+        raise UserError(f"--policy-target {cfg.policy_target} sets Gumbel search's improved-policy target, and this "
+                        f"run searches with {cfg.search} (its target is the visit counts): add --search gumbel")
 
 
 def _paths(cfg: RunConfig, gen: int) -> dict:
@@ -578,7 +590,8 @@ def _gen_paths(out: Path, gen: int) -> dict:
 
 def _search_config(cfg: RunConfig):
     if cfg.search == "gumbel":
-        return GumbelConfig(simulations=cfg.simulations, max_considered=cfg.gumbel_considered)
+        return GumbelConfig(simulations=cfg.simulations, max_considered=cfg.gumbel_considered,
+                            target_q=cfg.policy_target)
     return MCTSConfig(simulations=cfg.simulations, c_puct=cfg.c_puct, dirichlet_weight=cfg.dirichlet_weight,
                       dirichlet_alpha_scale=cfg.dirichlet_alpha_scale, reuse_tree=not cfg.no_tree_reuse)
 
