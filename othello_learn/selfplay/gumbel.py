@@ -45,7 +45,9 @@ class GumbelConfig(MCTSConfig):
     # min-max over the node's legal moves as in the paper and mctx; "absolute", (Q + 1) / 2 (mctx's
     # rescale_values=False). Why: rescaled, moves whose values differ by 0.01 still end ~6 logits apart at
     # 32 simulations, and a loop that trains on its own targets compounds that into an over-confident
-    # prior (RESULTS.md); absolute spreads the target in proportion to the values' differences.
+    # prior; absolute spreads the target in proportion to the values' differences. Measured (RESULTS.md,
+    # "Softer policy targets"): absolute slows the sharpening without stopping it and costs the 1-ply
+    # policy; calibrating the net after the run mends the search player as well. Hence the default.
     target_q: str = "rescaled"
     reuse_tree: bool = False  # sequential halving counts from an empty root: no reuse
 
