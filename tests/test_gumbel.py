@@ -141,8 +141,8 @@ def test_batched_gumbel_equals_reference(ev, sims, k, seed):
 
 
 def test_the_absolute_target_changes_the_improved_policy_only(ev, sims=9, k=4, seed=7):
-    """target_q="absolute": the same search (visits, move), an improved policy
-    with sigma over (Q + 1) / 2, softer where the values are close."""
+    """target_q="absolute": the same search (visits, move); the improved policy's
+    sigma reads (Q + 1) / 2 instead of Q min-max rescaled over the moves."""
     positions = _positions(6, seed=seed, min_ply=4, max_ply=54)
     noise = torch.distributions.Gumbel(0.0, 1.0).sample((len(positions), 65)).double()
     trees = {q: GumbelMCTS(ev, len(positions), GumbelConfig(simulations=sims, max_considered=k, target_q=q))
@@ -155,8 +155,7 @@ def test_the_absolute_target_changes_the_improved_policy_only(ev, sims=9, k=4, s
     assert torch.equal(rescaled.chosen_action(g), absolute.chosen_action(g))
     policy = absolute.improved_policy(g)
     for i, (p, o, h, b) in enumerate(positions):
-        want_a, want_n, want_pi = reference_gumbel(Node(p, o, h, b, ev), sims, ev, noise[i].tolist(), k,
-                                                   target_rescale=False)
+        *_, want_pi = reference_gumbel(Node(p, o, h, b, ev), sims, ev, noise[i].tolist(), k, target_rescale=False)
         assert policy[i].tolist() == pytest.approx(want_pi, abs=1e-6), f"position {i}"
     assert not torch.allclose(policy, rescaled.improved_policy(g), atol=1e-3)
     with pytest.raises(ValueError, match="target_q must be one of rescaled, absolute"):
