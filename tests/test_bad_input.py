@@ -81,6 +81,16 @@ def test_a_human_is_refused_where_no_one_can_answer(command, argv, tmp_path, cap
     assert code == 2 and "human'" in err and "a human cannot play here" in err
 
 
+def test_where_no_one_can_answer_an_unknown_kind_lists_only_programs():
+    from othello_learn.selfplay.registry import PlayerSpecError, make_player, make_program
+
+    with pytest.raises(PlayerSpecError, match="known kinds are alphabeta, ") as e:
+        make_program("nosuch")
+    assert "human" not in str(e.value) and "gumbel, " in str(e.value)
+    with pytest.raises(PlayerSpecError, match="known kinds are alphabeta, .*, human, "):
+        make_player("nosuch")
+
+
 def test_a_device_this_machine_lacks_is_one_line_naming_the_flag():
     assert usable_device("cpu") == torch.device("cpu")
     with pytest.raises(UserError, match=r"^--device nosuch: not usable on this machine \(.+\)$"):

@@ -77,12 +77,16 @@ SPEC_KINDS = ("random, greedy, alphabeta[:D], policy:CKPT, mcts:CKPT[:SIMS], gum
               "endgame:E:SPEC, nboard:CMD, gtp:CMD")
 
 
-def make_player(spec: str):
+INTERACTIVE_KINDS = ("human",)  # kinds that ask a person for moves: not offered where none can answer
+
+
+def make_player(spec: str, unlisted: tuple[str, ...] = ()):
     """Build a player from ``kind[:arg...]``; the player's name becomes the spec
-    so match reports say exactly what was played."""
+    so match reports say exactly what was played. An unknown kind's error lists
+    the known ones but ``unlisted``."""
     kind, *args = spec.strip().split(":")
     if kind not in PLAYER_FACTORIES:
-        known = ", ".join(sorted(PLAYER_FACTORIES))
+        known = ", ".join(k for k in sorted(PLAYER_FACTORIES) if k not in unlisted)
         raise PlayerSpecError(f"unknown player spec {spec!r}: known kinds are {known} (as kind[:arg[:arg...]])")
     try:
         player = _resolve(kind)(args)
@@ -106,7 +110,7 @@ def make_program(spec: str, where: str = "here (this command has no board to sho
     interactive player is refused, however wrapped (``human``, ``human:CKPT``,
     ``endgame:E:human``, a registered kind that sets ``interactive``): it would ask
     for moves where nobody answers, after the work before its first match."""
-    player = make_player(spec)
+    player = make_player(spec, unlisted=INTERACTIVE_KINDS)
     if getattr(player, "interactive", False):
         if hasattr(player, "close"):
             player.close()
