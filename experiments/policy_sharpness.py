@@ -16,6 +16,7 @@ import torch
 
 from experiments.value_mse import sample_positions
 from othello_learn.models.batch import from_records
+from othello_learn.models.losses import entropy
 from othello_learn.models.nets import load_network
 
 
@@ -28,10 +29,8 @@ def main(year: int, n: int, nets: list[str]) -> None:
         with torch.no_grad():
             for i in range(0, len(rec), 4096):
                 batch = from_records(rec[i:i + 4096])
-                logits = net(batch)["policy"].float()  # illegal moves masked to a large negative by the net
-                logp = torch.log_softmax(logits, -1)
-                p = logp.exp()
-                ent.append(-(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1).numpy())
+                p = torch.softmax(net(batch)["policy"].float(), -1)  # illegal moves: probability 0 (the net masks them)
+                ent.append(entropy(p).numpy())
                 top.append(p.max(-1).values.numpy())
         ent, top = np.concatenate(ent), np.concatenate(top)
         phases = [f"plies {lo}-{hi - 1}: {ent[m].mean():.3f} / {top[m].mean():.3f}"

@@ -13,6 +13,7 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout wit
 import dataclasses, json, sys
 import numpy as np, torch
 from othello.states import States
+from othello_learn.models.losses import entropy
 from othello_learn.models.nets import load_network
 from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS
 from othello_learn.selfplay.mcts import Evaluator
@@ -31,20 +32,14 @@ st = States(player=torch.from_numpy(g.player[idx].view(np.int64)), opponent=torc
 gi = torch.arange(len(idx))
 S.set_roots(gi, st)
 S.search(gi, noise=True)
-legal, logits, _, _ = S._stats(gi, torch.zeros_like(gi))
+_, logits, _, _ = S._stats(gi, torch.zeros_like(gi))
 prior = torch.softmax(logits, 1)
-
-
-def entropy(p):
-    return float(-(p * p.clamp_min(1e-30).log()).where(legal, torch.zeros(())).sum(1).mean())
-
-
 row = {"net": net_path, "games": games_path, "positions": len(idx), "simulations": sims,
-       "prior_entropy": entropy(prior)}
+       "prior_entropy": float(entropy(prior).mean())}
 for q in ("rescaled", "absolute"):
     S.cfg = dataclasses.replace(S.cfg, target_q=q)
     t = S.improved_policy(gi).double()
-    row[f"{q}_entropy"] = entropy(t)
+    row[f"{q}_entropy"] = float(entropy(t).mean())
     row[f"{q}_top_is_prior_top"] = float((t.argmax(1) == prior.argmax(1)).double().mean())
     row[f"{q}_tv_from_prior"] = float(0.5 * (t - prior).abs().sum(1).mean())
 print(json.dumps(row, indent=1))

@@ -42,6 +42,12 @@ def value_loss(value: torch.Tensor, outcome: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(value.float(), outcome.float())
 
 
+def entropy(probs: torch.Tensor) -> torch.Tensor:
+    """Per row, the entropy (nats) of a move distribution; squares of probability 0 add 0.
+    The one measure of how sure a policy or a target is (the loop's train_policy_entropy)."""
+    return -(probs * probs.clamp_min(1e-30).log()).sum(-1)
+
+
 def l2_penalty(net: torch.nn.Module) -> torch.Tensor:
     """Sum of squared weights of the convolutions and linear layers (not biases, not norms)."""
     return sum((p ** 2).sum() for p in net.parameters() if p.ndim > 1)

@@ -16,7 +16,7 @@ import torch
 
 from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays
-from othello_learn.models.losses import l2_penalty, move_losses
+from othello_learn.models.losses import entropy, l2_penalty, move_losses
 from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
 
 from .selfplay import SelfPlayGames
@@ -54,12 +54,9 @@ def policy_sharpness(net, games: SelfPlayGames, n: int = 4096, seed: int = 0, de
     batch = to_device_batch(games, idx, device)
     was_training = net.training
     net.eval()
-    logp = torch.log_softmax(net(batch)["policy"].float(), -1)
+    probs = torch.softmax(net(batch)["policy"].float(), -1)
     net.train(was_training)
-    ent = -(logp.exp() * logp).sum(-1)  # an illegal square: probability 0 times a finite log (nets.masked)
-    target = batch["policy"]
-    target_ent = -(target * target.clamp_min(1e-30).log()).sum(-1)
-    return {"policy_entropy": float(ent.mean()), "target_entropy": float(target_ent.mean())}
+    return {"policy_entropy": float(entropy(probs).mean()), "target_entropy": float(entropy(batch["policy"]).mean())}
 
 
 def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,

@@ -93,7 +93,8 @@ class RunConfig:
     policy_target: str = opt("rescaled", "with --search gumbel, how the improved-policy target reads Q: rescaled "
                              "(min-max over the moves, the paper's) or absolute ((Q + 1) / 2: the target sharpens "
                              "in proportion to the values' differences, so the prior turns over-confident more "
-                             "slowly; measured: a weaker 1-ply policy, and no better a search once calibrated)", choices=list(TARGET_Q), saved_default="rescaled")
+                             "slowly; measured: a weaker 1-ply policy, and no better a search once calibrated)",
+                             choices=list(TARGET_Q), saved_default="rescaled")
     c_puct: float = opt(1.5, "PUCT exploration constant", resumable=True, limits=(0, None, False))
     dirichlet_weight: float = opt(0.25, "share of Dirichlet noise in the root priors", resumable=True,
                                   limits=(0, 1, True))
