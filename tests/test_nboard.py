@@ -354,3 +354,40 @@ def test_move_infers_a_forced_pass_as_set_game_does():
     engine.handle(setup)
     engine.handle("move g7")
     assert "ply 1 (g7): g7 is not legal here (legal: c1) (position unchanged)" in engine.err.getvalue() and engine.game.moves == []
+
+
+def test_a_network_values_moves_that_end_the_game_or_force_a_pass_as_the_search_does():
+    """A hint's evaluation is minus the position the move leads to, and that position is valued as
+    ``tree.evaluate`` values it: a finished game by its result (the value head never saw one; it
+    read a win by 12 as -5.8 discs), a forced pass as minus the position after the pass."""
+    from test_formats import random_game
+
+    from othello.states import last_actions
+    from othello_learn.selfplay.nn_players import best_move
+
+    net_player = make_player("policy:checkpoints/cpu_rl_warm_long.pt")
+    seen = set()
+    for seed in range(300):
+        moves = random_game(seed)
+        for k in range(40, len(moves)):
+            rec = GameRecord(moves=moves[:k])
+            pos = rec.final
+            kinds = {sq: "over" if pos.play(sq).is_over() else "pass" if pos.play(sq).must_pass() else None
+                     for sq in pos.legal_moves()}
+            if not set(kinds.values()) - {None} - seen:
+                continue
+            out, _ = session(net_player, [f"set game {format_ggf(rec)}", "hint 64"])
+            hints = {parse_square(line.split()[1]): float(line.split()[2]) for line in out if line.startswith("search ")}
+            assert hints.keys() == kinds.keys()
+            for sq, kind in kinds.items():
+                child = pos.play(sq)
+                if kind == "over":  # the mover's discs minus the other's, empties to the winner (FFO)
+                    mine, theirs = bin(child.opponent).count("1"), bin(child.player).count("1")
+                    want = (mine - theirs) + (64 - mine - theirs) * ((mine > theirs) - (mine < theirs))
+                else:  # best_move's value of a forced pass is minus the value after it
+                    want = -64 * best_move(net_player.net, child, last_actions(rec.moves + [sq]))[2]
+                assert hints[sq] == pytest.approx(want, abs=0.006), (seed, k, kind)
+                seen.add(kind or "other")
+        if {"over", "pass"} <= seen:
+            return
+    raise AssertionError(f"only {seen} found")

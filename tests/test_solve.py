@@ -92,7 +92,14 @@ def test_network_answers_match_a_forward_pass_per_position(network_player):
         top = sorted(legal, key=lambda s: -probs[s])[:3]
         assert [t["move"] for t in rec["top"]] == [square_name(s) for s in top]
         assert rec["top"][0]["move"] == rec["move"]
-    assert recs[5]["move"] == "PA" and recs[5]["probability"] is None and recs[5]["eval"] is not None
+    assert recs[5]["move"] == "PA" and recs[5]["probability"] is None
+    # A forced pass: minus the value after it (the head never saw a must-pass position), as the
+    # NBoard engine's go gives it and the search values it (tree.evaluate).
+    after = PASS_POS.play(PASS)
+    with torch.inference_mode():
+        out = net(from_arrays(np.array([after.player], np.uint64), np.array([after.opponent], np.uint64),
+                              np.array([after.black_to_move]), np.array([[PASS, -1, -1, -1]]), device))
+    assert recs[5]["eval"] == pytest.approx(-64.0 * float(out["value"][0].cpu()), abs=100 * tol)
     assert recs[6]["game_over"]
 
 

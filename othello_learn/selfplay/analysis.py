@@ -52,6 +52,28 @@ class Analyst:
         value = out["value"].float().cpu().numpy() if "value" in out else None
         return probs, value
 
+    def net_evals(self, positions: list[Position], histories: np.ndarray):
+        """``net_out``'s probabilities, and evaluations in discs for each side to move [N] (None
+        without a value head) valued as the search values them (``tree.evaluate``): a finished
+        game by its result, a forced pass as minus the position after it (the head never saw
+        either), any other position by the head (64 a full win)."""
+        probs, value = self.net_out(positions, histories)
+        if value is None:
+            return probs, None
+        evals = 64.0 * value.astype(np.float64)
+        passes = []
+        for i, pos in enumerate(positions):
+            if pos.is_over():
+                evals[i] = bb.final_disc_difference(int(pos.player), int(pos.opponent))
+            elif pos.must_pass():
+                passes.append(i)
+        if passes:
+            hist = np.asarray(histories, dtype=np.int64)[passes]
+            hist = np.concatenate([np.full((len(passes), 1), PASS, np.int64), hist[:, :3]], 1)  # the pass, most recent first
+            _, after = self.net_out([positions[i].play(PASS) for i in passes], hist)
+            evals[passes] = 0.0 - 64.0 * after.astype(np.float64)  # 0.0 - x: no "-0.00"
+        return probs, evals
+
     def exact(self, pos: Position) -> bool:
         """Whether the player solves ``pos`` (``endgame:E:SPEC`` with at most E empty squares):
         then it knows the result, and its evaluations are that, not SPEC's guess."""
@@ -65,8 +87,8 @@ class Analyst:
             v, _ = self.ab.search(pos.player, pos.opponent)
             return self._ab_discs(v)
         if self.net is not None:
-            _, value = self.net_out([pos], last_actions(moves)[None])
-            return None if value is None else 64.0 * float(value[0])
+            _, evals = self.net_evals([pos], last_actions(moves)[None])
+            return None if evals is None else float(evals[0])
         return None
 
     def depth(self, pos: Position) -> int:
@@ -160,10 +182,10 @@ class Analyst:
             probs, _ = self.net_out([pos], last_actions(moves)[None])
             children = [pos.play(sq) for sq in squares]
             hist = np.stack([last_actions(moves + [sq]) for sq in squares])
-            _, child_values = self.net_out(children, hist)
+            _, child_evals = self.net_evals(children, hist)
             for i, sq in enumerate(squares):
                 p = float(probs[0, sq])
-                ev = None if child_values is None else -64.0 * float(child_values[i])
+                ev = None if child_evals is None else 0.0 - float(child_evals[i])
                 rows.append((sq, ev, f"policy {p:.3f}", p))
         else:
             return None

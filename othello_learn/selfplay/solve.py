@@ -101,10 +101,10 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
             sq = sq.detach().cpu().numpy()
         chosen[batch] = np.asarray(sq, dtype=np.int64).reshape(-1)
 
-    probs = values = None
+    probs = evals = None
     if analyst.net is not None and n:
         # No game history in OBF: the history planes are empty, as at a set-up position.
-        probs, values = analyst.net_out(positions, np.full((n, 4), -1, dtype=np.int64))
+        probs, evals = analyst.net_evals(positions, np.full((n, 4), -1, dtype=np.int64))
 
     records = []
     for i, pos in enumerate(positions):
@@ -122,7 +122,7 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
         rec.update(game_over=False, move=_move_name(sq))
         if probs is not None:
             rec["probability"] = None if sq == PASS else float(probs[i, sq])
-            rec["eval"] = None if values is None else 64.0 * float(values[i])
+            rec["eval"] = None if evals is None else float(evals[i])  # a forced pass as the NBoard engine's go values it
             ranked = sorted(legal, key=lambda s: -probs[i, s])[:TOP]
             rec["top"] = [{"move": square_name(s), "probability": float(probs[i, s])} for s in ranked]
         if analyst.exact(pos) or (probs is None and sq != PASS):
