@@ -80,12 +80,18 @@ def _writer_tag() -> str:
     return f"p{os.getpid()}-{_host()}"
 
 
-def _process_exists(pid: int) -> bool:
+def process_exists(pid: int) -> bool:
+    """Whether process ``pid`` of this machine may be running: the one probe behind every
+    "is its writer gone" (run locks, temporary files, dataset builds). A number that cannot
+    be a process (0 or less, which os.kill reads as a group; too large) is none; a check we
+    cannot make (another user's process) counts as running, so nothing of it is taken."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
-    except OSError:  # another user's process (EPERM), or a check we cannot make: assume it lives
+    except OSError:
         return True
     return True
 
@@ -111,7 +117,7 @@ def _remove_dead_writers_temps(path: Path) -> None:
             continue
         try:
             if (p.is_file() and not p.is_symlink() and now - p.stat().st_mtime > STALE_TEMP_SECONDS
-                    and not _process_exists(int(m["pid"]))):
+                    and not process_exists(int(m["pid"]))):
                 p.unlink()
         except (OSError, ValueError, OverflowError):  # gone already, or not ours after all: the write goes on
             pass
@@ -164,6 +170,8 @@ def at_least(low: int | float, kind=int, above: bool = False):
             raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
         if not (value > low if above else value >= low):  # also refuses nan
             raise argparse.ArgumentTypeError(f"must be {'above' if above else 'at least'} {low}, got {text}")
+        if value == float("inf"):  # a budget or interval that never comes
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         return value
     return parse
 

@@ -13,19 +13,9 @@ import socket
 import time
 from pathlib import Path
 
-from othello.files import UserError
+from othello.files import UserError, process_exists
 
 FRESH_SECONDS = 10.0  # an empty lock younger than this is being written by its creator
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class RunLock:
@@ -47,7 +37,7 @@ class RunLock:
         pid, host = int(parts[0]), parts[1]
         if host != socket.gethostname():
             return text, True  # cannot tell from here
-        return text, _alive(pid)
+        return text, process_exists(pid)
 
     def acquire(self) -> "RunLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)

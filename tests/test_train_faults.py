@@ -384,6 +384,18 @@ def test_a_stale_lock_is_taken_over_and_released(tmp_path):
     assert sorted(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("pid", ["0", "99999999999999999999"])
+def test_a_lock_naming_no_possible_process_is_stale(tmp_path, pid):
+    """0 is a process group to os.kill (it read as alive forever), a huge number overflowed."""
+    import socket
+
+    from othello_learn.lock import RunLock
+
+    (tmp_path / ".lock").write_text(f"{pid} {socket.gethostname()}\n")
+    with RunLock(tmp_path):
+        assert (tmp_path / ".lock").read_text().split()[0] == str(os.getpid())
+
+
 def test_a_run_refused_by_the_lock_leaves_the_holders_new_folder_alone(dataset_dir, tmp_path, capsys, monkeypatch):
     """Two trainings started at once into one new OUT: the second, refused by the first's
     lock, took back "the folder it made" and deleted the first's .lock and config.yaml (and
@@ -418,6 +430,9 @@ def test_a_run_refused_by_the_lock_leaves_the_holders_new_folder_alone(dataset_d
     (["--set", "model.width=1.5"], "model.width: expected an integer, got 1.5"),
     (["--set", "optim.lr=fast"], "optim.lr: expected a number, got 'fast'"),
     (["--set", "data.batch_size=0"], "data.batch_size: must be at least 1, got 0"),
+    (["--set", "optim.lr=.nan"], "optim.lr: must be a finite number, got nan"),  # nan passes every bound
+    (["--set", "optim.weight_decay=.inf"], "optim.weight_decay: must be a finite number, got inf"),
+    (["--set", "optim.label_smoothing=.nan"], "optim.label_smoothing: must be a finite number"),
     (["--set", "model.arch=transformer"], "model.arch: expected one of reference, resnet, got 'transformer'"),
     (["--set", "model.encoder=fancy"], "model.encoder: expected one of handcrafted, raw, got 'fancy'"),
     (["--set", "trainer.max_epoch=3"], "trainer.max_epoch: unknown setting"),
@@ -439,7 +454,8 @@ def test_bad_settings_are_one_line_before_any_work(dataset_dir, tmp_path, capsys
     assert not out.exists()
 
 
-@pytest.mark.parametrize("flag,value", [("--batch-size", "0"), ("--checkpoint-every", "0"), ("--max-minutes", "-1")])
+@pytest.mark.parametrize("flag,value", [("--batch-size", "0"), ("--checkpoint-every", "0"), ("--max-minutes", "-1"),
+                                        ("--max-minutes", "nan"), ("--checkpoint-minutes", "inf")])
 def test_bad_numbers_on_the_command_line_exit_2(dataset_dir, tmp_path, capsys, flag, value):
     from othello_learn.train.train import main
 

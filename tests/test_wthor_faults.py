@@ -387,6 +387,21 @@ def test_a_full_disk_loses_nothing(wthor_dir, tmp_path, monkeypatch, stage, caps
     assert _dataset_bytes(out) == before and _listing(tmp_path) == ["ds", "wthor"]
 
 
+def test_the_new_files_reach_the_disk_before_the_old_dataset_goes(wthor_dir, tmp_path, monkeypatch):
+    """The swap renames the new folder in and deletes the old one: after a power loss the
+    renames may stand with the data still in the page cache, so each file is synced first."""
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet", "--years", "2001"]) == 0
+    events = []
+    fsync, replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: events.append(("sync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))))
+                        or fsync(fd))
+    monkeypatch.setattr(os, "replace", lambda a, b: events.append(("replace", None)) or replace(a, b))
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0
+    first_replace = events.index(("replace", None))
+    assert {name for kind, name in events[:first_replace] if kind == "sync"} == dataset.DATASET_FILES
+
+
 def test_download_is_atomic(tmp_path, monkeypatch, games, capsys):
     import io
     import zipfile

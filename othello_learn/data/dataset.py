@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from othello.files import UserError
+from othello.files import UserError, process_exists
 from othello.notation import square_name, wthor_to_square
 
 from .replay import POSITION_DTYPE, replay
@@ -316,18 +316,10 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     return BuildResult(positions=positions, games=games, summary=summary)
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0 or pid == os.getpid():  # our own leftovers come from an earlier, finished call
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    except (OverflowError, OSError):
-        return False
-    return True
+def _building(pid: int) -> bool:
+    """Whether a build folder's writer may still be at work: our own leftovers come from an
+    earlier, finished call."""
+    return pid != os.getpid() and process_exists(pid)
 
 
 def _only_dataset_files(folder: Path) -> bool:
@@ -349,7 +341,7 @@ def recover(out, log=None) -> None:
     olds, builds = [], []
     for p in out.parent.iterdir():
         m = pattern.fullmatch(p.name)
-        if not (m and p.is_dir() and not p.is_symlink()) or _pid_alive(int(m.group(2))):
+        if not (m and p.is_dir() and not p.is_symlink()) or _building(int(m.group(2))):
             continue
         if not _only_dataset_files(p):
             if log:
@@ -431,6 +423,9 @@ def write(result: BuildResult, out, log=None, recovered: bool = False) -> Path:
             result.games.to_csv(tmp / "games.csv")
         with _writing(out, "summary.json"):  # last: a build folder with it is complete
             (tmp / "summary.json").write_text(json.dumps(result.summary, indent=1) + "\n")
+        for name in sorted(DATASET_FILES):  # on the disk before the old one goes
+            with _writing(out, name), open(tmp / name, "rb") as f:
+                os.fsync(f.fileno())
         if os.path.lexists(out):
             os.replace(out, old)
             moved_aside = True

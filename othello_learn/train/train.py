@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import secrets
@@ -201,6 +202,8 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
             kind = SCHEMA.get(section, TRAINER_TYPES).get(key)
             if kind is not None and not _type_ok(value, kind):
                 fail(section, key, f"expected {_type_name(kind)}, got {value!r}")
+            if isinstance(value, float) and not math.isfinite(value):  # nan passes every bound below
+                fail(section, key, f"must be a finite number, got {value!r}")
     choices = {("model", "arch"): sorted(ARCHITECTURES), ("model", "encoder"): sorted(ENCODERS),
                ("optim", "scheduler"): ["onecycle", "cosine", "none"], ("data", "symmetries"): sorted(SYMMETRY_GROUPS)}
     for (section, key), allowed in choices.items():
