@@ -12,7 +12,7 @@ from othello.files import UserError
 from othello.game import Position
 from othello.notation import PASS
 from othello_learn.selfplay.arena import play_match
-from othello_learn.selfplay.external import EngineError, GTPPlayer, NBoardPlayer, explicit_moves
+from othello_learn.selfplay.external import EngineError, GTPPlayer, NBoardPlayer
 from othello_learn.selfplay.registry import make_player
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,14 +84,6 @@ def test_gtp_illegal_move_is_an_error_naming_the_game():
                        np.array([True]), None, moves=[[37, 43]])
     finally:
         bad.close()
-
-
-def test_explicit_moves_inserts_missing_passes():
-    from test_formats import random_game
-
-    moves = next(m for s in range(2000) if PASS in (m := random_game(s)))
-    assert explicit_moves([m for m in moves if m != PASS]) == moves
-    assert explicit_moves(moves) == moves
 
 
 def test_nboard_player_drives_our_engine_in_a_match():

@@ -16,6 +16,7 @@ from othello.formats import (
     parse_ggf,
     parse_ggf_game,
     parse_obf,
+    play_with_passes,
     read_transcript,
 )
 from othello.notation import PASS, format_transcript, parse_square
@@ -69,6 +70,15 @@ def test_ggf_explicit_and_missing_passes_agree():
     assert parse_ggf_game(no_pass).moves == stripped.moves
     # "pass" spelled out is read too.
     assert parse_ggf_game(text.replace("[PA]", "[pass]")).moves == moves
+
+
+def test_play_with_passes_writes_the_missing_passes():
+    """What the external engines are told: a game whose passes were left out gets them back."""
+    moves = next(m for s in range(2000) if PASS in (m := random_game(s)))
+    for given in (moves, [m for m in moves if m != PASS]):
+        assert play_with_passes(Position(), given) == (moves, replay(moves))
+    with pytest.raises(FormatError, match=r"the game, ply 2 \(a1\)"):
+        play_with_passes(Position(), [parse_square("f5"), parse_square("a1")], "the game")
 
 
 def test_ggf_other_start_position():

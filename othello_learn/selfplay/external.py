@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from othello.files import UserError
-from othello.formats import FormatError, GameRecord, board_to_text, format_ggf, parse_move
+from othello.formats import FormatError, GameRecord, board_to_text, format_ggf, parse_move, play_with_passes
 from othello.game import Position
 from othello.notation import PASS, format_transcript, square_name
 
@@ -275,8 +275,10 @@ class ExternalPlayer(Player):
             pos = Position(int(player[i]), int(opponent[i]), bool(black_to_move[i]))
             start, game = pos, []
             if moves is not None:
-                start, game = Position(), explicit_moves(moves[i])
-                if replay(start, game) != pos:  # not a game from the start: set the position up
+                # Passes made explicit (the arena's moves carry them, a GUI's may not); -1: padding.
+                game, reached = play_with_passes(Position(), [int(m) for m in moves[i] if m >= 0])
+                start = Position()
+                if reached != pos:  # not a game from the start: set the position up
                     start, game = pos, []
             out[i] = self.move_for(start, game, pos)
         return out
@@ -292,27 +294,6 @@ class ExternalPlayer(Player):
             self.close()
         except Exception:
             pass
-
-
-def explicit_moves(moves) -> list[int]:
-    """Moves from the start with every pass written (passes inferred where missing)."""
-    pos, out = Position(), []
-    for m in moves:
-        m = int(m)
-        if m < 0:
-            continue
-        if m != PASS and pos.must_pass():
-            pos = pos.play(PASS)
-            out.append(PASS)
-        pos = pos.play(m)
-        out.append(m)
-    return out
-
-
-def replay(start: Position, moves: list[int]) -> Position:
-    for m in moves:
-        start = start.play(m)
-    return start
 
 
 class NBoardPlayer(ExternalPlayer):

@@ -814,16 +814,11 @@ def gate(cfg: RunConfig, gen: int) -> Path:
         a, b = _gate_player(cfg, cand, dev), _gate_player(cfg, best, dev)
         a.name, b.name = p["tag"], state["best"]
         r = play_match(a, b, cfg.gate_games, seed=seeds["gate"], progress=not cfg.quiet)
-        elo, lo, hi = r.elo()
-        result = {"games": r.games, "wins": r.wins, "draws": r.draws, "losses": r.losses, "score": r.score,
-                  "elo": _finite(elo), "elo_low": _finite(lo), "elo_high": _finite(hi)}
+        result = _match_summary(r)
     if cfg.eval_vs:
         r = play_match(PolicyPlayer(cand, dev), eval_opponent(cfg.eval_vs), cfg.eval_games, seed=seeds["eval"],
                        progress=not cfg.quiet)
-        elo, lo, hi = r.elo()
-        result["eval_vs"] = {"spec": cfg.eval_vs, "games": r.games, "wins": r.wins, "draws": r.draws,
-                             "losses": r.losses, "score": r.score, "elo": _finite(elo), "elo_low": _finite(lo),
-                             "elo_high": _finite(hi)}
+        result["eval_vs"] = {"spec": cfg.eval_vs, **_match_summary(r)}
     write_json(p["gate"], result)
     return p["gate"]
 
@@ -923,8 +918,10 @@ def finite_elo(elo: float | None, score: float, games: int) -> float:
     return elo_from_score((games - 0.5) / games if score >= 0.5 else 0.5 / games)
 
 
-def _finite(x):
-    return None if x is None or not np.isfinite(x) else float(x)
+def _match_summary(r) -> dict:
+    """A gate's or evaluation's record in gate.json: the match's counts and Elo (infinite: null)."""
+    d = r.to_dict()
+    return {k: d[k] for k in ("games", "wins", "draws", "losses", "score", "elo", "elo_low", "elo_high")}
 
 
 def cli() -> None:
