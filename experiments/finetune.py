@@ -26,6 +26,9 @@ ap.add_argument("--l2", type=float, default=0.0)
 ap.add_argument("--expert", type=float, default=0.5, help="fraction of each batch from expert games")
 ap.add_argument("--vw", type=float, default=1.0)
 ap.add_argument("--expert-vw", type=float, default=0.5)
+ap.add_argument("--expert-min-result", type=int, default=None,
+                help="keep only the expert moves whose mover ended the game with at least this disc difference "
+                     "(1: the winners' moves, 0: and draws'): behaviour cloning filtered by the outcome")
 ap.add_argument("--max-ply", type=int, default=60)
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--end", nargs="*", default=[])
@@ -65,6 +68,8 @@ if END: print("endgame positions", len(END["player"]), flush=True)
 pos = np.load("data/wthor/positions.npy", mmap_mode="r")
 games = pd.read_csv("data/wthor/games.csv", usecols=["year"])
 train_rows = np.nonzero(games["year"].to_numpy()[pos["game"]] <= 2014)[0]
+if a.expert_min_result is not None:
+    train_rows = train_rows[np.asarray(pos["result"][train_rows]) >= a.expert_min_result]
 print("expert train positions", len(train_rows), flush=True)
 net = load_network(a.init)
 dev = torch.device("cpu")

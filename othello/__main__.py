@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
-from .files import ArgumentParser
+from .files import ArgumentParser, run_main
 from .perft import perft
 
 MAX_DEPTH = 11  # ~0.2 G positions, ~8 GB; depth 12 needs ~60 GB and was killed for memory, not refused
@@ -26,4 +27,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))  # as every command: `| head` ends quietly (141), Ctrl-C is one line (130)

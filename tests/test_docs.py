@@ -113,3 +113,17 @@ def test_a_readme_command_parses(line, argv, monkeypatch, capsys):
             player = make_player(_stand_in(spec))  # a bad kind, number or checkpoint raises, naming the spec
             if hasattr(player, "close"):
                 player.close()
+
+
+def test_the_readme_lists_every_fixed_loop_setting():
+    """The settings a resumed run may not change, as the README lists them, are the loop's."""
+    import dataclasses
+
+    from othello_learn.selfplay.loop import RunConfig
+
+    text = " ".join((REPO / "README.md").read_text().split())
+    listed = re.search(r"\*\*\(fixed\)\*\* setting \(([^)]*)\)", text).group(1)
+    flags = set(re.findall(r"`(--[a-z-]+)\*?`", listed))
+    fixed = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(RunConfig) if not f.metadata["resumable"]}
+    assert {f for f in fixed if not f.startswith(("--arch-", "--grow-"))} == flags - {"--arch-", "--grow-"}
+    assert {"--arch-", "--grow-"} <= flags

@@ -31,6 +31,20 @@ def test_perft_cli(capsys):
         assert e.value.code == 2 and f"depth {depth}: must be 0..11" in capsys.readouterr().err
 
 
+def test_perft_cli_read_in_part_ends_quietly():
+    """`python -m othello perft 8 --all | head -1` raised BrokenPipeError with a traceback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cmd = f"{sys.executable} -m othello perft 9 --all | head -1"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each line written as printed: the pipe breaks mid-run
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[1], env=env)
+    assert r.stdout.split("\t")[:2] == ["1", "4"] and r.stderr == "" and r.returncode == 141
+
+
 def _random_positions(n_games: int, seed: int):
     """Every position of ``n_games`` random games, as reference boards."""
     rng = random.Random(seed)

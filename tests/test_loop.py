@@ -137,6 +137,10 @@ def test_grow_deepens_and_widens_the_warm_start_without_changing_its_play(tmp_pa
     for flag in ("blocks", "width"):
         with pytest.raises(UserError, match=f"--grow-{flag} .*--arch-{flag}"):
             RunConfig.from_args(BASE + [f"--grow-{flag}", "1"]).check()
+    # --arch-* with a checkpoint was ignored, yet recorded as fixed: a resume without it was refused
+    for flag, value in (("--arch-blocks", "3"), ("--arch-width", "16"), ("--arch-encoder", "handcrafted")):
+        with pytest.raises(UserError, match=f"{flag} shapes the network of --init random; --init {ckpt}"):
+            RunConfig.from_args(["--init", str(ckpt), "--out", str(tmp_path / "rl2"), flag, value]).check()
     old = RunConfig.from_json({"init": "random", "out": "x"})
     assert (old.grow_blocks, old.grow_width, old.value_weight) == (0, 0, 1.0), "runs from before the flags"
 

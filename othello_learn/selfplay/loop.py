@@ -221,6 +221,10 @@ class RunConfig:
                                      ("--grow-width", self.grow_width, "--arch-width")):
             if self.init == "random" and value:
                 raise UserError(f"{flag} grows the --init checkpoint's network; with --init random, set {instead}")
+        given = [f"--arch-{k}" for k in ("blocks", "width", "encoder") if getattr(self, f"arch_{k}") != RANDOM_INIT[k]]
+        if self.init != "random" and given:  # it was ignored, yet recorded as fixed, so a resume without it was refused
+            raise UserError(f"{given[0]} shapes the network of --init random; --init {self.init} brings its own "
+                            f"(--grow-blocks / --grow-width add to it)")
         if self.init != "random" and not Path(self.init).is_file():
             raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         if self.eval_vs:
