@@ -454,6 +454,21 @@ def test_bad_settings_are_one_line_before_any_work(dataset_dir, tmp_path, capsys
     assert not out.exists()
 
 
+def test_an_init_of_another_architecture_names_the_architecture(dataset_dir, tmp_path, capsys):
+    """A reference config with a residual --init said "model.blocks: ... remove it", a setting
+    the user never gave (the init's, merged in)."""
+    from othello_learn.models.nets import NetConfig, build_network, save_network
+    from othello_learn.train.train import main
+
+    save_network(build_network(NetConfig("resnet", blocks=1, width=4, value_head=True)), tmp_path / "init.pt")
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, "--set", "model.arch=reference", "--init", str(tmp_path / "init.pt")),
+                     capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"--init {tmp_path / 'init.pt'}: model.arch is 'resnet' there and 'reference' in the config" in err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("flag,value", [("--batch-size", "0"), ("--checkpoint-every", "0"), ("--max-minutes", "-1"),
                                         ("--max-minutes", "nan"), ("--checkpoint-minutes", "inf")])
 def test_bad_numbers_on_the_command_line_exit_2(dataset_dir, tmp_path, capsys, flag, value):

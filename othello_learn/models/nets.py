@@ -280,6 +280,15 @@ def network_from_state(cfg: NetConfig, state_dict: dict, path) -> MoveNet:
     return net.eval()
 
 
+def check_carried(have: NetConfig, model: dict, where="the network") -> None:
+    """Refuse a warm start from ``have`` into ``model`` (a config's model settings, in part) that
+    changes what cannot change: the architecture or the encoder (a UserError naming ``where``)."""
+    for key in ("arch", "encoder"):
+        if key in model and getattr(have, key) != model[key]:
+            raise UserError(f"{where}: model.{key} is {getattr(have, key)!r} there and {model[key]!r} in the "
+                            f"config; a warm start keeps {key} (it can add residual blocks, layers or width)")
+
+
 def grow_network(source: MoveNet, cfg: NetConfig, where="the network") -> MoveNet:
     """``cfg``'s network starting as ``source``: a warm start that may be deeper or wider.
 
@@ -292,10 +301,7 @@ def grow_network(source: MoveNet, cfg: NetConfig, where="the network") -> MoveNe
     drops is left behind. Anything else that differs (architecture, encoder, fewer layers
     or channels) cannot be carried over: a UserError naming ``where`` and the setting."""
     have = source.config
-    for key in ("arch", "encoder"):
-        if getattr(have, key) != getattr(cfg, key):
-            raise UserError(f"{where}: model.{key} is {getattr(have, key)!r} there and {getattr(cfg, key)!r} in the "
-                            f"config; a warm start keeps {key} (it can add residual blocks, layers or width)")
+    check_carried(have, cfg.to_dict(), where)
     depth_key = "blocks" if cfg.arch == "resnet" else "depth"
     for key in (depth_key, "width"):
         if getattr(cfg, key) < getattr(have, key):

@@ -576,7 +576,7 @@ def _train(args) -> dict:
     from othello_learn.data.datamodule import WthorDataModule
     from othello_learn.lock import RunLock
     from othello_learn.models.fastpath import resolve
-    from othello_learn.models.nets import NetConfig, grow_network, load_network, save_network
+    from othello_learn.models.nets import NetConfig, check_carried, grow_network, load_network, save_network
     from othello_learn.train.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, ValidateAtEnd
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
@@ -594,6 +594,7 @@ def _train(args) -> dict:
     init = None
     if args.init is not None:
         init = load_network(args.init)
+        check_carried(init.config, cfg["model"], where=f"--init {args.init}")  # before the merge: its settings are not the user's
         cfg["model"] = {**init.config.to_dict(), **cfg["model"]}
     check_config(cfg, origin)
     if args.config is None and not cfg["model"] and all(getattr(args, k) is None for k in
