@@ -33,13 +33,16 @@ from othello_learn.selfplay.registry import make_player
 REPO = Path(__file__).resolve().parents[1]
 HC = REPO / "checkpoints" / "cpu_hc_long.pt"  # policy only
 RL = REPO / "checkpoints" / "cpu_rl_warm_long.pt"  # policy + value
-HEADER = "    a  b  c  d  e  f  g  h"
+HEADER = "   a  b  c  d  e  f  g  h"
 FAKE = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"
 
 
 def last_board(text: str):
     """The last board printed: {square: cell} with cells 'X', 'O', '*', '.' or a percentage."""
-    lines = text[text.rindex(HEADER):].splitlines()[1:9]
+    screen = text.splitlines()
+    at = max(i for i, line in enumerate(screen) if line.strip() == HEADER.strip())
+    header, lines = screen[at], screen[at + 1: at + 9]
+    assert [header.index(f) for f in "abcdefgh"] == [2 + 3 * c + 1 for c in range(8)]  # each letter over its discs
     cells = {}
     for r, line in enumerate(lines):
         assert line.startswith(f"{r + 1} "), line

@@ -125,7 +125,7 @@ def render(position: Position, probs=None, last: int = -1) -> str:
     network's probability in percent on each legal square) and the last move
     in brackets."""
     legal = set(position.legal_moves())
-    lines = ["    a  b  c  d  e  f  g  h"]
+    lines = ["   a  b  c  d  e  f  g  h"]  # each letter over the middle of its column's cells
     for r in range(8):
         cells = []
         for c in range(8):
