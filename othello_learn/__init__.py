@@ -15,4 +15,4 @@ def _home() -> _Path:
 
 
 HOME = _home()
-HOME_HELP = "the repository when run from a checkout, else the current folder"
+HOME_HELP = "the repository when run from a checkout, else in the current folder"

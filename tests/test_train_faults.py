@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import typing
+import warnings
 from pathlib import Path
 
 import pytest
@@ -262,7 +263,10 @@ def test_a_mid_epoch_resume_trains_on_exactly_the_rest_of_the_epoch(dataset_dir,
     finally:
         signal.signal(signal.SIGINT, handler)
     assert _step(out / "checkpoints" / "last.ckpt") == 6
-    assert train(_args(dataset_dir, out, "--max-steps", "9", *common))["global_step"] == 9
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert train(_args(dataset_dir, out, "--max-steps", "9", *common))["global_step"] == 9
+    assert not [w for w in caught if "exists and is not empty" in str(w.message)]  # a resume's checkpoints, expected
     assert list(dict.fromkeys(seen)) == whole  # what was drawn, first draws in order: the whole run's batches
     assert len(seen) <= 9 + 2  # and nothing more than a batch drawn ahead at each stop
 
