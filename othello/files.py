@@ -222,7 +222,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
 
 
 def describe_os_error(e: OSError) -> str:
-    where = f" ({e.filename})" if e.filename else ""
+    where = f" ({e.filename})" if e.filename else " (an empty name)" if e.filename == "" else ""
     if e.errno == errno.ENOSPC:
         return f"no space left on device{where}: free some space and run the command again"
     if e.errno is None and re.fullmatch(r"\d+ requested and \d+ written", str(e.strerror or e)):

@@ -487,6 +487,11 @@ def _result(wins, draws, losses) -> MatchResult:
     return MatchResult("a", "b", out, np.sign(out - 0.5).astype(np.int64), np.arange(out.size) % 2 == 0)
 
 
+def test_the_summary_counts_in_words():
+    assert "(B): 1 game, 0 openings\nA: 1 win, 0 draws, 0 losses;" in _result(1, 0, 0).summary()
+    assert "(B): 6 games, 0 openings\nA: 2 wins, 3 draws, 1 loss;" in _result(2, 3, 1).summary()
+
+
 def test_elo_interval():
     assert elo_from_score(0.5) == 0 and elo_from_score(0.75) == pytest.approx(190.85, abs=0.01)
     r = _result(30, 10, 20)

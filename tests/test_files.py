@@ -122,6 +122,9 @@ def test_a_full_disk_names_the_target_file(tmp_path, capsys):
     assert "disk is probably full" in describe_os_error(short)
     assert describe_os_error(OSError(None, str(short), "/d/positions.npy")).startswith(
         "could not write the whole file (/d/positions.npy)")
+    with pytest.raises(FileNotFoundError) as raised:  # `--a policy:`: a path left empty is said to be
+        open("")
+    assert describe_os_error(raised.value) == "no such file or folder (an empty name)"
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the dead-writer probe is os.kill(pid, 0)")

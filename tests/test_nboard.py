@@ -63,12 +63,15 @@ def test_bad_player_spec_is_one_line_exit_2():
 
 def test_a_malformed_command_is_one_line_naming_it_and_the_engine_goes_on():
     out, err = session(AlphaBetaPlayer(1), ["hint abc", "set depth x", "set depth", "hint 0", "hint -2", "hint",
-                                            "ping 3"])
+                                            "set game (;GM[Othello]B[z9];)", "move z9", "ping 3"])
+    not_a_move = "not a move: 'z9' (expected a1..h8 or a pass: PA, pass, --) (position unchanged)"
     assert err.splitlines() == ["nboard: hint abc: expected a number of moves, as in 'hint 3'; ignored",
                                 "nboard: set depth x: expected a search depth, as in 'set depth 6'; ignored",
                                 "nboard: set depth: expected a search depth, as in 'set depth 6'; ignored",
                                 "nboard: hint 0: expected a number of moves, as in 'hint 3'; ignored",
-                                "nboard: hint -2: expected a number of moves, as in 'hint 3'; ignored"]
+                                "nboard: hint -2: expected a number of moves, as in 'hint 3'; ignored",
+                                f"nboard: set game, ply 1: {not_a_move}",  # not "set: set game"
+                                f"nboard: move: {not_a_move}"]
     assert sum(line.startswith("search ") for line in out) == 1 and out[-1] == "pong 3"
 
 

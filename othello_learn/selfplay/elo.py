@@ -182,10 +182,13 @@ class MatchResult:
         colour_scores = ", ".join(
             f"{c} {col[c]['score']:.3f}" for c in ("black", "white") if col[c]["games"]
         )
+        def n(count, one, many):
+            return f"{count} {one if count == 1 else many}"
+
         return (
-            f"{self.a_name} (A) vs {self.b_name} (B): {self.games} games, "
-            f"{self.distinct_openings} opening{'s' if self.distinct_openings != 1 else ''}\n"
-            f"A: {self.wins} wins, {self.draws} draws, {self.losses} losses; "
+            f"{self.a_name} (A) vs {self.b_name} (B): {n(self.games, 'game', 'games')}, "
+            f"{n(self.distinct_openings, 'opening', 'openings')}\n"
+            f"A: {n(self.wins, 'win', 'wins')}, {n(self.draws, 'draw', 'draws')}, {n(self.losses, 'loss', 'losses')}; "
             f"score {self.score:.3f} ({colour_scores}); mean disc difference {self.disc_diff_mean:+.1f}\n"
             f"Elo difference {fmt(elo)} (95% interval {fmt(low)} .. {fmt(high)}"
             f"{'' if self.pair_scores() is None else ', the opening pairs as units'})"

@@ -118,7 +118,8 @@ class Engine:
         except BadCommand as e:
             self.warn(str(e))
         except (FormatError, IllegalMoveError, ValueError) as e:
-            self.warn(f"{cmd}: {e} (position unchanged)")
+            said = str(e)  # a set game's error names "set game" itself
+            self.warn(f"{'' if said.startswith(cmd) else cmd + ': '}{said} (position unchanged)")
         except Exception as e:  # a GUI session must survive anything one command does
             self.warn(f"{cmd}: {type(e).__name__}: {e}")
             if self.busy:  # a hint or analyze that failed part way: the GUI still sees it end

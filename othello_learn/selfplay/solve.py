@@ -160,7 +160,7 @@ def format_summary(summary: dict) -> str:
     line = f"best move in {summary['best']} of {summary['scored']} scored positions"
     if summary["loss_known"]:
         line += (f"; discs given up where the move is scored: {summary['mean_loss']:.2f} a position "
-                 f"({summary['loss_known']} positions)")
+                 f"({summary['loss_known']} position{'s' if summary['loss_known'] != 1 else ''})")
     return line
 
 
