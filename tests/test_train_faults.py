@@ -119,6 +119,10 @@ def test_resuming_with_another_network_is_refused_before_any_work(dataset_dir, t
                 "loops": {}, "state_dict": {}, "global_step": 3}, out / "checkpoints" / "last.ckpt")
     code, err = _run(main, _args(dataset_dir, out, "--set", "model.width=8"), capsys)
     assert code == 2 and "model.width=4 there, 8 now" in err and "--fresh" in err
+    # another architecture: that, not the settings only one of them reads (model.depth of a resnet)
+    code, err = _run(main, _args(dataset_dir, out, "--set", "model.arch=resnet", "--set", "model.depth=10",
+                                 "--set", "model.blocks=2"), capsys)
+    assert code == 2 and "different network (model.arch='reference' there, 'resnet' now); " in err, err
 
 
 # ---- 2. one "last" mechanism, saved through the atomic I/O, interrupts ------------------------

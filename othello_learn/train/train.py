@@ -446,7 +446,8 @@ def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
     except (TypeError, ValueError) as e:
         raise UserError(f"cannot resume from {path}: {e}; rerun with --fresh to start over") from None
     now = net_config.to_dict()
-    keys = NET_KEYS.get(now["arch"], ())
+    # another architecture: the settings only one of them reads would be noise beside it
+    keys = NET_KEYS.get(now["arch"], ()) if there["arch"] == now["arch"] else ("arch", "encoder")
     differ = [f"model.{k}={there[k]!r} there, {now[k]!r} now" for k in keys if there[k] != now[k]]
     if differ:
         raise UserError(f"cannot resume from {path}: it is a different network ({'; '.join(differ)}); "
