@@ -97,6 +97,8 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
+    if not run.is_dir():
+        raise UserError(f"{run}: {'not a folder' if run.exists() else 'no such folder'} (give a train/train.py run folder)")
     logs = sorted((run / "csv").glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
     if logs:
         return pd.concat([_read_csv(p) for p in logs], ignore_index=True), "CSV logs"
