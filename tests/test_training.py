@@ -151,6 +151,15 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     assert same["accuracy"] == pytest.approx(second["test"]["test/acc"], abs=1.5 / same["positions"])
 
 
+def test_the_wandb_logger_does_not_hand_wandb_an_anonymous_setting(tmp_path, monkeypatch):
+    """Lightning passes anonymous=None, and wandb warns "has no effect" on every run."""
+    from othello_learn.train.train import make_logger
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    logger = make_logger("wandb", tmp_path, "run", online=False, project="p")
+    assert "anonymous" not in logger._wandb_init and logger._wandb_init["id"] == (tmp_path / "wandb_id").read_text().strip()
+
+
 def test_the_wandb_run_id_is_kept_across_resumes_and_new_with_fresh(tmp_path):
     from othello_learn.train.train import wandb_run_id
 

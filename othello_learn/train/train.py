@@ -286,8 +286,14 @@ def make_logger(kind: str, out: Path, name: str, online: bool, project: str, fre
         if not online:
             os.environ.setdefault("WANDB_MODE", "offline")
         # Checkpoints go up as artifacts only when online: offline they are already in OUT.
-        return WandbLogger(project=project, name=name, save_dir=str(out), offline=not online,
-                           id=wandb_run_id(out, fresh), resume="allow", log_model=online)
+        logger = WandbLogger(project=project, name=name, save_dir=str(out), offline=not online,
+                             id=wandb_run_id(out, fresh), resume="allow", log_model=online)
+        # Lightning hands wandb.init anonymous=None, which wandb >= 0.19 warns of on every run ("has no
+        # effect"); unset, it says nothing. A private dict: where it is not there, the warning stays.
+        init_args = getattr(logger, "_wandb_init", None)
+        if isinstance(init_args, dict) and init_args.get("anonymous", False) is None:
+            del init_args["anonymous"]
+        return logger
     raise UserError(f"--logger must be wandb, csv or none, got {kind!r}")
 
 
@@ -650,7 +656,10 @@ def _train(args) -> dict:
                                 logger=logger, callbacks=callbacks, use_distributed_sampler=False,
                                 plugins=[AtomicCheckpointIO()], **trainer_cfg)
         except (MisconfigurationException, ValueError, TypeError) as e:
-            raise UserError(f"trainer settings: {one_line(e)}") from e
+            said = one_line(e)
+            if said.startswith("Precision ") and "Allowed precision values" in said:
+                said += ", or auto (the default: bf16 autocast where the CPU or GPU has fast bf16, else fp32)"
+            raise UserError(f"trainer settings: {said}") from e
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
         # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
