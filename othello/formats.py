@@ -227,10 +227,10 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
         else:
             rec.tags[key] = value
     if board is not None:
-        parts = board.split()
-        if len(parts) != 3 or parts[0] != "8" or parts[2] not in ("*", "O", "o"):
+        parts = board.split()  # the squares in one run, or in rows as GGS's archives and Edax write them
+        if len(parts) < 3 or parts[0] != "8" or parts[-1] not in ("*", "O", "o"):
             raise FormatError(f"{what}: BO[{board}] is not '8 <64 squares> <* or O>'")
-        rec.start = board_from_text(parts[1], parts[2] == "*", f"{what} BO")
+        rec.start = board_from_text("".join(parts[1:-1]), parts[-1] == "*", f"{what} BO")
     pos = rec.start
     for i, (is_black, value) in enumerate(raw_moves):
         ply = f"{what}, ply {len(rec.moves) + 1}"
@@ -268,7 +268,7 @@ def parse_ggf(text: str, what: str = "GGF") -> list[GameRecord]:
     rest = _GGF_GAME.sub("", text).strip()
     if "(;" in rest:
         raise FormatError(f"{what}: a game starts with '(;' but never ends with ';)': {rest[:40]!r}")
-    if rest:
+    if rest and not re.fullmatch(r"[\d\s]*", rest):  # GGS's archives begin each line with its match's game count
         raise FormatError(f"{what}: text outside any game: {rest[:40]!r}")
     return games
 

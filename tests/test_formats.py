@@ -115,6 +115,19 @@ def test_several_games_per_file_and_stray_text():
         parse_ggf(format_ggf(a) + " junk")
 
 
+def test_a_ggs_archive_line_with_its_game_count_and_a_board_in_rows():
+    """GGS's archives write the board in rows and begin each line with its match's game count
+    (2 for a synchro match's pair of games)."""
+    rows = "-------- -------- -------- ---O*--- ---*O--- -------- -------- --------"
+    game = f"(;GM[Othello]PC[GGS/os]TY[8]BO[8 {rows} *]B[f5//4.09]W[d6];)"
+    text = f"1 {game}\n2 {game}{game.replace('d6', 'f6')}\n"
+    games = parse_ggf(text)
+    assert [g.final for g in games] == [Position.from_transcript(t) for t in ("f5d6", "f5d6", "f5f6")]
+    assert games[0].start == Position() and games[0].times[0] == 4.09
+    with pytest.raises(FormatError, match="outside any game: '1x'"):
+        parse_ggf(f"1x {game}")
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10**6), st.integers(0, 60), st.booleans())
 def test_random_games_round_trip(seed, cut, explicit):
