@@ -229,6 +229,8 @@ def describe_os_error(e: OSError) -> str:
         # numpy's tofile (np.save of a large array) reports a short write, a full disk, without an errno
         return (f"could not write the whole file{where} ({e.strerror or e}): the disk is probably full: "
                 "free some space and run the command again")
+    if e.errno is None and e.filename is None and str(e):  # raised with a message of ours: it says it
+        return str(e)
     if isinstance(e, FileNotFoundError):
         return f"no such file or folder{where}"
     if isinstance(e, IsADirectoryError):

@@ -125,6 +125,8 @@ def test_a_full_disk_names_the_target_file(tmp_path, capsys):
     with pytest.raises(FileNotFoundError) as raised:  # `--a policy:`: a path left empty is said to be
         open("")
     assert describe_os_error(raised.value) == "no such file or folder (an empty name)"
+    said = "/d is not a dataset folder (no summary.json)"  # a message of ours, raised as FileNotFoundError
+    assert describe_os_error(FileNotFoundError(said)) == said
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the dead-writer probe is os.kill(pid, 0)")
