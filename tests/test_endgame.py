@@ -70,6 +70,9 @@ def test_move_value_is_each_move_s_minimax_and_reuses_a_solve(monkeypatch):
         monkeypatch.undo()
         endgame._SOLVED.clear()  # each move's value, as hints compute them, is the position's solve
         endgame.solved_from_moves(p, o, {sq: endgame.move_value(p, o, sq) for sq in children})
+        illegal = next(sq for sq in range(65) if sq not in children)  # an occupied or unplayable square, or 64
+        with pytest.raises(ValueError, match=f"square {illegal} is not a legal move"):
+            endgame.move_value(p, o, illegal)
         searched.clear()
         monkeypatch.setattr(endgame, "_negamax", lambda *a: (searched.append(1), real(*a))[1])
         assert solve(p, o) == (value, best) and not searched

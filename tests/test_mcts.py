@@ -154,6 +154,16 @@ def test_one_precision_setting_for_every_caller(monkeypatch):
         assert fastpath.resolve("auto", "cpu") == fastpath.resolve(None, "cpu") == auto
     assert fastpath.resolve("32", "cpu") == FP32 and fastpath.resolve("bf16", "cuda") == BF16
     assert fastpath.resolve("16-mixed", "cuda") == "16-mixed"
+    with pytest.raises(ValueError, match="precision 'fp16': expected auto, 32, bf16 or one of 32-true"):
+        fastpath.resolve("fp16", "cpu")  # it ran as fp32 without a word
+
+
+def test_a_search_of_no_simulations_is_refused():
+    from othello_learn.selfplay.gumbel import GumbelConfig
+
+    for config in (MCTSConfig, GumbelConfig):
+        with pytest.raises(ValueError, match="simulations must be at least 1, got 0"):
+            config(simulations=0)
 
 
 def test_batched_search_equals_reference(ev):

@@ -438,7 +438,7 @@ def test_a_run_refused_by_the_lock_leaves_the_holders_new_folder_alone(dataset_d
     (["--set", "model.width=1.5"], "model.width: expected an integer, got 1.5"),
     (["--set", "optim.lr=fast"], "optim.lr: expected a number, got 'fast'"),
     (["--set", "data.batch_size=0"], "data.batch_size: must be at least 1, got 0"),
-    (["--precision", "7"], "), or auto (the default: bf16 autocast"),
+    (["--precision", "7"], "trainer.precision: precision '7': expected auto, 32, bf16 or one of 32-true, "),
     (["--set", "optim.lr=.nan"], "optim.lr: must be a finite number, got nan"),  # nan passes every bound
     (["--set", "optim.weight_decay=.inf"], "optim.weight_decay: must be a finite number, got inf"),
     (["--set", "optim.label_smoothing=.nan"], "optim.label_smoothing: must be a finite number"),

@@ -58,7 +58,15 @@ def resolve(precision, device: str | torch.device) -> str:
     p = "auto" if precision is None else str(precision)
     if p == "auto":
         return auto_precision(device)
-    return {"32": FP32, "bf16": BF16}.get(p, p)
+    p = {"32": FP32, "bf16": BF16, "16": "16-mixed", "64": "64-true"}.get(p, p)
+    if p not in LIGHTNING_PRECISIONS:  # "fp16" would otherwise run as fp32 without a word
+        raise ValueError(f"precision {precision!r}: expected auto, 32, bf16 or one of {', '.join(LIGHTNING_PRECISIONS)}")
+    return p
+
+
+# Lightning's precision strings (lightning.fabric.connector._PRECISION_INPUT_STR), as the trainer takes them.
+LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "64-true",
+                        "transformer-engine", "transformer-engine-float16")
 
 
 def is_bf16(precision) -> bool:

@@ -209,6 +209,8 @@ def move_value(player: int, opponent: int, sq: int) -> int:
     solved = _SOLVED.get((player, opponent))
     if solved is not None and sq in solved[1]:
         return solved[0]
+    if not (0 <= sq < 64 and _moves(player, opponent) >> sq & 1):  # it would value a board no game reaches
+        raise ValueError(f"move_value: square {sq} is not a legal move here")
     cp, co = _play(player, opponent, 1 << sq)
     return -value(cp, co)
 

@@ -33,6 +33,10 @@ class MCTSConfig:
     fpu: float = 0.0  # Q of an unvisited child, from the parent's view
     reuse_tree: bool = True
 
+    def __post_init__(self):
+        if self.simulations < 1:  # no simulation picks no move: the search answered a1 at the start
+            raise ValueError(f"simulations must be at least 1, got {self.simulations}")
+
 
 class Evaluator:
     """Wraps a network: compact states -> (prior over 65 actions, value).

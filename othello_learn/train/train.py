@@ -647,7 +647,10 @@ def _train(args) -> dict:
         callbacks = [ValidateAtEnd(), best, saver] + ([LearningRateMonitor("step")] if logger else [])
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         requested = trainer_cfg.get("precision", "auto")
-        trainer_cfg["precision"] = resolve(requested, args.accelerator)
+        try:
+            trainer_cfg["precision"] = resolve(requested, args.accelerator)
+        except ValueError as e:
+            raise UserError(f"trainer.precision: {e}") from None
         if str(requested) == "auto":
             print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
         _drop_lightning_tips()
@@ -656,10 +659,7 @@ def _train(args) -> dict:
                                 logger=logger, callbacks=callbacks, use_distributed_sampler=False,
                                 plugins=[AtomicCheckpointIO()], **trainer_cfg)
         except (MisconfigurationException, ValueError, TypeError) as e:
-            said = one_line(e)
-            if said.startswith("Precision ") and "Allowed precision values" in said:
-                said += ", or auto (the default: bf16 autocast where the CPU or GPU has fast bf16, else fp32)"
-            raise UserError(f"trainer settings: {said}") from e
+            raise UserError(f"trainer settings: {one_line(e)}") from e
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
         # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
