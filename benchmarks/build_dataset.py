@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from othello import bitboard as bb  # noqa: E402
-from othello.files import run_main  # noqa: E402
+from othello.files import UserError, run_main  # noqa: E402
 from othello.notation import wthor_to_square  # noqa: E402
 from othello_learn.data.dataset import find_wtb_files  # noqa: E402
 from othello_learn.data.wtb import read_wtb  # noqa: E402
@@ -60,8 +60,10 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             t = time.perf_counter()
-            subprocess.run([sys.executable, str(REPO / "data_tools" / "wthor.py"), "--wthor-dir", str(args.wthor_dir),
-                            "--out", f"{tmp}/ds", "--quiet"], check=True)
+            built = subprocess.run([sys.executable, str(REPO / "data_tools" / "wthor.py"), "--wthor-dir",
+                                    str(args.wthor_dir), "--out", f"{tmp}/ds", "--quiet"])
+            if built.returncode:  # the builder has said why, in one line, above
+                raise UserError(f"the dataset build failed (exit status {built.returncode})")
             times.append(time.perf_counter() - t)
         peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         import json

@@ -103,12 +103,15 @@ def main(argv=None) -> None:
         raise UserError(f"--repeats {args.repeats}: expected {len(BATCH_SIZES)} positive counts, one per batch size "
                         f"{', '.join(map(str, BATCH_SIZES))}, as in 200,50,10")
 
-    if args.wthor_dir is None:
+    given = args.wthor_dir is not None
+    if not given:
         from othello_learn.data.wthor import default_wthor_dir
 
         args.wthor_dir = default_wthor_dir()
     data = wthor_positions(args.wthor_dir, args.year)
     source = f"WTHOR {args.year} expert positions"
+    if data is None and given:  # asked for, so not quietly replaced by random games
+        raise UserError(f"--wthor-dir {args.wthor_dir}: no WTHOR file for {args.year} there")
     if data is None:
         data = random_game_positions(3000)
         source = "positions of 3,000 random games"
