@@ -116,6 +116,46 @@ def test_final_score_of_a_finished_game():
     assert got[-2:] == ["= " + ("0" if d == 0 else f"{'B' if d > 0 else 'W'}+{abs(d)}"), "= pass"]
 
 
+def test_undo_takes_back_what_one_play_or_genmove_added():
+    """A controller that sends its passes counts each as a move and sends one undo for it; only a
+    pass we inferred goes with the move after it. Two undos took back a sent pass, the move before
+    it and the move after it, and the pass re-sent was refused."""
+    moves = pass_position()
+    pos = Position()
+    for m in moves:
+        pos = pos.play(m)
+    stuck, other = ("black", "white") if pos.black_to_move else ("white", "black")
+    reply = square_name(pos.play(PASS).legal_moves()[0])
+    engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
+    for m in moves:
+        engine.handle(f"play {'black' if engine.pos.black_to_move else 'white'} {square_name(m)}")
+    for line in (f"play {stuck} pass", f"play {other} {reply}", "undo", "undo"):
+        engine.handle(line)
+    assert engine.moves == moves and engine.pos == pos
+    assert engine.handle(f"play {stuck} pass") and engine.moves == moves + [PASS]
+    assert "?" not in engine.out.getvalue()
+
+
+def test_at_the_end_a_pass_is_taken_as_genmove_gives_it_and_undone_alone():
+    """A referee relays each engine's moves to the other: genmove's game-over pass came back as a
+    play the engine refused, and undo then took back real moves for the passes."""
+    from test_formats import random_game
+
+    game = random_game(3)
+    engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
+    for m in game:
+        if m != PASS:
+            engine.handle(f"play {'black' if engine.pos.black_to_move else 'white'} {square_name(m)}")
+    final, played = engine.pos, list(engine.moves)
+    assert final.is_over()
+    for line in ("genmove black", "play white pass", "undo", "undo"):
+        engine.handle(line)
+    assert [a.strip() for a in engine.out.getvalue().split("\n\n") if a.strip()][-4:] == ["= pass", "=", "=", "="]
+    assert engine.pos == final and engine.moves == played
+    engine.handle("undo")  # now the last disc
+    assert engine.moves == played[:-2 if played[-2] == PASS else -1]  # with a pass inferred before it
+
+
 def test_a_player_that_fails_is_an_error_answer_and_the_session_goes_on():
     class Failing(AlphaBetaPlayer):
         def select(self, *a, **k):

@@ -83,6 +83,9 @@ class GTPEngine:
         self.start = Position()
         self.moves: list[int] = []
         self.positions = [self.start]
+        # What each accepted play or genmove added to ``moves``: 1, 2 with the pass inferred before it,
+        # 0 for a pass at the end of the game. ``undo`` takes back one of these, as the controller counts.
+        self.turns: list[int] = []
 
     @property
     def pos(self) -> Position:
@@ -165,7 +168,7 @@ class GTPEngine:
 
     def cmd_clear_board(self, args, start: Position | None = None):
         self.start = start or Position()
-        self.moves, self.positions = [], [self.start]
+        self.moves, self.positions, self.turns = [], [self.start], []
         return ""
 
     def cmd_grhino_setup_board(self, args):
@@ -210,11 +213,15 @@ class GTPEngine:
             raise Refused(f"syntax error: {args[1]!r} is not a move (a1..h8 or pass)") from None
         before = len(self.moves)
         self._to_move(args, "play")
+        if sq == PASS and self.pos.is_over():  # as genmove answers there: a referee relays it
+            self.turns.append(0)
+            return ""
         try:
             self.push(sq)
         except IllegalMoveError as e:
             del self.moves[before:], self.positions[before + 1:]  # the inferred pass too: as it was
             raise Refused(f"illegal move: {e}") from None
+        self.turns.append(len(self.moves) - before)
         return ""
 
     def cmd_genmove(self, args, play: bool = True):
@@ -232,23 +239,23 @@ class GTPEngine:
                 del self.moves[before:], self.positions[before + 1:]
                 why = one_line(e) if isinstance(e, UserError) else f"{type(e).__name__}: {one_line(e)}"
                 raise Refused(f"genmove failed: {why}") from None
-        if play and not pos.is_over():
-            self.push(sq)
-        elif not play:
+        if not play:
             del self.moves[before:], self.positions[before + 1:]
+            return vertex(sq)
+        if not pos.is_over():
+            self.push(sq)
+        self.turns.append(len(self.moves) - before)
         return vertex(sq)
 
     def cmd_reg_genmove(self, args):
         return self.cmd_genmove(args, play=False)
 
     def cmd_undo(self, args):
-        if not self.moves:
+        if not self.turns:
             raise Refused("cannot undo: no move has been played")
-        self.moves.pop()
-        self.positions.pop()
-        while self.moves and self.moves[-1] == PASS:  # an implied pass goes with the move it let through
-            self.moves.pop()
-            self.positions.pop()
+        n = self.turns.pop()  # the move, with the pass inferred before it
+        if n:
+            del self.moves[-n:], self.positions[-n:]
         return ""
 
     def cmd_showboard(self, args):
