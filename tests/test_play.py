@@ -282,11 +282,24 @@ def test_an_engine_that_cannot_start_is_one_line_before_the_first_prompt(spec, c
     assert out.getvalue() == ""  # no board, no prompt: the move typed was never asked for
 
 
-def test_a_full_game_against_a_gtp_engine():
-    """A GTP engine cannot be given a board: play.py tells it the game's moves, as the arena does."""
-    rc, text = run_game(["--opponent", f"gtp:timeout=20:{FAKE}"], colour=1, seed=4)
+def test_a_full_game_against_a_gtp_engine(tmp_path):
+    """A GTP engine cannot be given a board: play.py tells it the game's moves, as the arena does.
+    The engine started for the check plays the game (it was started twice: a book loaded twice)
+    and is stopped at the end."""
+    starts, pid = tmp_path / "starts", tmp_path / "pid"
+    rc, text = run_game(["--opponent", f"gtp:timeout=20:{FAKE} --starts-file {starts} --pid-file {pid}"],
+                        colour=1, seed=4)
     assert rc == 0 and "Final score" in text
     assert ref.game_over(replay_reference(transcript_of(text)))
+    assert starts.read_text() == "started\n"
+    for _ in range(100):  # stopped by close, not left to the interpreter's exit
+        try:
+            os.kill(int(pid.read_text()), 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the engine is still running after the game")
 
 
 def _find(pred, seed=0):

@@ -28,6 +28,7 @@ from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
 from othello.states import last_actions
 from othello_learn import HOME
+from othello_learn.selfplay.arena import close_players
 from othello_learn.selfplay.players import Player, check_seed, network_of
 from othello_learn.selfplay.registry import SPEC_KINDS, make_player
 
@@ -398,41 +399,44 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         raise UserError("--opponent human: you are the human here; pick a program (random, greedy, alphabeta:D, ...)")
     try:
         opponent = make_player(spec)
-        opponent.check()  # an engine that cannot start is found before the first prompt, not after the move
+        opponent.check(keep_running=True)  # an engine that cannot start is found before the first prompt
     except (ValueError, UserError) as e:
         raise UserError(f"--opponent: {e}") from None
-    hint_net = network_of(opponent)
-    if args.hint_net:
-        if not Path(args.hint_net).exists():
-            raise UserError(f"--hint-net {args.hint_net}: no such checkpoint")
-        from othello_learn.models.nets import load_network
-
-        try:
-            hint_net = load_network(args.hint_net)
-        except (ValueError, UserError) as e:
-            raise UserError(f"--hint-net: {e}") from None
-    if args.show_policy and hint_net is None:
-        raise UserError(f"--show-policy needs a network: {NO_HINT.split(': ', 1)[1]}")
-
-    game = TerminalGame(opponent, args.colour == "black", inp, out, hint_net=hint_net,
-                        show_policy=args.show_policy, seed=args.seed)
     try:
-        game.replay(start)
-    except FormatError as e:
-        raise UserError(str(e)) from None
-    if game.position.is_over():
-        raise UserError(f"--start {args.start}: the game is over after these moves")
-    # Also around the save: a SIGTERM there unwinds through atomic_write, no temp file left.
-    # SIGHUP (the terminal closed) is taken too, so a game is not lost with its window.
-    with stop_signals_raise((signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())):
+        hint_net = network_of(opponent)
+        if args.hint_net:
+            if not Path(args.hint_net).exists():
+                raise UserError(f"--hint-net {args.hint_net}: no such checkpoint")
+            from othello_learn.models.nets import load_network
+
+            try:
+                hint_net = load_network(args.hint_net)
+            except (ValueError, UserError) as e:
+                raise UserError(f"--hint-net: {e}") from None
+        if args.show_policy and hint_net is None:
+            raise UserError(f"--show-policy needs a network: {NO_HINT.split(': ', 1)[1]}")
+
+        game = TerminalGame(opponent, args.colour == "black", inp, out, hint_net=hint_net,
+                            show_policy=args.show_policy, seed=args.seed)
         try:
-            finished = game.play()
-        except BaseException:
-            # Ctrl-C, SIGTERM, SIGHUP, an engine's failure: the moves played are kept as on
-            # quit, then run_main reports the error with the exit status it has alone.
-            end_game(game, False, args.save, out, "\ngame abandoned.")
-            raise
-        end_game(game, finished, args.save, out)
+            game.replay(start)
+        except FormatError as e:
+            raise UserError(str(e)) from None
+        if game.position.is_over():
+            raise UserError(f"--start {args.start}: the game is over after these moves")
+        # Also around the save: a SIGTERM there unwinds through atomic_write, no temp file left.
+        # SIGHUP (the terminal closed) is taken too, so a game is not lost with its window.
+        with stop_signals_raise((signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())):
+            try:
+                finished = game.play()
+            except BaseException:
+                # Ctrl-C, SIGTERM, SIGHUP, an engine's failure: the moves played are kept as on
+                # quit, then run_main reports the error with the exit status it has alone.
+                end_game(game, False, args.save, out, "\ngame abandoned.")
+                raise
+            end_game(game, finished, args.save, out)
+    finally:  # the engine started for the check played the game: stopped once, here
+        close_players(opponent)
     return 0
 
 

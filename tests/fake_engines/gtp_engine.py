@@ -26,9 +26,13 @@ ap.add_argument("--die-after", type=int)
 ap.add_argument("--refuse-genmove", action="store_true")
 ap.add_argument("--noblank", action="store_true")
 ap.add_argument("--pid-file")
+ap.add_argument("--starts-file", help="append a line each time the engine starts")
 args = ap.parse_args()
 if args.pid_file:
     Path(args.pid_file).write_text(str(__import__("os").getpid()))
+if args.starts_file:
+    with open(args.starts_file, "a") as f:
+        f.write("started\n")
 genmoves = 0
 hang = args.hang
 if args.hang_once and not Path(args.hang_once).exists():
