@@ -43,9 +43,11 @@ def test_the_protocol_answers_with_ids_and_errors():
     # Quarry's questions, a clock's, GTP's preprocessing (control characters go), odd ids and sizes
     got = answers(AlphaBetaPlayer(1), ["list_games", "set_game othello", "set_game Go", "time_settings 300 0 0",
                                        "time_left black 30 0", "na\x01me", "5", "\u00b2 name", "boardsize",
-                                       "play black " + "x" * 10_000], err := io.StringIO())
+                                       "play black " + "x" * 10_000, "set_game", "time_settings",
+                                       "time_left purple 30 0", "time_left b 30"], err := io.StringIO())
     assert got == ["= Othello", "=", "? unsupported game", "=", "=", "= test", "?5 syntax error", "? unknown command",
-                   "? syntax error", "? syntax error"]
+                   "? syntax error", "? syntax error", "? syntax error", "? syntax error", "? syntax error",
+                   "? syntax error"]
     assert max(len(line) for line in err.getvalue().splitlines()) < 700  # a long bad line is not echoed whole
     listed = answers(AlphaBetaPlayer(1), ["list_commands"])[0].removeprefix("= ").split("\n")
     assert "genmove" in listed and all(answers(AlphaBetaPlayer(1), [f"known_command {c}"]) == ["= true"] for c in listed)

@@ -259,7 +259,8 @@ class ExternalPlayer(Player):
                 # again during its handshake is the second failure, not a traceback.
                 self.engine.close(polite=False)
                 self.restarts += 1
-                print(f"note: {self._fail(f'failed ({e})', start, moves)}; restarting it (once a match)", file=sys.stderr)
+                print(f"note: {self._fail(f'failed ({e})', start, moves)}; restarting it "
+                      "(once; a second failure ends the match, game or session)", file=sys.stderr)
         try:
             sq = parse_move(text)
         except FormatError:

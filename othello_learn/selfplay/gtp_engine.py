@@ -268,15 +268,23 @@ class GTPEngine:
         return "0" if d == 0 else f"{'B' if d > 0 else 'W'}+{abs(d)}"
 
     def cmd_time_settings(self, args):
+        if len(args) != 3 or not all(a.isascii() and a.isdigit() for a in args):
+            raise Refused("syntax error: time_settings takes main time, byo-yomi time and stones, as in "
+                          "'time_settings 300 0 0'")
         return ""  # accepted, as gtp-rhino does: the player's spec fixes its effort
 
     def cmd_time_left(self, args):
+        if len(args) != 3 or not all(a.isascii() and a.isdigit() for a in args[1:]):
+            raise Refused("syntax error: time_left takes a colour, seconds and stones, as in 'time_left b 120 0'")
+        colour_of(args[0])
         return ""
 
     def cmd_list_games(self, args):
         return GAME
 
     def cmd_set_game(self, args):
+        if not args:
+            raise Refused(f"syntax error: set_game takes a game's name ({GAME})")
         if " ".join(args).lower() != GAME.lower():
             raise Refused(f"unsupported game: {' '.join(args) or 'nothing'} (this engine plays {GAME})")
         return ""

@@ -266,7 +266,8 @@ def evaluate_command(argv=None) -> dict:
     ap.add_argument("--calibrate", action="store_true",
                     help="also fit the policy temperature T that best matches the moves played (temperature "
                          "scaling); with --export, the exported net's logits are divided by T: the same 1-ply "
-                         "moves, calibrated priors for a search. Calibrate on the validation year (--years 2015)")
+                         "moves, calibrated priors for a search. Calibrate on the validation year (--years 2015); it fits the "
+                         "net's own logits, so --tta stays 1")
     args = ap.parse_args(argv)
     if args.calibrate and args.tta != 1:
         raise UserError(f"--calibrate fits the network's own logits: use it with --tta 1, not --tta {args.tta}")
