@@ -132,11 +132,18 @@ def remove_stale_temps(folder: str | os.PathLike, ours: Callable[[str], bool]) -
     if not Path(folder).is_dir():
         return removed
     for p in Path(folder).iterdir():
-        m = _TEMP_NAME.fullmatch(p.name)
-        if m and ours(m.group("name")) and p.is_file() and not p.is_symlink():
+        target = temp_target(p.name)
+        if target is not None and ours(target) and p.is_file() and not p.is_symlink():
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed
+
+
+def temp_target(name: str) -> str | None:
+    """The file an ``atomic_path`` temporary copy named ``name`` was to become, or None when
+    ``name`` is not one: a folder holding only such leftovers holds nothing of anyone's."""
+    m = _TEMP_NAME.fullmatch(name)
+    return m.group("name") if m else None
 
 
 class _RunMainFlag(argparse.Action):

@@ -419,6 +419,15 @@ LOOP = ["--init", "random", "--generations", "2", "--games", "6", "--parallel", 
         "--arch-blocks", "1", "--arch-width", "8", "--solve-empties", "4", "--workers", "1", "--quiet"]
 
 
+def warm_loop(ckpt) -> list[str]:
+    """LOOP from a checkpoint: without the --arch-* settings, which only --init random reads."""
+    argv = ["--init", str(ckpt)] + LOOP[2:]
+    for flag in ("--arch-blocks", "--arch-width"):
+        i = argv.index(flag)
+        del argv[i:i + 2]
+    return argv
+
+
 def cli(argv, capsys):
     """The loop as its command line runs it: (exit status, stderr)."""
     capsys.readouterr()
@@ -731,8 +740,7 @@ def test_loop_refuses_a_network_without_a_value_head(tmp_path, capsys):
     ckpt = tmp_path / "policy_only.pt"
     net = build_network(NetConfig("reference", depth=1, width=4))
     save_network(net, ckpt)
-    argv = LOOP + ["--out", str(tmp_path / "rl"), "--logger", "none"]
-    argv[argv.index("--init") + 1] = str(ckpt)
+    argv = warm_loop(ckpt) + ["--out", str(tmp_path / "rl"), "--logger", "none"]
     code, err = cli(argv, capsys)
     assert code == 2 and "value head" in err and str(ckpt) in err
     assert not (tmp_path / "rl").exists()
@@ -829,6 +837,84 @@ def test_a_truncated_part_is_named_with_what_to_do(run_copy, capsys):
     part.write_bytes((run_copy / "games" / "gen_0002.npz").read_bytes()[:100])
     err = _broken(run_copy, capsys, "--generations", "3")
     assert str(part) in err and "played again" in err
+    part.write_bytes(bytes(range(256)) * 4)  # random bytes numpy reads as a pickle: no advice to unpickle it
+    err = _broken(run_copy, capsys, "--generations", "3")
+    assert str(part) in err and "would need unpickling" in err and "allow_pickle" not in err
+
+
+def test_a_damaged_best_net_is_not_copied_over_best_pt(run_copy, capsys):
+    """A rerun with nothing to do publishes the best net as best.pt: a damaged one overwrote
+    the good copy, the one a user restores from."""
+    state = json.loads((run_copy / "state.json").read_text())
+    kept = (run_copy / "best.pt").read_bytes()
+    _truncate(run_copy / state["best"])
+    err = _broken(run_copy, capsys)
+    assert state["best"] in err and "best.pt is its copy" in err
+    assert (run_copy / "best.pt").read_bytes() == kept
+    (run_copy / "state.json").write_text(json.dumps({**state, "best": "/etc/passwd"}))  # nor any other file
+    assert "is not one of the run's nets" in _broken(run_copy, capsys)
+
+
+def test_a_damaged_candidate_is_not_committed(run_copy, rl_run, capsys):
+    """Committed, it would be the trainee a rerun cannot do without; before, it is one step to redo."""
+    (run_copy / "state.json").write_text(json.dumps(rl_run.state_at_interrupt))  # generation 2 not committed
+    (run_copy / "stats" / "gen_0002.json").unlink()
+    _truncate(run_copy / "nets" / "gen_0002.pt")
+    err = _broken(run_copy, capsys)
+    assert "gen_0002.pt" in err and "delete it and rerun" in err
+    assert json.loads((run_copy / "state.json").read_text()) == rl_run.state_at_interrupt
+
+
+def test_state_and_records_edited_out_of_shape_are_named(run_copy, rl_run, capsys):
+    """JSON that parses but is not what the loop wrote: a KeyError or AttributeError traceback
+    (after a whole generation, for the history), or a run that went on with nonsense."""
+    state = json.loads((run_copy / "state.json").read_text())
+    (run_copy / "state.json").write_text(json.dumps({**state, "history": [1] * len(state["history"])}))
+    assert "a history record is not a JSON object" in _broken(run_copy, capsys)
+    (run_copy / "state.json").write_text(json.dumps({**state, "elo_best": float("nan")}))
+    assert "elo_best nan" in _broken(run_copy, capsys)
+    (run_copy / "state.json").write_text(json.dumps(state))
+    config = json.loads((run_copy / "config.json").read_text())
+    (run_copy / "config.json").write_text(json.dumps({**config, "search": "xyz"}))
+    assert "config.json: corrupt run settings (--search must be one of" in _broken(run_copy, capsys)
+    (run_copy / "config.json").write_text(json.dumps(config))
+    (run_copy / "state.json").write_text(json.dumps(rl_run.state_at_interrupt))  # generation 2 not committed
+    for name, text, said in (("gen_0002_gate.json", "{}", "no 'games'"), ("gen_0002_train.json", "[1]", "not a JSON"),
+                             ("gen_0002_selfplay.json", "{}", "no 'games_per_hour'")):
+        kept = (run_copy / "stats" / name).read_text()
+        (run_copy / "stats" / name).write_text(text)
+        err = _broken(run_copy, capsys)
+        assert name in err and f"not the record the loop wrote ({said}" in err and "delete it and rerun" in err
+        (run_copy / "stats" / name).write_text(kept)
+
+
+def test_a_first_config_json_cut_short_leaves_a_folder_the_run_takes(tmp_path, capsys):
+    """kill -9 while the first config.json was written: the same command refused the folder."""
+    out = tmp_path / "rl"
+    out.mkdir()
+    (out / ".config.json.p123-0abc1234.k2j_x9aq.tmp").write_text("{")
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(out)])
+    cfg.check()
+    assert rl_loop.open_run(cfg)["generation"] == 0
+    rl_loop.remove_killed_writes(out)
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "nets", "state.json"]
+
+
+def test_no_resign_given_on_a_resume_takes_effect(run_copy, rl_run, monkeypatch, capsys):
+    """--no-resign is resumable: it was read only when the run was created."""
+    (run_copy / "state.json").write_text(json.dumps({**rl_run.state_at_interrupt, "resign_threshold": -0.9}))
+    shutil.rmtree(run_copy / "games" / "gen_0002", ignore_errors=True)
+    (run_copy / "games" / "gen_0002.npz").unlink()
+    seen = []
+
+    def stop(ev, n, search, sp, **k):
+        seen.append(sp.resign_threshold)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rl_loop, "play_games", stop)
+    for extra, threshold in (([], -0.9), (["--no-resign"], None)):
+        assert cli(LOOP + ["--out", str(run_copy), "--logger", "none", "--workers", "1", *extra], capsys)[0] == 130
+        assert seen.pop() == threshold
 
 
 def test_the_temporary_files_of_a_run_killed_mid_write_are_removed_on_resume(run_copy, capsys):

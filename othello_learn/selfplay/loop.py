@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atomic_write, check_output,
-                           describe_os_error, one_line, remove_stale_temps, run_main, stop_signals_raise)
+                           describe_os_error, one_line, remove_stale_temps, run_main, stop_signals_raise, temp_target)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
@@ -198,18 +198,7 @@ class RunConfig:
     def check(self) -> None:
         """Refuse any setting that would hang (``--simulations 0``), crash later or
         train on nonsense, before anything is loaded, played or written."""
-        for f in dataclasses.fields(self):
-            v, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
-            if f.metadata["limits"] is not None:
-                low, high, low_ok = f.metadata["limits"]
-                if not math.isfinite(v) or (v < low if low_ok else v <= low) or (high is not None and v > high):
-                    if high is not None:
-                        want = f"between {low} and {high}"
-                    else:
-                        want = f"at least {low}" if low_ok else f"more than {low}"
-                    raise UserError(f"{flag} must be {want}, got {v}")
-            if f.metadata["choices"] and v is not None and v not in f.metadata["choices"]:
-                raise UserError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
+        self.check_values()
         for flag, sims in (("--simulations", self.simulations), ("--gate-simulations", self.gate_simulations)):
             try:
                 check_considered(self.gumbel_considered, sims)  # as the gumbel: player spec checks it
@@ -221,17 +210,33 @@ class RunConfig:
                                      ("--grow-width", self.grow_width, "--arch-width")):
             if self.init == "random" and value:
                 raise UserError(f"{flag} grows the --init checkpoint's network; with --init random, set {instead}")
+        if self.init != "random" and not Path(self.init).is_file():
+            raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         given = [f"--arch-{k}" for k in ("blocks", "width", "encoder") if getattr(self, f"arch_{k}") != RANDOM_INIT[k]]
         if self.init != "random" and given:  # it was ignored, yet recorded as fixed, so a resume without it was refused
             raise UserError(f"{given[0]} shapes the network of --init random; --init {self.init} brings its own "
                             f"(--grow-blocks / --grow-width add to it)")
-        if self.init != "random" and not Path(self.init).is_file():
-            raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
         if self.eval_vs:
             try:
                 eval_opponent(self.eval_vs).check()
             except UserError as e:
                 raise UserError(f"--eval-vs: {e}") from e
+
+    def check_values(self) -> None:
+        """Each setting within its limits and choices (``check`` without what needs the machine:
+        also asked of a run's config.json, which a hand edit could have put out of range)."""
+        for f in dataclasses.fields(self):
+            v, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
+            if f.metadata["limits"] is not None and v is not None:
+                low, high, low_ok = f.metadata["limits"]
+                if not math.isfinite(v) or (v < low if low_ok else v <= low) or (high is not None and v > high):
+                    if high is not None:
+                        want = f"between {low} and {high}"
+                    else:
+                        want = f"at least {low}" if low_ok else f"more than {low}"
+                    raise UserError(f"{flag} must be {want}, got {v}")
+            if f.metadata["choices"] and v is not None and v not in f.metadata["choices"]:
+                raise UserError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
 
 
 def eval_opponent(spec: str):
@@ -278,7 +283,10 @@ def load_games(path: Path, remedy: str) -> SelfPlayGames:
     except OSError as e:
         raise UserError(f"{describe_os_error(e)}: {remedy}") from e
     except (zipfile.BadZipFile, ValueError, EOFError, KeyError, TypeError) as e:
-        raise UserError(f"{path}: unreadable self-play games, truncated or corrupt ({one_line(e)}): {remedy}") from e
+        why = one_line(e)
+        if "pickled" in why:  # numpy's advice to unpickle it: never, for a file that is not what we wrote
+            why = "not an array file the loop wrote: it would need unpickling"
+        raise UserError(f"{path}: unreadable self-play games, truncated or corrupt ({why}): {remedy}") from e
 
 
 def load_net(path: Path, dev, remedy: str):
@@ -292,13 +300,20 @@ def load_net(path: Path, dev, remedy: str):
         raise UserError(f"{describe_os_error(e)}: {remedy}") from e
 
 
-def read_json(path: Path, remedy: str):
+def read_json(path: Path, remedy: str, needs: tuple[str, ...] | None = None):
+    """``path``'s JSON; with ``needs``, an object holding those keys (a record the loop wrote),
+    so a file edited or replaced by hand is one line naming it, not a KeyError generations on."""
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except OSError as e:
         raise UserError(f"{describe_os_error(e)}: {remedy}") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not valid JSON, truncated or corrupt ({one_line(e)}): {remedy}") from e
+    if needs is not None:
+        missing = [f"no {k!r}" for k in needs if k not in data] if isinstance(data, dict) else ["not a JSON object"]
+        if missing:
+            raise UserError(f"{path}: not the record the loop wrote ({missing[0]}): {remedy}")
+    return data
 
 
 STATE_FIELDS = {"generation": int, "best": str, "trainee": str, "elo_best": (int, float), "history": list,
@@ -315,8 +330,16 @@ def read_state(path: Path) -> dict:
     for key, kind in STATE_FIELDS.items():
         if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
             raise UserError(f"{path}: corrupt run state (no valid {key!r}): {remedy}")
+    for key in ("best", "trainee"):  # the run's own nets: publish copies the best over best.pt
+        if not re.fullmatch(r"nets/gen_\d{4,}\.pt", state[key]):
+            raise UserError(f"{path}: corrupt run state ({key} {state[key]!r} is not one of the run's nets): {remedy}")
+    if not all(isinstance(h, dict) for h in state["history"]):
+        raise UserError(f"{path}: corrupt run state (a history record is not a JSON object): {remedy}")
+    if not math.isfinite(state["elo_best"]):
+        raise UserError(f"{path}: corrupt run state (elo_best {state['elo_best']}): {remedy}")
     threshold = state.get("resign_threshold", "missing")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not math.isfinite(threshold)):
         raise UserError(f"{path}: corrupt run state (no valid 'resign_threshold'): {remedy}")
     if state["generation"] < 0 or len(state["history"]) != state["generation"]:
         raise UserError(f"{path}: corrupt run state (generation {state['generation']} with "
@@ -534,7 +557,8 @@ def open_run(cfg: RunConfig) -> dict:
             raise UserError(f"{cfg_path}: corrupt run settings (not a JSON object): restore it, or start a new --out")
         try:
             saved = RunConfig.from_json(saved)
-        except TypeError as e:
+            saved.check_values()  # a hand edit: "search": "xyz" ran PUCT without a word
+        except (TypeError, UserError) as e:
             raise UserError(f"{cfg_path}: corrupt run settings ({one_line(e)}): restore it, or start a new --out")
         for f in dataclasses.fields(cfg):
             if getattr(cfg, f.name) is None and not f.metadata["resumable"]:
@@ -553,7 +577,10 @@ def open_run(cfg: RunConfig) -> dict:
     elif state_path.exists() or (out / "games").exists() or (out / "stats").exists():
         raise UserError(f"{cfg_path} is missing, but {out} holds a loop run: restore config.json from a "
                         "backup, or start a new --out")
-    elif out.is_dir() and any(p.name != ".lock" for p in out.iterdir()):
+    # (A first config.json cut short by a kill leaves its temporary copy: the folder is still a new
+    # run's, and remove_killed_writes clears the copy.)
+    elif out.is_dir() and any(p.name != ".lock" and not _is_run_file(temp_target(p.name) or "")
+                              for p in out.iterdir()):
         raise UserError(f"--out {out}: the folder is not empty and holds no loop run (no config.json): "
                         "give a new or empty folder")
     # A new run (or one killed before its first commit): the initial network
@@ -618,8 +645,8 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
     p = _paths(cfg, gen)
     state = read_state(cfg.out / "state.json")
     if not p["games"].exists():
-        print(f"generation {gen}: best {state['best']}, resign threshold {state['resign_threshold']}",
-              file=sys.stderr)
+        print(f"generation {gen}: best {state['best']}, resign threshold "
+              f"{'none (--no-resign)' if cfg.no_resign else state['resign_threshold']}", file=sys.stderr)
         dev = torch.device(cfg.device)
         best = cfg.out / state["best"]
         net = load_net(best, dev, COMMITTED).to(dev)  # checked here, before any worker starts
@@ -628,7 +655,8 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
             load_games(path, COMMITTED)
         if state["trainee"] != state["best"]:  # the same file was read just above
             load_net(cfg.out / state["trainee"], torch.device("cpu"), COMMITTED)
-        sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=state["resign_threshold"],
+        threshold = None if cfg.no_resign else state["resign_threshold"]  # --no-resign: from any generation on
+        sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=threshold,
                             no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
         seeds = generation_seeds(cfg, gen)["self_play"]
         parts = [(path, min(cfg.parallel, cfg.games - start), seeds[k])
@@ -837,10 +865,12 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
         return state
     games = load_games(p["games"], f"delete it and rerun the same command: generation {gen}'s self-play is played "
                                   "again")
-    train_stats = read_json(p["train"], REDONE)
-    result = read_json(p["gate"], REDONE)
+    load_net(p["net"], torch.device("cpu"), REDONE)  # once committed it is the trainee, and may become the best
+    train_stats = read_json(p["train"], REDONE, needs=())
+    result = read_json(p["gate"], REDONE, needs=("games", "score", "elo"))
     # Runs from before the self-play statistics file have none for a generation in flight.
-    sp_stats = read_json(p["self_play"], REDONE) if p["self_play"].exists() else {"games_per_hour": None}
+    sp_stats = (read_json(p["self_play"], REDONE, needs=("games_per_hour",)) if p["self_play"].exists()
+                else {"games_per_hour": None})
     promoted = cfg.continuous or (result["score"] is not None and result["score"] > cfg.gate_threshold)
     elo_candidate = state["elo_best"] + gate_elo_gain(result)
     threshold = state["resign_threshold"]
@@ -898,9 +928,15 @@ def publish(cfg: RunConfig, state: dict) -> None:
     end of the run: a long run is stopped by Ctrl-C or a kill far more often than it reaches
     ``--generations``, and it used to leave ``best.pt`` missing or a previous run's. Each is
     written only if stale, so a rerun with nothing to do rewrites nothing."""
-    best = (cfg.out / state["best"]).read_bytes()
+    source = cfg.out / state["best"]
+    remedy = "restore it from a backup (best.pt is its copy as last published), or start a new --out"
+    try:
+        best = source.read_bytes()
+    except OSError as e:
+        raise UserError(f"{describe_os_error(e)}: {remedy}") from e
     target = cfg.out / "best.pt"
     if not target.is_file() or target.read_bytes() != best:
+        load_net(source, torch.device("cpu"), remedy)  # a damaged net is not copied over the good copy
         atomic_write(target, best)
     plot, committed = cfg.out / "elo.png", cfg.out / "state.json"
     if state["history"] and (not plot.is_file() or plot.stat().st_mtime_ns < committed.stat().st_mtime_ns):
