@@ -674,7 +674,7 @@ def test_shipped_checkpoints_load_weights_only():
 
 @pytest.mark.parametrize("extra,named", [
     (["--max-steps", "0"], "trainer.max_steps: 0 trains nothing"),
-    (["--precision", "foo"], "trainer settings: Precision 'foo'"),
+    (["--precision", "foo"], "trainer.precision: precision 'foo': expected auto"),
     (["--max-steps", "3", "--set", "trainer.val_check_interval=500"], "trainer.val_check_interval: 500 batches"),
 ])
 def test_a_refused_run_leaves_no_folder_behind(dataset_dir, tmp_path, capsys, extra, named):
