@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from . import bitboard as bb
@@ -29,6 +30,9 @@ class Position:
         object.__setattr__(self, "player", int(self.player) & bb.FULL)
         object.__setattr__(self, "opponent", int(self.opponent) & bb.FULL)
         object.__setattr__(self, "black_to_move", bool(self.black_to_move))
+        if self.player & self.opponent:  # every rule below would answer for a board no game reaches
+            both = ", ".join(square_name(s) for s in bb.squares(self.player & self.opponent))
+            raise ValueError(f"a square holds both colours: {both}")
 
     @property
     def black(self) -> int:
@@ -45,14 +49,16 @@ class Position:
         return [square_name(s) for s in squares] if names else squares
 
     def must_pass(self) -> bool:
+        """No legal move, but the game goes on: the only move is ``PASS`` (as opposed to the end)."""
         return bb.legal_moves(self.player, self.opponent) == 0 and not self.is_over()
 
     def is_over(self) -> bool:
+        """Neither side can move: the score is final (empties go to the winner)."""
         return bool(bb.is_terminal(self.player, self.opponent))
 
     def play(self, move: int | str) -> "Position":
         """Play a square (index or name) or ``PASS``; raises ``IllegalMoveError``."""
-        sq = parse_square(move) if isinstance(move, str) else int(move)
+        sq = parse_square(move) if isinstance(move, str) else operator.index(move)  # 37.7 is no square
         if sq == PASS:
             if bb.legal_moves(self.player, self.opponent):
                 raise IllegalMoveError("cannot pass: a legal move exists")

@@ -6,6 +6,7 @@ index = ``8 * (row - 1) + column`` with column a = 0, matching ``bitboard``.
 
 from __future__ import annotations
 
+import operator
 import re
 
 import numpy as np
@@ -17,6 +18,7 @@ _SQUARE_RE = re.compile(r"([a-h])([1-8])")
 
 def square_name(square: int) -> str:
     """0..63 -> ``'a1'``..``'h8'``; ``PASS`` -> ``'pass'``."""
+    square = operator.index(square)  # a name or a float is no index: TypeError, not a comparison's
     if square == PASS:
         return "pass"
     if not 0 <= square < 64:
@@ -29,6 +31,8 @@ PASS_WORDS = ("pa", "ps", "pass", "--")  # GGF and NBoard write PA, transcripts 
 
 def parse_square(name: str) -> int:
     """``'f5'`` (either case) -> 37; ``'pass'``, ``'pa'``, ``'ps'`` or ``'--'`` -> ``PASS``."""
+    if not isinstance(name, str):
+        raise TypeError(f"parse_square takes a square's name such as 'f5', not {name!r}")
     text = name.strip().lower()
     if text in PASS_WORDS:
         return PASS

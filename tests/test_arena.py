@@ -675,3 +675,12 @@ def test_a_closed_output_does_not_lose_the_files_asked_for(tmp_path):
     assert proc.returncode == 141 and proc.stderr == b""
     assert json.loads((tmp_path / "r.json").read_text())["games"] == 2
     assert len((tmp_path / "g.csv").read_text().splitlines()) == 3
+
+
+def test_a_spec_string_or_a_bad_count_is_refused_by_name():
+    """play_match("random", "greedy", 2) failed inside with AttributeError: 'str' has no reset."""
+    with pytest.raises(TypeError, match=r"play_match's a is a player \(registry.make_player\('random'\) makes one\)"):
+        play_match("random", GreedyPlayer(), 2, progress=False)
+    for games, seed in ((0, 0), (2, -1)):
+        with pytest.raises(ValueError, match="play_match needs games >= 1 and seed >= 0"):
+            play_match(RandomPlayer(), GreedyPlayer(), games, seed=seed, progress=False)

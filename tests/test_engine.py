@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import reference_engine as ref
 from othello import bitboard as bb
+from othello.game import Position
 from othello.perft import perft
 
 PERFT = [1, 4, 12, 56, 244, 1396, 8200, 55092, 390216]
@@ -161,3 +162,20 @@ def test_signed_numpy_boards_are_refused_with_the_cure():
     with pytest.raises(TypeError, match="uint64"):
         bb.legal_moves(p, o)
     assert bb.legal_moves(p.view(np.uint64), o.view(np.uint64))[0] == bb.legal_moves(bb.BLACK_START, bb.WHITE_START)
+
+
+def test_misuse_is_an_error_not_an_answer():
+    """A float square was truncated (37.7 played f5), a board holding both colours on one square
+    was taken, a name where an index belongs failed inside a comparison."""
+    from othello.notation import parse_square, square_name
+
+    with pytest.raises(ValueError, match="a square holds both colours: a1"):
+        Position(1, 1)
+    for bad in (37.7, None):
+        with pytest.raises(TypeError):
+            Position().play(bad)
+    assert Position().play(np.int64(37)) == Position().play("f5")  # array integers are indices
+    with pytest.raises(TypeError):
+        square_name("f5")
+    with pytest.raises(TypeError, match="parse_square takes a square's name such as 'f5', not 5"):
+        parse_square(5)

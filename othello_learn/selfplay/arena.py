@@ -93,6 +93,12 @@ def play_match(
     ends, however it ends: an engine process must not outlive its match, and
     one used again later simply starts afresh.
     """
+    for who, player in (("a", a), ("b", b)):
+        if not isinstance(player, Player):  # a spec string failed deep inside with an AttributeError
+            raise TypeError(f"play_match's {who} is a player (registry.make_player({player!r}) makes one), "
+                            f"not {type(player).__name__}")
+    if games < 1 or seed < 0:
+        raise ValueError(f"play_match needs games >= 1 and seed >= 0, got games={games}, seed={seed}")
     if opening_plies is None:
         opening_plies = default_opening_plies(games)
     try:
