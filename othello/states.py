@@ -67,6 +67,8 @@ class States:
         """numpy states from ``othello.Position`` objects (history: none known, or given)."""
         n = len(positions)
         hist = np.full((n, 4), NO_MOVE, np.int64) if histories is None else np.asarray(histories, np.int64)
+        if hist.shape != (n, 4):  # a shorter row made step's shifted history the wrong width
+            raise ValueError(f"histories must be [{n}, 4] (the last four actions, most recent first), got {hist.shape}")
         return cls(np.array([p.player for p in positions], np.uint64), np.array([p.opponent for p in positions], np.uint64),
                    np.array([p.black_to_move for p in positions], bool), hist)
 

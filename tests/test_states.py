@@ -130,3 +130,8 @@ def test_last_actions_is_the_history_step_keeps():
     assert last_actions([]).tolist() == [-1, -1, -1, -1]
     for g in range(16):
         assert last_actions(played[g]).tolist() == states.history[g].tolist()
+
+
+def test_histories_of_the_wrong_shape_are_refused():
+    with pytest.raises(ValueError, match=r"histories must be \[1, 4\]"):
+        States.from_positions([Position()], histories=[[1, 2]])
