@@ -26,6 +26,11 @@ from . import tree as T
 
 @dataclass
 class MCTSConfig:
+    """One search's settings, shared by PUCT (this class) and Gumbel (``GumbelConfig``), so
+    self-play, the arena's players and gating build their searches from one description.
+    The defaults are AlphaZero's where they transfer (c_puct, noise weight); the noise's alpha
+    scales with the legal moves (10 / moves, KataGo's form) since Othello's branching varies."""
+
     simulations: int = 100
     c_puct: float = 1.5
     dirichlet_alpha_scale: float = 10.0  # root noise alpha = scale / number of legal moves
