@@ -540,7 +540,8 @@ def test_what_a_warm_start_cannot_carry_over_is_named(grown, message):
         grow_network(build_network(NetConfig("resnet", blocks=2, width=8, value_head=True)), grown, "--init x.pt")
 
 
-def test_training_from_init_starts_from_its_weights_and_the_seed_fixes_a_fresh_start(dataset_dir, tmp_path, monkeypatch):
+def test_training_from_init_starts_from_its_weights_and_the_seed_fixes_a_fresh_start(dataset_dir, tmp_path, monkeypatch,
+                                                                                       capsys):
     from othello_learn.models.nets import save_network
     from othello_learn.train.train import train as train_main
 
@@ -552,8 +553,11 @@ def test_training_from_init_starts_from_its_weights_and_the_seed_fixes_a_fresh_s
               "--set", "data.batch_size=64", "--set", "trainer.enable_progress_bar=false",
               "--set", "trainer.enable_model_summary=false", "--set", "trainer.num_sanity_val_steps=0"]
     # the init's settings fill the model section; --set adds a block on top of it
+    capsys.readouterr()
     summary = train_main(common + ["--out", str(tmp_path / "grown"), "--init", str(tmp_path / "init.pt"),
                                    "--set", "model.blocks=2", "--set", "optim.lr=1e-7"])
+    # said, with where the size came from: a config file's model section grew a net without a word
+    assert "the net is grown: model.blocks 1 -> 2 (from --set model.blocks=2)" in capsys.readouterr().err
     assert summary["init"] == str(tmp_path / "init.pt")
     grown = load_network(tmp_path / "grown" / "model.pt")
     assert grown.config == NetConfig("resnet", blocks=2, width=8, value_head=True)

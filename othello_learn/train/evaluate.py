@@ -258,7 +258,9 @@ def evaluate_command(argv=None) -> dict:
     ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16"],
                     help="auto: bf16 autocast + channels_last where the device has fast bf16 (as in training), "
                          "else fp32; 32: fp32 (default: %(default)s)")
-    ap.add_argument("--limit", type=at_least(1), help="evaluate only the first N positions (smoke tests)")
+    ap.add_argument("--limit", type=at_least(1),
+                    help="evaluate only the first N positions, in file order: the years' first games, not a sample "
+                         "(smoke tests)")
     ap.add_argument("--export", type=Path, metavar="NET.pt",
                     help="also write the network as an exported .pt, the file the arena, play, the engines and "
                          "--init take, with this evaluation in its metrics: how to use a run stopped before "

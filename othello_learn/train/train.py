@@ -620,6 +620,12 @@ def _train(args) -> dict:
     L.seed_everything(args.seed, workers=True, verbose=False)  # before the network: --seed fixes its initial weights
     net_config = NetConfig.from_dict(cfg["model"])
     net = grow_network(init, net_config, where=f"--init {args.init}") if init is not None else net_config
+    if init is not None:  # growing is deliberate with --set; from a config file's model section, easy to miss
+        grown = [f"model.{k} {getattr(init.config, k)} -> {getattr(net_config, k)} ({origin.get(('model', k), '?')})"
+                 for k in ("depth", "blocks", "width", "value_head")
+                 if getattr(init.config, k) != getattr(net_config, k) and k in NET_KEYS[net_config.arch]]
+        if grown:
+            print(f"--init {args.init}: the net is grown: {'; '.join(grown)}", file=sys.stderr)
     model = MovePredictor(net, **cfg["optim"])
     ckpt_dir = args.out / "checkpoints"
     last = ckpt_dir / "last.ckpt"
