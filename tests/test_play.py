@@ -351,6 +351,37 @@ def test_a_game_started_from_moves_plays_on_from_them_and_keeps_them(tmp_path):
     assert [m for m in rec.moves if m != PASS][:3] == parse_transcript("f5d6c3") and rec.black == "greedy"
 
 
+def test_a_saved_game_resumes_where_it_was_left(tmp_path, capsys):
+    """--save then --start GAME.ggf: a game quit halfway goes on from its last position (with its
+    passes), and saving again keeps every move."""
+    from othello import formats
+
+    from test_formats import random_game
+
+    moves = next(m[:-6] for s in range(2000) if PASS in (m := random_game(s))[:-6])  # a pass in the part played
+    path = tmp_path / "game.ggf"
+    play.write_ggf(path, [(moves, "human", "greedy")])
+    out = io.StringIO()
+    black = Position()
+    for m in moves:
+        black = black.play(m)
+    colour = "black" if black.black_to_move else "white"  # the human moves first on resuming
+    rc = play.main(["--opponent", "greedy", "--colour", colour, "--start", str(path), "--save", str(path)],
+                   stdin=io.StringIO("quit\n"), stdout=out)
+    assert rc == 0 and transcript_of(out.getvalue()) == format_transcript([m for m in moves if m != PASS])
+    [rec] = formats.parse_ggf(path.read_text())
+    assert rec.moves == moves
+    two = tmp_path / "two.ggf"
+    play.write_ggf(two, [(moves, "a", "b"), (moves, "a", "b")])
+    setup = tmp_path / "setup.ggf"
+    setup.write_text(formats.format_ggf(formats.GameRecord(moves=[], start=black)) + "\n")
+    for bad, said in ((two, "holds 2 games"), (setup, "starts from a set-up board"), (tmp_path / "none.ggf", "none.ggf")):
+        assert play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("quit\n"), stdout=io.StringIO()),
+                             ["--opponent", "greedy", "--start", str(bad)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
+
+
 def _whole_game() -> str:
     pos, moves = Position(), []
     while not pos.is_over():

@@ -181,6 +181,19 @@ def write_ggf(path, games: list[tuple[list[int], str, str]]) -> None:
     atomic_write(path, "".join(format_ggf(game_record(m, b, w)) + "\n" for m, b, w in games))
 
 
+def saved_moves(path: Path) -> list[int]:
+    """The moves of the one game ``path`` holds (as ``--save`` writes it), to resume it; a file of
+    several games, or one from a set-up board, is a UserError naming it."""
+    from othello.formats import parse_ggf
+
+    games = parse_ggf(path.read_text(errors="replace"), str(path))  # a FormatError names the file and ply
+    if len(games) != 1:
+        raise UserError(f"--start {path}: holds {len(games)} games; give a file with the one game to resume")
+    if games[0].start != Position():
+        raise UserError(f"--start {path}: the game starts from a set-up board; only games from the start resume here")
+    return games[0].moves
+
+
 # --------------------------------------------------------------------------
 # The arena's human player
 
@@ -377,15 +390,15 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     parser.add_argument("--save", metavar="GAME.ggf", type=Path,
                         help="write the game here (GGF) however it ends: finished, quit, end of input, Ctrl-C, "
                              "SIGTERM, a closed terminal (SIGHUP), an engine's failure (then without a result)")
-    parser.add_argument("--start", metavar="MOVES", default="",
+    parser.add_argument("--start", metavar="MOVES|GAME.ggf", default="",
                         help="play on from the position these moves from the start lead to (a transcript such as "
-                             "f5d6c3d3c4, passes inferred): they open the saved game and cannot be undone; "
-                             "default: none, the start position")
+                             "f5d6c3d3c4, passes inferred, or a game --save wrote, to resume it): they open the "
+                             "saved game and cannot be undone; default: none, the start position")
     parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
     try:
-        start = parse_transcript(args.start)
+        start = saved_moves(Path(args.start)) if args.start.lower().endswith(".ggf") else parse_transcript(args.start)
     except ValueError as e:
         raise UserError(f"--start: {e}") from None
     inp, out = stdin or sys.stdin, stdout or sys.stdout
