@@ -55,6 +55,11 @@ class Evaluator:
     on a CPU with bf16 instructions), fp32 elsewhere. Batches smaller than
     ``min_fast_batch`` stay fp32 on the CPU, where the format conversions
     cost more than bf16 saves (RESULTS.md, self-play fast path).
+
+    The net itself is put in eval mode and, on that path, channels_last: it is the
+    caller's object, not a copy (a copy of every net a search is given would double
+    self-play's memory); train it afterwards through ``learner.train_network``, which sets
+    its own mode and format.
     """
 
     def __init__(self, net, device=None, precision: str = "auto", min_fast_batch: int = 8):
