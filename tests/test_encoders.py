@@ -316,3 +316,58 @@ def test_encoders_on_edge_batches():
 def test_an_unknown_encoder_name_is_one_error_naming_the_choices():
     with pytest.raises(ValueError, match="'Raw'.*raw, handcrafted"):
         enc.encode("Raw", {})
+
+
+def test_transform_batch_keeps_the_pass_column_of_65_wide_masks_and_policies():
+    """A [N, 65] legal mask or policy (the pass last) turned with the board: the 64
+    squares move with their images, the pass entry stays where it is."""
+    from othello.symmetry import SQUARE_MAP
+    from othello_learn.models.batch import transform_batch
+
+    states = [(ref.start_board(), 1, [-1] * 4)] * 8
+    batch = make_batch(states)
+    g = torch.Generator().manual_seed(0)
+    batch["legal"] = torch.rand(8, 65, generator=g) < 0.5
+    batch["policy"] = torch.rand(8, 65, generator=g)
+    ks = torch.arange(8)
+    out = transform_batch(batch, ks)
+    image = torch.as_tensor(SQUARE_MAP)[ks]
+    for key in ("legal", "policy"):
+        assert out[key].shape == (8, 65)
+        assert torch.equal(out[key][:, 64], batch[key][:, 64]), key
+        assert torch.equal(torch.gather(out[key], 1, image), batch[key][:, :64]), key
+
+
+def test_handcrafted_planes_turn_with_the_board(sample):
+    """Planes of a turned batch (boards and history by ``transform_batch``) are the
+    planes of the batch, turned: every feature, look-ahead ones included, is D4-equivariant."""
+    from othello.symmetry import SQUARE_MAP
+    from othello_learn.models.batch import transform_batch
+
+    batch = make_batch(sample)
+    n = len(sample)
+    ks = torch.arange(n) % 8
+    planes = enc.encode("handcrafted", batch).reshape(n, -1, 64)
+    turned = enc.encode("handcrafted", transform_batch(batch, ks)).reshape(n, -1, 64)
+    image = torch.as_tensor(SQUARE_MAP)[ks][:, None, :].expand_as(turned)
+    assert torch.equal(torch.gather(turned, 2, image), planes)
+
+
+def test_stable_discs_are_never_flipped_in_any_continuation(all_states):
+    """Exhaustively, on positions with few empties: no continuation flips a disc that
+    ``stable_discs`` calls stable (of either colour)."""
+
+    @functools.lru_cache(maxsize=None)
+    def flippable(p, o):  # squares flipped in some continuation, p to move
+        moves = bb.legal_moves(p, o)
+        if not moves:
+            return flippable(o, p) if bb.legal_moves(o, p) else 0
+        return functools.reduce(
+            lambda acc, s: acc | bb.flips(p, o, 1 << s) | flippable(*bb.play(p, o, 1 << s)), bb.squares(moves), 0
+        )
+
+    late = [ref.to_bitboards(b, c) for b, c, _ in all_states if empties(b) <= 5]
+    assert len(late) > 40
+    for p, o in late:
+        never = (p | o) & ~flippable(p, o)
+        assert stable_discs(p, o) & ~never == 0 and stable_discs(o, p) & ~never == 0

@@ -83,7 +83,8 @@ def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | Non
 def transform_batch(batch: dict, ks: torch.Tensor) -> dict:
     """``batch`` with sample i turned by symmetry ``ks[i]``: the boards, the history, and
     what else is per square: ``move`` (a square; kept where the sample is unchanged, see
-    below), ``policy`` (a distribution over the 64 squares) and ``legal``."""
+    below), ``policy`` (a distribution over the 64 squares) and ``legal`` (a 65th, pass,
+    column of either is kept as it is)."""
     device = batch["player"].device
     out = dict(batch)
     out["player"] = transform_each(batch["player"], ks)
@@ -100,5 +101,8 @@ def transform_batch(batch: dict, ks: torch.Tensor) -> dict:
     image = torch.as_tensor(SQUARE_MAP, device=device)[ks]  # [n, 64]: square -> its image
     for key in ("policy", "legal"):
         if key in batch:
-            out[key] = torch.zeros_like(batch[key]).scatter_(1, image, batch[key])
+            # the squares move with the board; a 65th column (the pass) stays as it is
+            # (scatter_ over the whole row would leave it zero)
+            squares = batch[key][:, :64]
+            out[key] = torch.cat([torch.zeros_like(squares).scatter_(1, image, squares), batch[key][:, 64:]], 1)
     return out
