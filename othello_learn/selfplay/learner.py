@@ -1,5 +1,6 @@
 """Training the network on self-play samples: value MSE + policy cross-entropy
-against the search's visit distribution + L2, with a random D4 symmetry per
+against the search's policy target (PUCT's visit distribution, Gumbel's improved
+policy) + L2, with a random D4 symmetry per
 sample applied on the device (boards, history and the policy target alike).
 On the fast path where the hardware has it (bf16 autocast + channels_last,
 ``othello_learn.models.fastpath``), as supervised training; the weights and the
@@ -24,7 +25,7 @@ from .selfplay import SelfPlayGames
 
 def to_device_batch(games: SelfPlayGames, idx: np.ndarray, device) -> dict:
     """Samples ``idx`` of ``games`` as a model batch with the self-play targets
-    (``policy``: the search's visit distribution, ``outcome``: the game's result)."""
+    (``policy``: the search's policy target, ``outcome``: the game's result)."""
     batch = from_arrays(games.player[idx], games.opponent[idx], games.black_to_move[idx], games.history[idx], device)
     batch["policy"] = torch.from_numpy(games.policy[idx].astype(np.float32)).to(device)
     batch["outcome"] = torch.from_numpy(games.outcome[idx].astype(np.float32)).to(device)
