@@ -21,6 +21,7 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout wit
 import argparse, time
 import numpy as np, pandas as pd, torch
 from othello import bitboard as bb
+from othello.files import atomic_path
 from othello.states import States
 from othello_learn.models import fastpath
 from othello_learn.models.batch import from_arrays
@@ -46,6 +47,11 @@ ap.add_argument("--part", default="0/1", help="I/N: with --expert, every N-th ca
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--out", required=True)
 a = ap.parse_args()
+if a.results_only and not a.solve_empties:
+    ap.error("--results-only labels solved endgames: give --solve-empties E")
+if a.part != "0/1" and not a.expert:
+    ap.error("--part splits the expert positions: give --expert")
+OUT = a.out if a.out.endswith(".npz") else a.out + ".npz"  # np.savez's name, written whole (temporary file, then rename)
 rng = np.random.default_rng(a.seed)
 dev = torch.device("cpu")
 net = load_network(a.net)
@@ -153,8 +159,9 @@ if a.solve_empties:
     ok = keepmask[np.arange(n), own]
     print("the net's argmax is optimal in", f"{best[np.arange(n), own].mean():.3f}", "of them; keeps the result in",
           f"{ok.mean():.3f} (won {(top > 0).mean():.2f}, drawn {(top == 0).mean():.2f}, lost {(top < 0).mean():.2f})")
-    np.savez(a.out, player=S0.player, opponent=S0.opponent, black=S0.black_to_move, history=S0.history.astype(np.int8),
-             ply=plies, best=best, value=value, wdl=wdl, pi=pi.astype(np.float16), own=own.astype(np.int8))
+    with atomic_path(OUT) as tmp, open(tmp, "wb") as f:
+        np.savez(f, player=S0.player, opponent=S0.opponent, black=S0.black_to_move, history=S0.history.astype(np.int8),
+                 ply=plies, best=best, value=value, wdl=wdl, pi=pi.astype(np.float16), own=own.astype(np.int8))
     print("saved", a.out, f"{time.time()-t0:.0f}s")
     raise SystemExit
 
@@ -190,6 +197,7 @@ for s0 in range(0, len(plies), a.batch):
         print(s0 + n, f"{time.time()-t0:.0f}s", flush=True)
 res = {k: np.concatenate(v) for k, v in out.items()}
 print("search move differs from the argmax in", f"{(res['move'] != res['own']).mean():.3f}", "of positions")
-np.savez(a.out, player=S0.player, opponent=S0.opponent, black=S0.black_to_move, history=S0.history.astype(np.int8),
-         ply=plies, **res)
+with atomic_path(OUT) as tmp, open(tmp, "wb") as f:
+    np.savez(f, player=S0.player, opponent=S0.opponent, black=S0.black_to_move, history=S0.history.astype(np.int8),
+             ply=plies, **res)
 print("saved", a.out, f"{time.time()-t0:.0f}s")

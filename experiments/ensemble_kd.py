@@ -36,6 +36,8 @@ ap.add_argument("--wd", type=float, default=1e-4)
 ap.add_argument("--vw", type=float, default=0.5, help="value weight on the experts' results")
 ap.add_argument("--seed", type=int, default=0)
 a = ap.parse_args()
+if bool(a.own) != (a.own_frac > 0):
+    ap.error("--own and --own-frac go together (the own positions' share of each batch)")
 torch.manual_seed(a.seed)
 
 pos = np.load("data/wthor/positions.npy", mmap_mode="r")

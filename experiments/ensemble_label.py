@@ -2,7 +2,8 @@
 checkpoints of each one's move probabilities averaged over the board's 8 symmetries
 (the ``tta:A,B,...`` player of ``ensemble_player.py``). ``pi01`` becomes that mean and
 ``move`` its argmax; every other field is kept, so ``finetune.py --lab`` reads the
-result. Why: the ensemble plays better than its members as a 1-ply player, and
+result (less the search's root Q of its own move, `q_move`/`q_own`, which no longer
+describe `move`). Why: the ensemble plays better than its members as a 1-ply player, and
 distilling it into one net is a target of the net's own kind (a mean of same-size nets),
 unlike a search's corrections."""
 import argparse
@@ -14,6 +15,7 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
+from othello.files import atomic_path
 from othello_learn.models import fastpath
 from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network
@@ -49,5 +51,10 @@ with torch.inference_mode(), fastpath.autocast(dev, prec):
             print(f"{e}/{N} {e / (time.time() - t0):.0f}/s", flush=True)
 src["pi01"] = pi
 src["move"] = pi.astype(np.float32).argmax(1).astype(np.int8)
-np.savez(a.out, **src)
+# q_move / q_own are the search's root Q of ITS move and of the net's own: read beside the new `move`, agreement.py's
+# "where the search leads" lines and finetune.py --lab-min-gap would mix the ensemble's move with the search's gap.
+for k in ("q_move", "q_own"):
+    src.pop(k, None)
+with atomic_path(a.out if a.out.endswith(".npz") else a.out + ".npz") as tmp, open(tmp, "wb") as f:  # never half-written
+    np.savez(f, **src)
 print("changed from the net's own argmax:", float((src["move"] != src["own"]).mean()), flush=True)

@@ -29,7 +29,7 @@ ap.add_argument("--expert-vw", type=float, default=0.5)
 ap.add_argument("--expert-min-result", type=int, default=None,
                 help="keep only the expert moves whose mover ended the game with at least this disc difference "
                      "(1: the winners' moves, 0: and draws'): behaviour cloning filtered by the outcome")
-ap.add_argument("--max-ply", type=int, default=60)
+ap.add_argument("--max-ply", type=int, default=60, help="with --games: only their positions before this ply")
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--end", nargs="*", default=[])
 ap.add_argument("--end-frac", type=float, default=0.0)
@@ -50,6 +50,13 @@ ap.add_argument("--lab-min-gap", type=float, default=None,
                 help="with --lab-target move: keep the net's own argmax as the label unless the search's move "
                      "leads it by this much in root Q (labels from dagger_label.py, which records q_move and q_own)")
 a = ap.parse_args()
+if a.lab and a.games:
+    ap.error("--lab and --games both fill the non-expert, non-endgame part of each batch: give one")
+if bool(a.end) != (a.end_frac > 0):
+    ap.error("--end and --end-frac go together (the endgame positions' share of each batch)")
+_rest = a.batch - int(round(a.batch * a.end_frac)) - int(round(a.batch * a.expert))  # the --lab / --games part
+if _rest < 0 or (_rest > 0) != bool(a.lab or a.games):
+    ap.error("--expert + --end-frac: below 1 with --lab or --games (they fill the rest of each batch), else exactly 1")
 torch.manual_seed(a.seed)
 sp = None if not a.games else SelfPlayGames.concat([SelfPlayGames.load(f) for f in sorted(set(sum((glob.glob(g) for g in a.games), [])))])
 keep = np.nonzero(sp.ply < a.max_ply)[0] if sp else None

@@ -85,6 +85,8 @@ def grow(src: str, dst: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(_sys.argv) < 3 or _sys.argv[1] not in ("grow", "run"):
+        raise SystemExit(__doc__)
     cmd, *rest = _sys.argv[1:]
     if cmd == "grow":
         grow(*rest)

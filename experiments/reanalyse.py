@@ -6,6 +6,7 @@ from pathlib import Path as _Path
 _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import argparse, glob, time, dataclasses
 import numpy as np, torch
+from othello.files import atomic_path
 from othello.states import States
 from othello_learn.models.nets import load_network
 from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS
@@ -43,6 +44,7 @@ for s in range(0, len(idx), a.batch):
     out["pi1"].append(S.improved_policy(gi)[:, :64].half().numpy()); S.cfg = lo
     if (s // a.batch) % 10 == 0:
         print(s + n, f"{time.time()-t0:.0f}s", flush=True)
-np.savez(a.out, player=g.player[idx], opponent=g.opponent[idx], black=g.black_to_move[idx], history=g.history[idx],
-         ply=g.ply[idx], **{k: np.concatenate(v) for k, v in out.items()})
+with atomic_path(a.out if a.out.endswith(".npz") else a.out + ".npz") as tmp, open(tmp, "wb") as f:  # np.savez's name; never half-written
+    np.savez(f, player=g.player[idx], opponent=g.opponent[idx], black=g.black_to_move[idx], history=g.history[idx],
+             ply=g.ply[idx], **{k: np.concatenate(v) for k, v in out.items()})
 print("saved", a.out, f"{time.time()-t0:.0f}s")

@@ -2,8 +2,8 @@
 Monte-Carlo rollouts, here deterministic): positions come from the learner's
 own greedy self-play from random openings; at each, the learner's top-k moves
 are each played out to the end by the learner on both sides, greedily, and the
-move whose game ends best (win/draw/loss, then disc difference; ties to the
-prior) becomes the target. One Adam step a batch, expert positions mixed in to
+move whose game ends best (win/draw/loss; with --margin, then the disc difference;
+ties to the prior) becomes the target. One Adam step a batch, expert positions mixed in to
 anchor what the rollouts do not see. Research script, not tested."""
 import sys as _sys
 from pathlib import Path as _Path

@@ -8,6 +8,7 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout wit
 import sys, numpy as np, pandas as pd, time
 from othello_learn.selfplay.endgame import solve
 from othello import bitboard as bb
+from othello.files import atomic_path
 wid, minutes, dest = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 p=np.load('data/wthor/positions.npy', mmap_mode='r')
 years = pd.read_csv("data/wthor/games.csv", usecols=["year"])["year"].to_numpy()
@@ -18,6 +19,15 @@ cand = cand[years[p['game'][cand]] <= 2014]
 rng.shuffle(cand)
 out = {k: [] for k in ("player","opponent","black","history","best","value")}
 t0=time.time(); n=0
+
+
+def save():  # the whole file each time, written to a temporary file and renamed: a kill mid-write keeps the last one
+    with atomic_path(dest if dest.endswith(".npz") else dest + ".npz") as tmp, open(tmp, "wb") as f:
+        np.savez(f, player=np.array(out["player"],np.uint64), opponent=np.array(out["opponent"],np.uint64),
+                 black=np.array(out["black"]), history=np.array(out["history"],np.int8), best=np.array(out["best"]), value=np.array(out["value"]))
+
+
+saved = 0
 for r in cand:
     e = p[r]; P, O = int(e['player']), int(e['opponent'])
     E = 64 - bin(P|O).count("1")
@@ -28,7 +38,8 @@ for r in cand:
     out["best"].append(m); out["value"].append(v)
     n += 1
     if n % 2000 == 0 or time.time()-t0 > minutes*60:
-        np.savez(dest, player=np.array(out["player"],np.uint64), opponent=np.array(out["opponent"],np.uint64),
-                 black=np.array(out["black"]), history=np.array(out["history"],np.int8), best=np.array(out["best"]), value=np.array(out["value"]))
+        save(); saved = n
         print(n, f"{time.time()-t0:.0f}s", flush=True)
         if time.time()-t0 > minutes*60: break
+if saved < n:  # the candidates ran out between two saves
+    save(); print(n, f"{time.time()-t0:.0f}s", flush=True)
