@@ -578,6 +578,24 @@ def test_elo_interval_of_pairs_that_all_score_alike_is_not_a_certainty():
     assert odd.pair_scores() is None
 
 
+def test_game_rows_give_black_s_view_whoever_a_is():
+    """Hand-made: A wins by 10 as black, by 6 as white, loses by 4 as white, draws as black."""
+    r = MatchResult("a", "b", np.array([1.0, 1.0, 0.0, 0.5]), np.array([10, 6, -4, 0]),
+                    np.array([True, False, False, True]), openings=["f5", "f5", "d3", "d3"],
+                    transcripts=["f5d6", "f5f6", "d3c3", "d3e3"])
+    rows = r.game_rows()
+    assert [(x["black"], x["white"], x["black_disc_diff"], x["winner"]) for x in rows] == [
+        ("a", "b", 10, "black"), ("b", "a", -6, "white"), ("b", "a", 4, "black"), ("a", "b", 0, "draw")]
+    assert [x["a_colour"] for x in rows] == ["black", "white", "white", "black"]
+    assert rows[1]["transcript"] == "f5f6" and rows[2]["opening"] == "d3"
+
+
+def test_a_match_of_no_games_has_no_score():
+    r = _result(0, 0, 0)
+    assert r.games == 0 and math.isnan(r.score) and math.isnan(r.disc_diff_mean)
+    assert all(math.isnan(x) for x in r.elo())
+
+
 # --------------------------------------------------------------------------
 # Command line
 

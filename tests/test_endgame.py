@@ -167,3 +167,75 @@ def test_endgame_spec_and_a_perfect_end_beats_random_play():
             make_player(bad)
     result = play_match(make_player("endgame:10:random"), make_player("random"), 20, seed=0, progress=False)
     assert result.score > 0.8
+
+
+# ---------------------------------------------------------------- mutation-testing additions
+
+
+def test_fourteen_empties_are_in_range_and_fifteen_are_not():
+    """The documented limit, at its edge, on positions that solve at once: the side to move owns
+    all but b1 (white) and 14 empty squares; its one move, c1, takes white's last disc."""
+    board = [[1] * 8 for _ in range(8)]
+    board[0][1] = -1  # b1
+    empty = [(0, 2)] + [(r, c) for r in (6, 7) for c in range(8)][-13:]  # c1 and the last 13 squares
+    for r, c in empty:
+        board[r][c] = 0
+    assert ref.legal(board, 1) == [(0, 2)] and _minimax(board, 1) == 64
+    p, o = ref.to_bitboards(board, 1)
+    assert endgame.empties(p, o) == 14
+    assert solve(p, o) == (64, [2]) and endgame.value(p, o) == 64
+    over = ref.apply(board, 1, 0, 2)  # white has no disc left: over, 13 empties
+    over[5][0] = 0  # a6 emptied too: 14 empties, still over
+    assert ref.game_over(over) and endgame.value(*ref.to_bitboards(over, -1)) == -ref.final_score(over)
+    board[5][0] = 0  # 15 empties
+    with pytest.raises(ValueError, match="at most 14 empty squares, this position has 15"):
+        solve(*ref.to_bitboards(board, 1))
+
+
+def test_partial_move_values_are_not_taken_for_a_solve():
+    """solved_from_moves keeps a solve only when every legal move was valued: one move's value
+    alone must not make ``solve`` answer that move as the best."""
+    for board, color in _endings(8, seed=13, max_empties=6):
+        children = {8 * r + c: -_minimax(ref.apply(board, color, r, c), -color) for r, c in ref.legal(board, color)}
+        if len(set(children.values())) > 1:
+            break
+    assert len(set(children.values())) > 1
+    p, o = ref.to_bitboards(board, color)
+    worst = min(children, key=children.get)
+    endgame._SOLVED.clear()
+    endgame.solved_from_moves(p, o, {worst: children[worst]})
+    best = max(children.values())
+    assert solve(p, o) == (best, sorted(sq for sq, v in children.items() if v == best))
+    endgame._SOLVED.clear()
+
+
+def test_alphabeta_to_the_end_is_the_exact_result():
+    """With the depth past the last empty square every line ends in a finished game: the value
+    is WIN_SCALE times the perfect-play disc difference of plain minimax on the reference boards,
+    and the best moves are minimax's."""
+    from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
+
+    ends = [(b, c) for b, c in _endings(6, seed=17, max_empties=4)]
+    assert len(ends) > 10
+    for board, color in ends[::2]:
+        children = {8 * r + c: -_minimax(ref.apply(board, color, r, c), -color) for r, c in ref.legal(board, color)}
+        best = max(children.values())
+        value, moves = AlphaBetaPlayer(6).search(*ref.to_bitboards(board, color))
+        assert value == WIN_SCALE * best
+        assert moves == sorted(sq for sq, v in children.items() if v == best)
+
+
+def test_alphabeta_evaluation_of_a_hand_scored_position():
+    """To move: a1 b1 c1 a2 (4 stable discs, a corner); the opponent: b2 d1. By hand:
+    squares 100 - 20 + 10 - 20 - (-50 + 5) = 115; mobility 5 moves (a3 b3 c2 c3 e1) to 0,
+    100 * 5 // 7 = 71, weighted 2; corners 1 - 0, weighted 25; stable 4 - 0, weighted 10:
+    115 + 142 + 25 + 40 = 322. From the other side: -115 + 2 * (-500 // 7 = -72) - 25 - 40 = -324."""
+    from othello_learn.selfplay import alphabeta as ab
+
+    sq = lambda name: 1 << ("abcdefgh".index(name[0]) + 8 * (int(name[1]) - 1))  # noqa: E731
+    p = sq("a1") | sq("b1") | sq("c1") | sq("a2")
+    o = sq("b2") | sq("d1")
+    assert bb.squares(bb.legal_moves(p, o)) == sorted(map(lambda n: sq(n).bit_length() - 1, ("a3", "b3", "c2", "c3", "e1")))
+    assert bb.legal_moves(o, p) == 0
+    assert ab.evaluate(p, o) == 322
+    assert ab.evaluate(o, p) == -324

@@ -179,3 +179,109 @@ def test_misuse_is_an_error_not_an_answer():
         square_name("f5")
     with pytest.raises(TypeError, match="parse_square takes a square's name such as 'f5', not 5"):
         parse_square(5)
+
+
+# ---------------------------------------------------------------- mutation-testing additions
+
+
+def test_final_disc_difference_one_position_api_matches_reference(positions):
+    """The int path (what ``Position.score`` uses) for every finished position, from both sides
+    (winner and loser with empties left), and a draw with empties: nobody gets them."""
+    finished = [(b, c) for b, c in positions if bb.is_terminal(*ref.to_bitboards(b, c))]
+    assert len(finished) == 300 and all(ref.game_over(b) for b, _ in finished)
+    assert any(sum(v == 0 for row in b for v in row) for b, _ in finished)  # empties left somewhere
+    for board, color in finished:
+        p, o = ref.to_bitboards(board, color)
+        assert bb.final_disc_difference(p, o) == color * ref.final_score(board)
+        assert bb.final_disc_difference(o, p) == -color * ref.final_score(board)
+    board = [[0] * 8 for _ in range(8)]
+    board[0][0], board[7][7] = 1, -1  # a1 black, h8 white: over, 1-1 with 62 empties
+    assert ref.game_over(board) and ref.final_score(board) == 0
+    p, o = ref.to_bitboards(board, 1)
+    assert bb.final_disc_difference(p, o) == 0 and Position(p, o, True).score() == 0
+    for kind in (np.array([p], np.uint64), torch.tensor([p])):
+        assert int(bb.final_disc_difference(kind, kind * 0 + o)[0]) == 0
+
+
+def test_signed_is_twos_complement_at_the_edge():
+    """h8 alone is the one board whose int64 reading is exactly -2**63."""
+    for v in (0, 1, (1 << 63) - 1, 1 << 63, (1 << 63) + 1, bb.FULL):
+        assert bb._signed(v) == int(np.array([v], np.uint64).view(np.int64)[0])
+    t = torch.tensor([bb.const(1 << 63, torch.zeros(1, dtype=torch.long))])
+    assert t.numpy().view(np.uint64)[0] == 1 << 63
+
+
+def _name(sq):
+    from othello.notation import square_name
+
+    return square_name(sq)
+
+
+def test_every_square_is_legal_or_refused_as_the_reference_says():
+    """Each square (occupied ones too: they can bracket discs) and the pass, in every position
+    of a few reference games, including finished ones: legal exactly when the reference says so,
+    and then the child is the reference's."""
+    from othello import PASS, IllegalMoveError
+
+    rng = random.Random(5)
+    seen_over = 0
+    for _ in range(4):
+        record, final, final_color = ref.random_game(rng)
+        for board, color in [(b, c) for b, c, _ in record] + [(final, final_color)]:
+            pos = Position(*ref.to_bitboards(board, color), color == 1)
+            seen_over += pos.is_over()
+            legal = {8 * r + c for r, c in ref.legal(board, color)}
+            for sq in range(64):
+                if sq in legal:
+                    child = ref.apply(board, color, sq // 8, sq % 8)
+                    assert pos.play(sq) == Position(*ref.to_bitboards(child, -color), color != 1)
+                else:
+                    with pytest.raises(IllegalMoveError):
+                        pos.play(sq)
+            if not legal and not ref.game_over(board):
+                assert pos.must_pass() and pos.play(PASS) == Position(pos.opponent, pos.player, not pos.black_to_move)
+            else:
+                assert not pos.must_pass()
+                with pytest.raises(IllegalMoveError):
+                    pos.play(PASS)
+    assert seen_over == 4
+
+
+def test_transcript_without_passes_infers_them():
+    """A reference game with a pass, written without it, replays to the reference's final board."""
+    rng = random.Random(0)
+    while True:
+        record, final, _ = ref.random_game(rng)
+        if any(m == 64 for _, _, m in record):
+            break
+    text = "".join(_name(m) for _, _, m in record if m != 64)
+    pos = Position.from_transcript(text)
+    assert (pos.black, pos.white) == ref.to_bitboards(final, 1)
+
+
+def test_score_of_a_game_in_progress_is_black_minus_white():
+    """After f5 black has 4 discs, white 1, and white is to move: +3 for black."""
+    pos = Position().play("f5")
+    assert not pos.black_to_move and pos.score() == 3
+    board = ref.apply(ref.apply(ref.start_board(), 1, 4, 5), -1, 3, 5)  # f5, then white f4 flips e4
+    b, w = (sum(v == k for row in board for v in row) for k in (1, -1))
+    assert (b, w) == (3, 3) and pos.play("f4").score() == 0
+    board = ref.apply(board, 1, 2, 4)  # black e3
+    b, w = (sum(v == k for row in board for v in row) for k in (1, -1))
+    assert pos.play("f4").play("e3").score() == b - w != 0
+
+
+def test_board_text_of_the_start():
+    """Hand-written: black's four legal moves marked, X black, O white."""
+    assert str(Position()).splitlines() == [
+        "  a b c d e f g h",
+        "1 . . . . . . . .",
+        "2 . . . . . . . .",
+        "3 . . . * . . . .",
+        "4 . . * O X . . .",
+        "5 . . . X O * . .",
+        "6 . . . . * . . .",
+        "7 . . . . . . . .",
+        "8 . . . . . . . .",
+        "black (X=black, O=white, *=legal) to move",
+    ]

@@ -249,3 +249,32 @@ def test_ggf_files_split_at_game_ends_outside_tag_values():
     assert len(games) == 2 and all((g.black, g.white, g.moves) == (rec.black, rec.white, rec.moves) for g in games)
     with pytest.raises(FormatError, match="never ends"):
         parse_ggf("(;GM[Othello]PB[unclosed;)")
+
+
+# ---------------------------------------------------------------- mutation-testing additions
+
+
+def test_ggf_result_markers_side_and_two_decimal_numbers():
+    """Hand-made records: RE[-64:r] (a resignation) is -64 for black and written back as it came;
+    an RE that is no number is kept as a tag; BO's side to move may be a lower-case 'o' (white);
+    evals and times keep their two decimals through a round trip."""
+    moves = "B[f5/-1.25/4.09]W[d6/0.33/12.5]"
+    text = "(;GM[Othello]TY[8]RE[-64:r]" + START_BO + moves + ";)"
+    g = parse_ggf_game(text)
+    assert g.result == -64.0 and g.tags["RE"] == "-64:r"
+    assert g.evals == [-1.25, 0.33] and g.times == [4.09, 12.5]
+    assert "RE[-64:r]" in format_ggf(g) and moves in format_ggf(g)
+    odd = parse_ggf_game("(;GM[Othello]TY[8]RE[abandoned]" + START_BO + ";)")
+    assert odd.result is None and odd.tags["RE"] == "abandoned" and "RE[abandoned]" in format_ggf(odd)
+    white = parse_ggf_game("(;GM[Othello]TY[8]" + START_BO[:-2] + "o]W[e3];)")
+    assert not white.start.black_to_move and white.moves == [parse_square("e3")]
+
+
+def test_obf_side_letters_and_comment_lines():
+    """Edax's letters for the side to move: X, * or B black, O or W white, either case;
+    '#' lines are comments as '%' lines are."""
+    cells = "-" * 27 + "OX------XO" + "-" * 27
+    sides = {"X": True, "*": True, "b": True, "B": True, "x": True, "O": False, "o": False, "W": False, "w": False}
+    got = [q.position.black_to_move for q in parse_obf("\n".join(f"{cells} {s};" for s in sides))]
+    assert got == list(sides.values())
+    assert parse_obf(f"# a comment\n% another\n{cells} X;\n")[0].position == Position()

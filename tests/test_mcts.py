@@ -355,3 +355,114 @@ def test_choose_action():
     got = choose(many, sample, torch.Generator().manual_seed(0))
     assert (got[3000:] == 5).all() and set(got.tolist()) == {5, 7}
     assert abs(float((got[:3000] == 5).float().mean()) - 0.75) < 0.03
+
+
+# ---------------------------------------------------------------- mutation-testing additions
+
+
+def test_fpu_and_noise_off_match_the_reference(ev):
+    """A non-zero first-play urgency is the unvisited child's Q from the parent's view (the
+    reference's ``fpu``), and ``search(noise=False)`` adds no noise even where the config has a weight."""
+    positions = _positions(4, seed=14, min_ply=5, max_ply=50)
+    for fpu in (-0.3, 0.2):
+        t = BatchedMCTS(ev, len(positions), MCTSConfig(simulations=24, fpu=fpu, dirichlet_weight=0.25, reuse_tree=False),
+                        generator=torch.Generator().manual_seed(0))
+        g = torch.arange(len(positions))
+        t.set_roots(g, _states(positions))
+        t.search(g, noise=False)
+        got = t.root_visits(g).long().tolist()
+        for i, (p, o, h, b) in enumerate(positions):
+            assert got[i] == reference_search(Node(p, o, h, b, ev), 24, ev, fpu=fpu), (fpu, i)
+
+
+def test_dirichlet_noise_has_alpha_scale_over_the_legal_moves(ev):
+    """With weight 1 the root prior is the noise itself: Dirichlet(10 / n) over the n legal moves,
+    whose components have mean 1 / n and variance (1/n)(1 - 1/n) / (10 + 1) (n * alpha = 10)."""
+    pos = _positions(1, seed=15, min_ply=10, max_ply=20)[0]
+    n_games = 3000
+    t = BatchedMCTS(ev, n_games, MCTSConfig(simulations=1, dirichlet_weight=1.0), generator=torch.Generator().manual_seed(1))
+    g = torch.arange(n_games)
+    t.set_roots(g, _states([pos] * n_games))
+    legal = t.tree.legal[0, 0]
+    n = int(legal.sum())
+    assert n >= 3
+    t._add_noise(g)
+    noise = t.tree.prior[:, 0][:, legal].double()
+    want_var = (1 / n) * (1 - 1 / n) / (10 + 1)
+    assert torch.allclose(noise.mean(0), torch.full((n,), 1 / n, dtype=torch.float64), atol=0.01)
+    assert torch.allclose(noise.var(0), torch.full((n,), want_var, dtype=torch.float64), rtol=0.15)
+
+
+def test_zero_noise_weight_leaves_the_prior_and_random_stream_alone(ev):
+    gen = torch.Generator().manual_seed(3)
+    t = BatchedMCTS(ev, 2, MCTSConfig(simulations=2, dirichlet_weight=0.0), generator=gen)
+    g = torch.arange(2)
+    t.set_roots(g, _states(_positions(2, seed=16)))
+    before, state = t.tree.prior[g, 0].clone(), gen.get_state()
+    t._add_noise(g)
+    assert torch.equal(t.tree.prior[g, 0], before) and torch.equal(gen.get_state(), state)
+
+
+def test_evaluator_prior_of_a_forced_pass_is_the_pass_alone(ev):
+    """Called directly (players do), not only through the tree's legal mask: a position with no
+    square to play gets prior 1 on the pass, the others a distribution over their legal squares."""
+    rng = random.Random(4)
+    passing = None
+    while passing is None:
+        record, _, _ = ref.random_game(rng)
+        passing = next(((b, c) for b, c, m in record if m == PASS), None)
+    positions = [(*ref.to_bitboards(*passing), [-1] * 4, passing[1] == 1)] + _positions(2, seed=17)
+    s = _states(positions)
+    prior, _ = ev(s.player, s.opponent, s.history, s.black_to_move)
+    assert prior[0].tolist() == [0.0] * 64 + [1.0]
+    for i, (p, o, *_) in enumerate(positions[1:], 1):
+        legal = torch.tensor([bool(bb.legal_moves(p, o) >> q & 1) for q in range(64)])
+        assert float(prior[i, 64]) == 0.0 and (prior[i, :64][~legal] == 0).all()
+        assert float(prior[i].sum()) == pytest.approx(1.0, abs=1e-5)
+
+
+def _subtree_size(tree, b, root):
+    """Nodes under (and including) ``root`` in tree ``b``, by walking parent pointers in Python."""
+    size = int(tree.size[b])
+    parent = tree.parent[b, :size].tolist()
+    count = 0
+    for x in range(size):
+        y = x
+        while y != -1 and y != root:
+            y = parent[y]
+        count += y == root
+    return count
+
+
+def test_reuse_keeps_a_subtree_exactly_when_a_full_search_fits_after_it(ev):
+    """advance: a game keeps the chosen child's subtree iff the child was expanded and the
+    subtree leaves at least simulations + 1 free nodes (boundary included), counted here from
+    the parent pointers, over whole games of a small search whose trees often fill up."""
+    from othello_learn.selfplay import tree as T
+
+    sims, n = 4, 8
+    positions = _positions(n, seed=18, max_ply=6)
+    t, g = _tree(ev, positions, sims=sims, reuse=True)
+    C = t.tree.capacity
+    counts = set()
+    for _ in range(30):
+        live = g[~t.tree.terminal[g, T.ROOT]]
+        if live.numel() == 0:
+            break
+        t.search(live, noise=False)
+        actions = t.choose_action(live)
+        want = []
+        for b, a in zip(live.tolist(), actions.tolist()):
+            child = int(t.tree.children[b, T.ROOT, a])
+            count = _subtree_size(t.tree, b, child) if child != T.UNEXPANDED else None
+            counts.add(count)
+            want.append(None if count is None or count + sims + 1 > C else count)  # None: a fresh root
+        stepped = t.tree.state[live, torch.zeros_like(live)].step(actions)
+        fresh = t.advance(live, actions)
+        for j, b in enumerate(live.tolist()):
+            if want[j] is None:
+                assert bool(fresh[j]), b
+            else:
+                assert not bool(fresh[j]) and int(t.tree.size[b]) == want[j] and C - want[j] >= sims + 1, b
+        t.set_roots(live[fresh], stepped[fresh])
+    assert {C - sims - 1, C - sims} <= counts  # both sides of the boundary were met

@@ -247,3 +247,40 @@ def test_download_fetches_zipped_years(tmp_path, monkeypatch, games):
     assert json.loads((out / "summary.json").read_text())["total"]["games"] == 10
     assert cli.main(["--download", "--wthor-dir", str(target), "--years", "2001-2002", "--out", str(out), "--quiet"]) == 0
     assert len(served) == 2, "files already there are not fetched again"
+
+
+# ---------------------------------------------------------------- mutation-testing additions
+
+
+def test_replay_infers_a_pass_only_where_the_reference_has_one():
+    """Three records: a reference game with a pass (kept whole); one opening with e3, legal for
+    white but not for black, who has moves (no pass: illegal at ply 0); and the pass game with
+    the move after its pass replaced by an empty square the reference says the other side cannot
+    play either (illegal there). Bad games report their ply and byte and keep no positions."""
+    from othello.notation import square_to_wthor
+
+    rng = random.Random(0)
+    wrong = None
+    while wrong is None:
+        record, board, _ = ref.random_game(rng)
+        plies = [i for i, (_, _, m) in enumerate(record) if m == PASS and i + 1 < len(record)]
+        if not plies:
+            continue
+        pass_board, pass_color, _ = record[plies[0]]
+        assert not ref.legal(pass_board, pass_color)
+        playable = {8 * r + c for r, c in ref.legal(pass_board, -pass_color)}
+        wrong = next((s for s in range(64) if pass_board[s // 8][s % 8] == 0 and s not in playable), None)
+    moves = _moves(record)
+    at = sum(m != PASS for _, _, m in record[:plies[0]])  # index in ``moves`` of the move after the pass
+    e3 = 8 * 2 + 4
+    assert (2, 4) in ref.legal(ref.start_board(), -1) and (2, 4) not in ref.legal(ref.start_board(), 1)
+    rows = [moves, [e3] + moves[1:], moves[:at] + [wrong] + moves[at + 1:]]
+    data = np.zeros((3, 60), np.uint8)
+    for g, row in enumerate(rows):
+        data[g, :len(row)] = square_to_wthor(np.array(row))
+    r = replay(data)
+    assert r.error_ply.tolist() == [-1, 0, at]
+    assert r.error_move.tolist() == [0, square_to_wthor(e3), square_to_wthor(wrong)]
+    assert r.n_moves.tolist() == [len(moves), 0, 0]
+    assert set(r.positions["game"].tolist()) == {0} and len(r.positions) == len(moves)
+    assert bool(r.finished[0]) == ref.game_over(board) and not r.finished[1:].any()
