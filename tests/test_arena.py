@@ -394,6 +394,19 @@ def test_random_openings_find_every_class():
     assert {_canonical(op.black, op.white, op.black_to_move) for op in found} == classes
 
 
+def test_openings_are_the_seeds_and_reach_their_positions_by_their_moves():
+    """Each seed draws its own openings; each opening is ``plies`` moves from the start with
+    the discs they put down (4 + plies), so a game random play ended before its last ply
+    (seed 1 at 55 plies has one) is not among them."""
+    first = [op.actions for op in random_openings(4, 4, np.random.default_rng(0))]
+    assert first != [op.actions for op in random_openings(4, 4, np.random.default_rng(1))]
+    ops = random_openings(1024, 55, np.random.default_rng(1))
+    assert len(ops) > 1000 and all(len(op.moves) == 55 for op in ops)
+    black = np.array([op.black for op in ops], np.uint64)
+    white = np.array([op.white for op in ops], np.uint64)
+    assert (bb.popcount(black | white) == 59).all() and not (black & white).any()
+
+
 class HistoryRecorder(RandomPlayer):
     """Random, and keeps the history and move lists the arena hands it."""
 
@@ -427,6 +440,35 @@ def test_a_pass_in_the_opening_reaches_the_history_and_move_lists(monkeypatch):
     # The first step asks it once as A and once as B, one game each.
     assert [seen for seen in player.seen[:2]] == [([op.actions[::-1][:4]], [op.actions])] * 2
     assert r.openings == [op.transcript] * 2
+
+
+def _replayed(transcript: str):
+    """The slow engine's final board after ``transcript`` (passes inferred), each move checked legal."""
+    board, colour = ref.start_board(), 1
+    for sq in parse_transcript(transcript):
+        if not ref.legal(board, colour):
+            colour = -colour
+        assert divmod(sq, 8) in ref.legal(board, colour), transcript
+        board, colour = ref.apply(board, colour, *divmod(sq, 8)), -colour
+    return board
+
+
+def test_every_game_replays_on_the_reference_engine_to_its_recorded_score():
+    """An odd number of games: the last one has an opening of its own too. Each game starts
+    from its pair's opening and replays legally on the slow engine to a finished board; A's
+    disc difference is that board's by A's colour, and A scores 1 for a win, 1/2 for a draw
+    (game 4 of this seed), 0 for a loss."""
+    r = play_match(RandomPlayer(), RandomPlayer(), 5, seed=5, progress=False)
+    assert r.distinct_openings == 3 == len(set(r.openings))
+    assert r.openings[0] == r.openings[1] and r.openings[2] == r.openings[3]
+    for g in range(5):
+        assert r.transcripts[g].startswith(r.openings[g])
+        board = _replayed(r.transcripts[g])
+        assert ref.game_over(board)
+        d_a = ref.final_score(board) * (1 if r.a_black[g] else -1)
+        assert r.disc_diffs[g] == d_a
+        assert r.outcomes[g] == (1.0 if d_a > 0 else 0.5 if d_a == 0 else 0.0)
+    assert r.disc_diffs[4] == 0 and r.score == pytest.approx(float(r.outcomes.mean()))
 
 
 def test_too_few_openings_are_reused_with_a_note(capsys):
@@ -677,6 +719,78 @@ def test_a_search_on_a_network_without_a_value_head_says_so_once(capsys):
     assert capsys.readouterr().err == ""
 
 
+def _history_positions():
+    """(player, opponent, black to move, history) of every position with a move in a random
+    game, the history the last four actions, most recent first, as the arena hands it."""
+    from othello.states import last_actions
+
+    rng, pos, moves, rows = random.Random(0), Position(), [], []
+    while not pos.is_over():
+        legal = pos.legal_moves()
+        if legal:
+            rows.append((pos.player, pos.opponent, pos.black_to_move, last_actions(moves)))
+        moves.append(rng.choice(legal) if legal else PASS)
+        pos = pos.play(moves[-1])
+    p, o, b, h = zip(*rows)
+    return np.array(p, np.uint64), np.array(o, np.uint64), np.array(b), np.array(h, np.int64)
+
+
+def test_network_players_read_the_history_the_arena_hands_them():
+    """The handcrafted planes hold the last moves, so they change this net's choice in some
+    positions: the policy player plays the argmax of the net's legal logits given the history,
+    and a one-simulation PUCT search, which has no visits to tell the moves apart, the same
+    move (its ties go to the prior)."""
+    import torch
+
+    from othello_learn.models.batch import from_arrays
+    from othello_learn.models.nets import NetConfig, build_network
+    from othello_learn.selfplay.nn_players import MCTSPlayer, PolicyPlayer
+
+    torch.manual_seed(0)
+    net = build_network(NetConfig(arch="resnet", encoder="handcrafted", blocks=1, width=8, value_head=True)).eval()
+    p, o, b, h = _history_positions()
+    with torch.no_grad():
+        want = net(from_arrays(p, o, b, h))["policy"].argmax(-1).numpy()
+        blind = net(from_arrays(p, o, b, None))["policy"].argmax(-1).numpy()
+    assert (want != blind).sum() >= 5, "the history must matter for the test to mean anything"
+    for player in (PolicyPlayer(net, "cpu"), MCTSPlayer(net, 1, "cpu")):
+        got = player.select(p, o, b, np.random.default_rng(0), history=h)
+        assert got.tolist() == want.tolist(), player.name
+
+
+def test_a_search_players_tied_visits_go_to_the_prior():
+    """Without a value head every Q is 0: of two simulations the first visits the top prior
+    and the second it again or another move, so the top prior is among the most visited and,
+    on a 1-1 tie (most positions here), wins it by the prior, not at random."""
+    import torch
+
+    from othello_learn.models.batch import from_arrays
+    from othello_learn.models.nets import NetConfig, build_network
+    from othello_learn.selfplay.nn_players import MCTSPlayer
+
+    torch.manual_seed(0)
+    net = build_network(NetConfig(arch="resnet", encoder="raw", blocks=1, width=8, value_head=False)).eval()
+    p, o, b, h = _history_positions()
+    with torch.no_grad():
+        want = net(from_arrays(p, o, b, h))["policy"].argmax(-1).numpy()
+    for seed in (0, 1):
+        got = MCTSPlayer(net, 2, "cpu").select(p, o, b, np.random.default_rng(seed), history=h)
+        assert got.tolist() == want.tolist()
+
+
+def test_search_specs_default_to_100_simulations(tmp_path):
+    import torch
+
+    from othello_learn.models.nets import NetConfig, build_network, save_network
+
+    torch.manual_seed(0)
+    ckpt = tmp_path / "tiny.pt"
+    save_network(build_network(NetConfig(arch="resnet", encoder="raw", blocks=1, width=8, value_head=True)), ckpt)
+    assert make_player(f"mcts:{ckpt}").config.simulations == 100
+    assert make_player(f"gumbel:{ckpt}").config.simulations == 100
+    assert make_player(f"mcts:{ckpt}:7").config.simulations == 7
+
+
 def test_a_closed_output_does_not_lose_the_files_asked_for(tmp_path):
     """``arena.py ... --json r.json | head -0``: the reader is gone before the summary is printed;
     the match's JSON and games are written first, so only the print is lost (exit 141)."""
@@ -702,3 +816,23 @@ def test_a_spec_string_or_a_bad_count_is_refused_by_name():
     for games, seed in ((0, 0), (2, -1)):
         with pytest.raises(ValueError, match="play_match needs games >= 1 and seed >= 0"):
             play_match(RandomPlayer(), GreedyPlayer(), games, seed=seed, progress=False)
+
+
+def test_the_player_before_the_solves_is_found_through_every_endgame_wrapper():
+    from othello_learn.selfplay.endgame import EndgamePlayer
+    from othello_learn.selfplay.players import before_solves, network_of
+
+    ab = AlphaBetaPlayer(2)
+    nested = make_player("endgame:10:endgame:6:alphabeta:2")
+    assert isinstance(nested.inner, EndgamePlayer) and isinstance(before_solves(nested), AlphaBetaPlayer)
+    assert before_solves(EndgamePlayer(EndgamePlayer(ab, 6), 10)) is ab and before_solves(ab) is ab
+    assert network_of(nested) is None
+
+
+def test_openings_of_the_most_plies_leave_a_move_to_play():
+    """MAX_OPENING_PLIES (59) random plies can end the game at the last one (17 of 1,000 at
+    seed 0 did): such an opening is dropped, as one that ends earlier is."""
+    from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings
+
+    ops = random_openings(400, MAX_OPENING_PLIES, np.random.default_rng(0))
+    assert len(ops) == 400 and not np.asarray(opening_states(ops).is_over()).any()

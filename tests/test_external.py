@@ -236,3 +236,68 @@ def test_arena_stopped_by_a_signal_stops_its_engine(tmp_path, sig):
         time.sleep(0.05)
     else:
         pytest.fail(f"engine {engine} outlived the arena")
+
+
+def test_the_first_answer_may_take_the_startup_time_the_rest_only_the_timeout():
+    """An engine loading a book may take long over its first answer (``startup_timeout``); once
+    it has answered a line, the rest of that answer gets the usual limit again."""
+    import shlex
+
+    from othello_learn.selfplay.external import EngineProcess, EngineTimeout
+
+    script = ("import sys, time; sys.stdin.readline(); time.sleep(0.3); print('first', flush=True); "
+              "time.sleep(0.5); print('second', flush=True); time.sleep(30)")
+    engine = EngineProcess(f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}", 0.1)
+    engine.start()
+    try:
+        engine.send("go")
+        assert engine.read_line() == "first"  # 0.3 s and more: over the timeout, within the startup time
+        with pytest.raises(EngineTimeout, match=r"within 0.1 s"):
+            engine.read_line()
+    finally:
+        engine.close(polite=False)
+
+
+class Scripted:
+    """Stands in for an engine process: keeps the lines sent, answers each GTP command with
+    ``replies[command word]`` (default ``=``) and GTP's empty line."""
+
+    running = True
+
+    def __init__(self, replies):
+        self.replies, self.sent, self.out = replies, [], []
+
+    def send(self, line):
+        self.sent.append(line)
+        self.out += [self.replies.get(line.split()[0], "="), ""]
+
+    def read_line(self):
+        return self.out.pop(0)
+
+    def close(self, polite=True):
+        pass
+
+
+def test_gtp_answers_are_read_with_or_without_an_id():
+    gtp = GTPPlayer("an-engine")
+    for genmove in ("= c3", "=7 c3", "=12 C3"):
+        gtp.engine = Scripted({"genmove": genmove})
+        assert gtp.command_ok("genmove black").lower() == "c3", genmove
+
+
+def test_a_position_the_moves_do_not_reach_is_set_up_without_them():
+    """The moves a caller hands over must lead to the position; where they do not (a GUI's
+    partial list), the engine gets the position set up and no moves, not the moves replayed
+    on top of it."""
+    pos = Position.from_transcript("f5d6")
+    gtp = GTPPlayer("an-engine")
+    gtp.engine = Scripted({"genmove": "= c3"})
+    sq = gtp.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64), np.array([True]), None,
+                    moves=[[37]])[0]  # f5 only
+    assert sq == 18  # c3
+    assert [line.split()[0] for line in gtp.engine.sent] == ["grhino-setup_board", "genmove"]
+    assert gtp.engine.sent[1] == "genmove black" and gtp.engine.sent[0].endswith(" black")
+    gtp.engine = Scripted({"genmove": "= c3"})
+    gtp.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64), np.array([True]), None,
+               moves=[[37, 43]])  # the whole game: replayed from the start
+    assert gtp.engine.sent == ["clear_board", "play black f5", "play white d6", "genmove black"]

@@ -211,15 +211,18 @@ def test_grhinos_set_up_starts_the_game_from_a_board():
     assert engine.pos == Position(pos.opponent, pos.player, True)
 
 
-def test_a_signal_to_the_engine_stops_the_external_player_it_wraps(tmp_path):
+@pytest.mark.parametrize("slow_start", [0, 5], ids=["running", "still-loading"])
+def test_a_signal_to_the_engine_stops_the_external_player_it_wraps(tmp_path, slow_start):
     """A referee's SIGTERM unwinds the session (exit 143), so an external --player's process
-    is stopped with it, not left running."""
+    is stopped with it, not left running: also while that engine is still starting (its
+    process up, its first answer not yet given), which used to be the default death."""
     import os
     import signal
     import time
 
     pid_file = tmp_path / "pid"
-    fake = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'} --pid-file {pid_file}"
+    fake = (f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'} --pid-file {pid_file}"
+            f" --slow-start {slow_start}")
     engine = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "gtp.py"), "--player", f"gtp:timeout=60:{fake}"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -252,3 +255,43 @@ def test_input_bytes_that_are_not_utf8_do_not_end_an_engine_session(script, line
                        input=b"\n".join(lines + [b"quit"]) + b"\n", capture_output=True, timeout=60,
                        env={**os.environ, "PYTHONIOENCODING": "utf-8"})
     assert r.returncode == 0 and answer in r.stdout.decode(), r.stderr.decode()
+
+
+def test_reg_genmove_and_a_failed_genmove_leave_the_game_without_the_inferred_pass():
+    """At a position whose side to move must pass, asking the other colour for a move infers the
+    pass; reg_genmove (answered, not played) and a genmove that fails take it back out."""
+    class Failing(AlphaBetaPlayer):
+        def select(self, *a, **k):
+            raise RuntimeError("the engine fell over")
+
+    moves = pass_position()
+    pos = Position()
+    for m in moves:
+        pos = pos.play(m)
+    other = "white" if pos.black_to_move else "black"
+    for player, command, answer in ((AlphaBetaPlayer(1), "reg_genmove", "="), (Failing(1), "genmove", "? genmove failed")):
+        engine = GTPEngine(player, "t", io.StringIO(), io.StringIO())
+        for m in moves:
+            engine.handle(f"play {'black' if engine.pos.black_to_move else 'white'} {square_name(m)}")
+        engine.handle(f"{command} {other}")
+        last = engine.out.getvalue().strip().split("\n\n")[-1]
+        assert last.startswith(answer), last
+        if command == "reg_genmove":
+            assert last[2:].lower() in pos.play(PASS).legal_moves(names=True)  # the reply after the pass
+        assert engine.moves == moves and engine.pos == pos, command
+
+
+def test_an_illegal_move_after_an_inferred_pass_leaves_the_pass_out_too():
+    moves = pass_position()
+    pos = Position()
+    for m in moves:
+        pos = pos.play(m)
+    other = "white" if pos.black_to_move else "black"
+    after = pos.play(PASS)
+    illegal = next(square_name(sq) for sq in range(64) if sq not in after.legal_moves())  # taken, or no flips
+    engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
+    for m in moves:
+        engine.handle(f"play {'black' if engine.pos.black_to_move else 'white'} {square_name(m)}")
+    engine.handle(f"play {other} {illegal}")
+    assert engine.out.getvalue().strip().split("\n\n")[-1] == "? illegal move"
+    assert engine.moves == moves and engine.pos == pos and len(engine.positions) == len(moves) + 1

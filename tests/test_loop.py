@@ -183,3 +183,64 @@ def test_a_run_resumes_from_another_folder_with_its_init_named_another_way(tmp_p
     with pytest.raises(UserError, match="different init"):
         loop(str(elsewhere / "warm.pt"))
     assert loop("checkpoints/warm.pt") == 0
+
+
+def _generation_2_to_commit(tmp_path, score: float, elo: float):
+    """A run folder committed through generation 1 (best gen_0001 at Elo +40, resign threshold
+    -0.9) with generation 2's games, net, training and gate files written, ready to commit.
+    Its 200 games are played out, two samples each (black to move, then white), values 0.3, but:
+    in games 0-19 black's value fell to -0.975 and black won (false resigns at thresholds above
+    it); games 20-119 white won, 120-199 were drawn."""
+    from othello_learn.models.nets import NetConfig, build_network, save_network
+    from othello_learn.selfplay.selfplay import SelfPlayGames
+
+    out = tmp_path / "rl"
+    for d in ("nets", "games", "stats"):
+        (out / d).mkdir(parents=True)
+    save_network(build_network(NetConfig(arch="resnet", encoder="raw", blocks=1, width=8, value_head=True)),
+                 out / "nets" / "gen_0002.pt")
+    n = 200
+    winner = np.zeros(n, np.int8)
+    winner[:20], winner[20:120] = 1, -1
+    game = np.repeat(np.arange(n), 2)
+    black = np.tile([True, False], n)
+    value = np.full(2 * n, 0.3, np.float16)
+    value[0:40:2] = -0.975
+    empty = np.zeros(2 * n)
+    SelfPlayGames(player=empty.astype(np.uint64), opponent=empty.astype(np.uint64), history=np.zeros((2 * n, 4), np.int8),
+                  black_to_move=black, policy=np.zeros((2 * n, 64), np.float16),
+                  outcome=(winner[game] * np.where(black, 1, -1)).astype(np.int8), ply=game.astype(np.uint8) * 0,
+                  game=game.astype(np.int32), value=value, winner=winner, disc_diff=winner * 2,
+                  resigned=np.zeros(n, bool), no_resign=np.ones(n, bool), length=np.full(n, 60, np.int16),
+                  ).save(out / "games" / "gen_0002.npz")
+    (out / "stats" / "gen_0002_train.json").write_text(json.dumps({"loss": 1.5}))
+    (out / "stats" / "gen_0002_gate.json").write_text(json.dumps({"games": 20, "score": score, "elo": elo}))
+    (out / "state.json").write_text(json.dumps({
+        "generation": 1, "best": "nets/gen_0001.pt", "trainee": "nets/gen_0001.pt", "elo_best": 40.0,
+        "history": [{"generation": 1}], "wandb_id": "x", "resign_threshold": -0.9}))
+    return RunConfig.from_args(["--init", "random", "--out", str(out)])
+
+
+@pytest.mark.parametrize("score, elo, promoted", [(0.55, 34.9, False), (0.6, 70.4, True)])
+def test_a_commit_promotes_above_the_gate_threshold_and_recalibrates_resignation(tmp_path, monkeypatch, score, elo,
+                                                                                   promoted):
+    """The candidate becomes the best only with a gate score strictly above --gate-threshold
+    (0.55); the curve's best Elo moves with it, the candidate's always. The record counts the
+    results by colour and the false resigns at the threshold the generation played with
+    (20 of 200 at -0.9); the next threshold is the highest of the grid whose Wilson bound stays
+    under 5 %: -0.98, just above the falls to -0.975 (at 10 % false resigns, the bound is 0.14)."""
+    published = []
+    monkeypatch.setattr(rl_loop, "publish", lambda cfg, state: published.append(state))
+    cfg = _generation_2_to_commit(tmp_path, score, elo)
+    state = rl_loop.commit(cfg, 2)
+    assert published == [state] and state == json.loads((cfg.out / "state.json").read_text())
+    assert state["generation"] == 2 and state["trainee"] == "nets/gen_0002.pt"
+    assert state["best"] == ("nets/gen_0002.pt" if promoted else "nets/gen_0001.pt")
+    assert state["elo_best"] == pytest.approx(40.0 + elo if promoted else 40.0)
+    assert state["resign_threshold"] == pytest.approx(-0.98)
+    record = state["history"][-1]
+    assert record == json.loads((cfg.out / "stats" / "gen_0002.json").read_text())
+    assert record["promoted"] is promoted and record["elo_candidate"] == pytest.approx(40.0 + elo)
+    assert (record["games"], record["positions"], record["resigned"], record["mean_length"]) == (200, 400, 0.0, 60.0)
+    assert (record["black_wins"], record["white_wins"], record["draws"]) == (0.1, 0.5, 0.4)
+    assert (record["resign_threshold"], record["false_resign_rate"], record["false_resign_sample"]) == (-0.9, 0.1, 200)

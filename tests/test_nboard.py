@@ -394,3 +394,83 @@ def test_a_network_values_moves_that_end_the_game_or_force_a_pass_as_the_search_
         if {"over", "pass"} <= seen:
             return
     raise AssertionError(f"only {seen} found")
+
+
+def _history_player():
+    """A policy player whose net (handcrafted planes, value head) reads the last four moves."""
+    import torch
+
+    from othello_learn.models.nets import NetConfig, build_network
+    from othello_learn.selfplay.nn_players import PolicyPlayer
+
+    torch.manual_seed(0)
+    net = build_network(NetConfig(arch="resnet", encoder="handcrafted", blocks=1, width=8, value_head=True)).eval()
+    return PolicyPlayer(net, "cpu")
+
+
+def test_a_net_that_reads_the_last_moves_is_given_each_positions_own():
+    """A hint's evaluation is minus best_move's value of the child with the hinted move last (of a
+    child that must pass: plus the value after the pass, the pass last); analyze values position i
+    with the game's first i moves; and a choice asked with other moves is made afresh, not
+    answered from the last one."""
+    from test_formats import random_game
+
+    from othello.states import last_actions
+    from othello_learn.selfplay.analysis import Analyst
+    from othello_learn.selfplay.nn_players import best_move
+
+    player = _history_player()
+    net = player.net
+    moves = random_game(0)[:56]  # here one move leaves the opponent to pass
+    rec = GameRecord(moves=moves)
+    pos = rec.final
+    children = {sq: pos.play(sq) for sq in pos.legal_moves()}
+    assert any(c.must_pass() and not c.is_over() for c in children.values())
+    out, _ = session(player, [f"set game {format_ggf(rec)}", "hint 64", "analyze"])
+    hints = {parse_square(line.split()[1]): float(line.split()[2]) for line in out if line.startswith("search ")}
+    assert hints.keys() == children.keys()
+    for sq, child in children.items():
+        want = -child.score() if child.is_over() else -64 * best_move(net, child, last_actions(moves + [sq]))[2]
+        assert hints[sq] == pytest.approx(want, abs=0.006), sq
+    analysis = {int(line.split()[1]): float(line.split()[2]) for line in out if line.startswith("analysis ")}
+    positions = rec.positions()
+    assert len(analysis) > 40
+    for i, ev in analysis.items():
+        assert ev == pytest.approx(64 * best_move(net, positions[i], last_actions(moves[:i]))[2], abs=0.006), i
+
+    analyst, at12 = Analyst(player), positions[12]
+    chosen = [analyst.choose(at12, hist, start) for hist, start in ((moves[:12], Position()), ([], None))]
+    assert chosen == [best_move(net, at12, last_actions(hist))[0] for hist in (moves[:12], [])]
+    assert chosen[0] != chosen[1], "the history must change the choice for the test to mean anything"
+
+
+def test_an_endgame_player_solves_from_exactly_its_empties():
+    from test_formats import random_game
+
+    from othello_learn.selfplay.analysis import Analyst
+    from othello_learn.selfplay.endgame import solve
+
+    rec = GameRecord(moves=random_game(4, stop_at=54))
+    pos = rec.final
+    empties = 64 - bin(pos.player | pos.opponent).count("1")
+    value, _ = solve(pos.player, pos.opponent)
+    at = Analyst(make_player(f"endgame:{empties}:alphabeta:1"))
+    assert at.exact(pos) and at.depth(pos) == empties and at.root_eval(pos, rec.moves) == value
+    short = Analyst(make_player(f"endgame:{empties - 1}:alphabeta:1"))
+    assert not short.exact(pos) and short.depth(pos) == 1
+
+
+def test_an_illegal_choice_is_never_handed_to_a_gui():
+    import numpy as np
+
+    from othello_learn.selfplay.analysis import Analyst
+    from othello_learn.selfplay.players import Player
+
+    class Cheat(Player):
+        name = "cheat"
+
+        def select(self, player, opponent, black_to_move, rng):
+            return np.zeros(len(player), np.int64)  # a1: empty at the start, and not a legal move
+
+    with pytest.raises(RuntimeError, match="'cheat' chose 0, not a legal move"):
+        Analyst(Cheat()).choose(Position(), [])

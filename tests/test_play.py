@@ -645,6 +645,45 @@ def test_best_move_matches_the_batched_players():
         best_move(net, final)
 
 
+def test_best_move_reads_the_history_most_recent_first():
+    """On a net whose planes read the last moves (handcrafted), best_move's probabilities and
+    value are the batched evaluator's given the same history, most recent first; a forced
+    pass is minus the value after it, whose history starts with the pass."""
+    from othello.states import last_actions
+    from othello_learn.models.batch import from_arrays
+    from othello_learn.models.nets import NetConfig, build_network
+    from othello_learn.selfplay.mcts import Evaluator
+    from othello_learn.selfplay.nn_players import best_move
+
+    torch.manual_seed(0)
+    net = build_network(NetConfig(arch="resnet", encoder="handcrafted", blocks=1, width=8, value_head=True)).eval()
+    ev = Evaluator(net, "cpu")
+
+    def batched(pos, history):
+        b = from_arrays([pos.player], [pos.opponent], [pos.black_to_move], np.array([history], np.int64), "cpu")
+        prior, v = ev(b["player"], b["opponent"], b["history"], b["black_to_move"])
+        return prior[0, :64].double().numpy(), float(v[0])
+
+    rng, seen, passed = random.Random(0), [], None
+    while passed is None:  # random games until one has a forced pass
+        pos, moves = Position(), []
+        while not pos.is_over() and passed is None:
+            if pos.legal_moves():
+                seen.append((pos, list(last_actions(moves))))
+            else:
+                passed = (pos, list(last_actions(moves)))
+            moves.append(rng.choice(pos.legal_moves()) if pos.legal_moves() else PASS)
+            pos = pos.play(moves[-1])
+    for pos, hist in seen[:60:4]:
+        sq, probs, value = best_move(net, pos, hist)
+        prior, v = batched(pos, hist)
+        np.testing.assert_allclose(probs, prior, atol=1e-5)
+        assert value == pytest.approx(v, abs=1e-5)
+    pos, hist = passed
+    sq, probs, value = best_move(net, pos, hist)
+    assert sq == PASS and value == pytest.approx(-batched(pos.play(PASS), [PASS] + hist[:3])[1], abs=1e-5)
+
+
 def test_best_move_leaves_a_training_net_training_and_reads_it_in_eval_mode():
     from othello_learn.models.nets import load_network
     from othello_learn.selfplay.nn_players import best_move

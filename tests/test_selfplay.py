@@ -203,6 +203,48 @@ def test_policy_sharpness_is_the_mean_entropy_over_the_legal_moves(games, tiny_n
     assert got["target_entropy"] == pytest.approx(np.mean(want_target), abs=1e-5)
 
 
+def test_a_training_step_reports_the_losses_of_its_batch_computed_by_hand(games):
+    """One step without symmetries reports the loss of the batch it drew (uniform samples from the
+    step's seed), recomputed here from the games' arrays: cross-entropy of the legal-square softmax
+    against the recorded policy, squared error of the value against the recorded outcome for the
+    side to move, and l2 x the summed squares of the conv/linear weights; in training mode (batch
+    statistics), before the step. The handcrafted encoder reads the colour and the history too."""
+    import copy
+
+    from othello_learn.models.batch import from_arrays
+
+    torch.manual_seed(1)
+    net = build_network(NetConfig(**{**TINY, "encoder": "handcrafted"}))
+    ref = copy.deepcopy(net).train()
+    got = train_network(net, games, steps=1, batch_size=16, l2=1e-2, seed=4, symmetries=False, precision="32-true")
+    idx = np.random.default_rng(4).integers(0, len(games.player), 16)
+    batch = from_arrays(games.player[idx], games.opponent[idx], games.black_to_move[idx], games.history[idx])
+    with torch.no_grad():
+        out = ref(batch)
+    legal = legal_mask(batch["player"], batch["opponent"])
+    logp = torch.log_softmax(out["policy"].double().masked_fill(~legal, -math.inf), -1)
+    target = torch.from_numpy(games.policy[idx].astype(np.float64))
+    policy = float(-torch.where(target > 0, target * logp, 0.0).sum(1).mean())
+    value = float(((out["value"].double().reshape(-1) - torch.from_numpy(games.outcome[idx].astype(np.float64))) ** 2).mean())
+    l2 = float(sum((w.detach().double() ** 2).sum() for w in ref.parameters() if w.ndim > 1))
+    assert got["policy_loss"] == pytest.approx(policy, rel=1e-5)
+    assert got["value_loss"] == pytest.approx(value, rel=1e-5)
+    assert got["l2"] == pytest.approx(l2, rel=1e-5)
+    assert got["loss"] == pytest.approx(policy + value + 1e-2 * l2, rel=1e-5)
+
+
+def test_policy_sharpness_leaves_the_net_in_the_mode_it_found(games, tiny_net):
+    from othello_learn.selfplay.learner import policy_sharpness
+
+    try:
+        for mode in (False, True):
+            tiny_net.train(mode)
+            policy_sharpness(tiny_net, games, n=8)
+            assert tiny_net.training == mode
+    finally:
+        tiny_net.eval()
+
+
 def killed_at_batch(n: int, to_device_batch):
     """``to_device_batch`` that raises Ctrl-C's KeyboardInterrupt when asked for the n-th batch."""
     calls = []
@@ -248,6 +290,27 @@ def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp
     train_network(other, games, **{**kw, "lr": 1e-3}, state_path=state)
     fresh = copy.deepcopy(tiny_net)
     train_network(fresh, games, **{**kw, "lr": 1e-3})
+    assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), fresh.state_dict().values()))
+
+
+def test_a_training_state_saved_with_another_value_weight_is_not_resumed(games, tiny_net, tmp_path, monkeypatch):
+    """--value-weight is part of the saved state's settings: a state a run killed at weight 0.5
+    left is not taken up by a training at weight 1, which starts over."""
+    import copy
+
+    from othello_learn.selfplay import learner
+
+    kw = dict(steps=4, batch_size=16, lr=3e-3, seed=5, precision="32-true")
+    state = tmp_path / "gen_0001.training"
+    real = learner.to_device_batch
+    monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(3, real))
+    with pytest.raises(KeyboardInterrupt):
+        train_network(copy.deepcopy(tiny_net), games, **kw, value_weight=0.5, state_path=state, save_every_s=0)
+    assert state.exists()
+    monkeypatch.setattr(learner, "to_device_batch", real)
+    other, fresh = copy.deepcopy(tiny_net), copy.deepcopy(tiny_net)
+    train_network(other, games, **kw, state_path=state)
+    train_network(fresh, games, **kw)
     assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), fresh.state_dict().values()))
 
 
@@ -1037,3 +1100,48 @@ def test_resign_calibration_with_no_safe_threshold_resigns_nowhere():
     threshold = calibrate_resign_threshold(g, 0.05, -0.9)
     assert threshold == -1.0
     assert false_resign_rate(g, threshold) == (0.0, 200)
+
+
+def test_a_resigning_side_loses_and_only_the_sampled_share_plays_out(tiny_net):
+    """A threshold above every root value resigns every game at its first move: black,
+    to move, gives up, so white wins (outcome -1 for black's one record, no discs
+    counted, nothing played). ``no_resign_fraction`` 0 plays none out, 1 every one."""
+    ev = Evaluator(tiny_net, "cpu")
+    g = play_games(ev, 3, MCTSConfig(simulations=2), SelfPlayConfig(resign_threshold=2.0, no_resign_fraction=0.0),
+                   seed=0, progress=False)
+    assert g.resigned.all() and not g.no_resign.any()
+    assert (g.winner == -1).all() and (g.disc_diff == 0).all() and (g.length == 0).all()
+    assert len(g.player) == 3 and g.black_to_move.all() and (g.outcome == -1).all()
+    g = play_games(ev, 2, MCTSConfig(simulations=2), SelfPlayConfig(resign_threshold=2.0, no_resign_fraction=1.0),
+                   seed=0, progress=False)
+    assert g.no_resign.all() and not g.resigned.any() and (g.length >= 60).all()
+
+
+def test_no_temperature_plies_plays_the_most_visited_move_from_the_first(tiny_net):
+    """``temperature_plies`` is how many plies sample by visits: at 0, every move
+    played (the first included) is one of the most visited at its root."""
+    g = play_games(Evaluator(tiny_net, "cpu"), 8, MCTSConfig(simulations=5),
+                   SelfPlayConfig(temperature_plies=0, resign_threshold=None), seed=0, progress=False)
+    pi = g.policy.astype(np.float32)
+    for i in range(len(g.player)):
+        played = [m for m in g.game_moves(int(g.game[i])) if m != 64][int(g.ply[i])]
+        assert pi[i, played] == pi[i].max(), (i, int(g.ply[i]))
+
+
+def test_false_resigns_count_draws_and_only_played_out_games():
+    """Resigning a game that was drawn is a false resign too (the side gave up half a
+    point), and resigned games say nothing: their samples are left out."""
+    g = _resign_games(10)
+    g.value[0] = -0.95  # game 0: black fell below -0.9 and drew
+    assert false_resign_rate(g, -0.9) == (1 / 10, 10)
+    g = _resign_games(10)
+    g.no_resign[0] = False  # game 0 resigned: its white sample below -0.9 (white won) does not count
+    g.value[1], g.outcome[1] = -0.95, 1
+    assert false_resign_rate(g, -0.9) == (0.0, 9)
+
+
+def test_resign_calibration_needs_min_games_played_out_not_more():
+    """``min_games`` played-out games are enough to calibrate; one fewer keeps ``current``."""
+    g = _resign_games(10)  # no false resign: the bound at n = 10 is z^2 / (10 + z^2) = 0.213
+    assert calibrate_resign_threshold(g, 0.25, -0.9, min_games=10) == pytest.approx(-0.5)
+    assert calibrate_resign_threshold(g, 0.25, -0.9, min_games=11) == -0.9

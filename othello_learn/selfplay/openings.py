@@ -87,6 +87,7 @@ def random_openings(count: int, plies: int, rng: np.random.Generator, batch: int
             sq = random_legal_squares(legal | ~alive[:, None], rng)
             actions[:, 2 * ply + 1] = sq
             s = s.step_where(alive, sq)
+        alive &= ~np.asarray(s.is_over())  # the last ply may end the game too (it can at 59 plies)
         btm = s.black_to_move
         black, white = np.where(btm, s.player, s.opponent), np.where(btm, s.opponent, s.player)
         new = 0

@@ -60,12 +60,14 @@ def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> in
     parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
-    player = session_player(args.player)
     # A GUI's or referee's kill unwinds, so the finally below runs; a second SIGTERM while an
     # external engine is closed is ignored (the handler stays for the close), not a death
-    # that leaves it running.
+    # that leaves it running. The player starts inside the block: a kill while an external
+    # engine loads (its process already up) unwinds too, and check() stops that process.
     with stop_signals_raise((signal.SIGTERM,)):
+        player = None
         try:
+            player = session_player(args.player)
             return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
         finally:
             if hasattr(player, "close"):  # an external engine's process ends with the session

@@ -5,7 +5,8 @@ process (the one that creates FILE), ``--illegal`` answers an occupied square,
 ``--chatty`` writes comment lines forever instead of a move, ``--die-after N``
 exits at its (N+1)-th genmove, ``--refuse-genmove`` answers it with an error,
 ``--noblank`` ends no answer with the empty line GTP requires, ``--pid-file F``
-writes its process id to F."""
+writes its process id to F, ``--slow-start S`` then waits S seconds before reading
+(an engine loading its book)."""
 
 import argparse
 import sys
@@ -26,10 +27,12 @@ ap.add_argument("--die-after", type=int)
 ap.add_argument("--refuse-genmove", action="store_true")
 ap.add_argument("--noblank", action="store_true")
 ap.add_argument("--pid-file")
+ap.add_argument("--slow-start", type=float, default=0.0)
 ap.add_argument("--starts-file", help="append a line each time the engine starts")
 args = ap.parse_args()
 if args.pid_file:
     Path(args.pid_file).write_text(str(__import__("os").getpid()))
+time.sleep(args.slow_start)
 if args.starts_file:
     with open(args.starts_file, "a") as f:
         f.write("started\n")
