@@ -203,3 +203,164 @@ def test_load_network_sends_training_checkpoints_to_train(tmp_path):
     net = load_any_network(tmp_path / "run.ckpt")  # evaluate.py still reads them, through train/
     assert net.config == NetConfig(depth=1, width=4)
     assert all(torch.equal(v, model.net.state_dict()[k]) for k, v in net.state_dict().items())
+
+
+def test_from_records_carries_the_targets_as_recorded():
+    """move, ply and result of the dataset's records reach the batch unchanged (the result's
+    sign is the record's: the value target), as int64 / float32."""
+    rec = np.zeros(4, dtype=POSITION_DTYPE)
+    rec["move"], rec["ply"], rec["result"] = [37, 0, 63, 19], [0, 1, 59, 30], [-64, 12, 0, 64]
+    b = from_records(rec)
+    assert b["move"].tolist() == [37, 0, 63, 19] and b["move"].dtype == torch.int64
+    assert b["ply"].tolist() == [0, 1, 59, 30] and b["ply"].dtype == torch.int64
+    assert b["result"].tolist() == [-64.0, 12.0, 0.0, 64.0] and b["result"].dtype == torch.float32
+
+
+def test_a_turned_sample_keeps_its_move_only_when_its_history_is_unchanged_too():
+    """The start board is fixed by rot180 (k = 2). Without a history the sample is the same
+    input, so f5 stays f5; with f5 in its history the turned input differs (the history
+    reads c4), so the label turns with it: f5 = (row 4, col 5) -> (7-4, 7-5) = c4."""
+    from othello import bitboard as bb
+    from othello_learn.models.batch import transform_batch
+
+    f5, c4 = 37, 26
+    black, white = np.array([bb.BLACK_START] * 2, dtype=np.uint64), np.array([bb.WHITE_START] * 2, dtype=np.uint64)
+    batch = from_arrays(black, white, [True, True], [[-1, -1, -1, -1], [f5, -1, -1, -1]])
+    batch["move"] = torch.tensor([f5, f5])
+    out = transform_batch(batch, torch.tensor([2, 2]))
+    assert torch.equal(out["player"], batch["player"]) and out["history"][1].tolist() == [c4, -1, -1, -1]
+    assert out["move"].tolist() == [f5, c4]
+
+
+_COORDS = [lambda r, c: (r, c), lambda r, c: (c, 7 - r), lambda r, c: (7 - r, 7 - c), lambda r, c: (7 - c, r),
+           lambda r, c: (7 - r, c), lambda r, c: (r, 7 - c), lambda r, c: (c, r), lambda r, c: (7 - c, 7 - r)]
+
+
+def _image(board: int, k: int) -> int:
+    """Board ``board`` under symmetry ``k``, square by square from the coordinates (module doc of symmetry)."""
+    return sum(1 << (8 * r + c) for r, c in (_COORDS[k](s // 8, s % 8) for s in range(64) if board >> s & 1))
+
+
+@pytest.mark.parametrize("group", sorted(SYMMETRY_GROUPS))
+def test_augment_draws_every_member_of_its_group_and_no_other(group):
+    """A position no symmetry fixes, 400 times: the symmetry each copy got is read back
+    from its image, and the set of them is the group, "start" being the symmetries
+    that fix the start position, found here by the coordinates."""
+    import reference_engine as ref
+
+    s = _states(24, seed=5)
+    p, o = next((int(a), int(b)) for a, b in zip(s.player, s.opponent)
+                if len({(_image(int(a), k), _image(int(b), k)) for k in range(8)}) == 8)
+    images = {(_image(p, k), _image(o, k)): k for k in range(8)}
+    b = from_arrays(np.array([p] * 400, dtype=np.uint64), np.array([o] * 400, dtype=np.uint64), [True] * 400)
+    aug = augment(b, SYMMETRY_GROUPS[group], torch.Generator().manual_seed(0))
+    used = {images[(int(x) & (2**64 - 1), int(y) & (2**64 - 1))] for x, y in zip(aug["player"], aug["opponent"])}
+    start = ref.start_board()
+    expected = {"all": set(range(8)), "none": {0},
+                "start": {k for k in range(8) if all(start[r][c] == start[_COORDS[k](r, c)[0]][_COORDS[k](r, c)[1]]
+                                                     for r in range(8) for c in range(8))}}[group]
+    assert used == expected
+    assert len(expected) == {"all": 8, "none": 1, "start": 4}[group]
+
+
+def _bn(h, sd, name):
+    shape = (1, -1, 1, 1) if h.dim() == 4 else (1, -1)
+    mean, var = sd[f"{name}.running_mean"].view(shape), sd[f"{name}.running_var"].view(shape)
+    return (h - mean) / torch.sqrt(var + 1e-5) * sd[f"{name}.weight"].view(shape) + sd[f"{name}.bias"].view(shape)
+
+
+def _slow_resnet(sd, blocks, x):
+    """AlphaZero's tower written out from the stored weights: stem conv-BN-ReLU; each block
+    relu(x + BN(conv(relu(BN(conv(x)))))); policy 1x1 conv-BN-ReLU then 1x1 conv with bias;
+    value 1x1 conv-BN-ReLU, linear-ReLU, linear, tanh."""
+    h = torch.relu(_bn(F.conv2d(x, sd["stem.0.weight"], padding=1), sd, "stem.1"))
+    for i in range(blocks):
+        y = torch.relu(_bn(F.conv2d(h, sd[f"blocks.{i}.conv1.weight"], padding=1), sd, f"blocks.{i}.bn1"))
+        h = torch.relu(h + _bn(F.conv2d(y, sd[f"blocks.{i}.conv2.weight"], padding=1), sd, f"blocks.{i}.bn2"))
+    p = torch.relu(_bn(F.conv2d(h, sd["policy_head.0.weight"]), sd, "policy_head.1"))
+    policy = F.conv2d(p, sd["policy_head.3.weight"], sd["policy_head.3.bias"]).flatten(1)
+    v = torch.relu(_bn(F.conv2d(h, sd["value_head.0.weight"]), sd, "value_head.1")).flatten(1)
+    v = torch.relu(v @ sd["value_head.4.weight"].T + sd["value_head.4.bias"])
+    return policy, torch.tanh(v @ sd["value_head.6.weight"].T + sd["value_head.6.bias"]).squeeze(-1)
+
+
+def test_the_networks_compute_their_documented_formulas():
+    """The ResNet (eval mode, batch norms with non-default statistics) and the reference FCN
+    against their formulas written with torch.nn.functional from the state_dict: the layout
+    the exported checkpoints store."""
+    from othello_learn.models.encoders import encode
+
+    b = from_states(_states(16, seed=4))
+    torch.manual_seed(0)
+    net = build_network(NetConfig("resnet", encoder="handcrafted", blocks=2, width=8, value_head=True))
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d | torch.nn.BatchNorm1d):
+            m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2)
+            m.weight.data.uniform_(0.5, 1.5), m.bias.data.uniform_(-0.5, 0.5)
+    net.eval()
+    with torch.no_grad():  # values across tanh's range, not only its linear middle: tanh's inputs standardised
+        z = net.value_head[:-1](net.blocks(net.stem(encode("handcrafted", b)))).squeeze(-1)
+        last = net.value_head[-2]
+        last.weight.div_(z.std()), last.bias.sub_(z.mean()).div_(z.std())
+    legal = legal_mask(b["player"], b["opponent"])
+    with torch.no_grad():
+        out = net(b)
+        policy, value = _slow_resnet(net.state_dict(), 2, encode("handcrafted", b))
+    assert torch.allclose(out["policy"][legal], policy[legal], atol=1e-5)
+    assert torch.allclose(out["value"], value, atol=1e-5)
+    assert ((value.abs() > 0.4) & (value.abs() < 0.95)).any()
+
+    fcn = build_network(NetConfig("reference", encoder="raw", depth=3, width=8)).eval()
+    sd = fcn.state_dict()
+    with torch.no_grad():
+        h = encode("raw", b)
+        for i in range(3):
+            h = torch.relu(F.conv2d(h, sd[f"body.{2 * i}.weight"], sd[f"body.{2 * i}.bias"], padding=1))
+        want = F.conv2d(h, sd["head.weight"], sd["head.bias"]).flatten(1)
+        assert torch.allclose(fcn(b)["policy"][legal], want[legal], atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan])
+def test_a_policy_temperature_must_be_positive_and_finite(bad):
+    from othello_learn.models.nets import temper_policy
+
+    with pytest.raises(ValueError, match="positive number"):
+        temper_policy(build_network(NetConfig(depth=1, width=4)), bad)
+
+
+def test_a_grown_resnet_initialises_what_it_adds_as_its_doc_says():
+    """Wider and deeper: the added block is an identity (its last batch norm zero), the old
+    blocks' residual branch is zero on the added channels, old channels read added ones
+    with weight 0, and added channels read added ones with fresh (live) weights."""
+    from othello_learn.models.nets import grow_network
+
+    torch.manual_seed(0)
+    source = build_network(NetConfig("resnet", blocks=1, width=8, value_head=True))
+    net = grow_network(source, NetConfig("resnet", blocks=2, width=12, value_head=True))
+    new_bn = net.blocks[1].bn2
+    assert not new_bn.weight.any() and not new_bn.bias.any()
+    old_bn = net.blocks[0].bn2
+    assert not old_bn.weight[8:].any() and not old_bn.bias[8:].any()
+    assert torch.equal(old_bn.weight[:8], source.blocks[0].bn2.weight)
+    for name in ("conv1", "conv2"):
+        w, was = getattr(net.blocks[0], name).weight, getattr(source.blocks[0], name).weight
+        assert torch.equal(w[:8, :8], was) and not w[:8, 8:].any()
+        assert w[8:, 8:].abs().sum() > 0
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_from_records_of_one_record_and_of_none(n):
+    """A batch of one record (an evaluation's last batch when the positions are one more than
+    a multiple of the batch size) used to fail in torch on the record's 28-byte stride."""
+    from othello_learn.data.replay import POSITION_DTYPE
+    from othello_learn.models.batch import from_records
+
+    rec = np.zeros(3, POSITION_DTYPE)
+    rec["player"], rec["opponent"] = [1 << 63, 5, 7], [2, 1 << 62, 9]
+    rec["black_to_move"], rec["move"] = [True, False, True], [19, 37, 44]
+    batch = from_records(rec[1:1 + n])
+    assert batch["player"].shape == (n,) and batch["history"].shape == (n, 4)
+    assert batch["player"].view(torch.int64).numpy().view(np.uint64).tolist() == rec["player"][1:1 + n].tolist()
+    assert batch["opponent"].numpy().view(np.uint64).tolist() == rec["opponent"][1:1 + n].tolist()
+    assert batch["black_to_move"].tolist() == rec["black_to_move"][1:1 + n].tolist()
+    assert batch["move"].tolist() == rec["move"][1:1 + n].tolist()

@@ -45,3 +45,22 @@ def test_phase_sums_are_exact_past_float32s_integers():
     m.update(torch.ones(n, dtype=torch.bool), torch.full((n,), 20), torch.full((n,), 9))
     [row] = [r for r in m.compute() if r["positions"]]
     assert row["positions"] == n and row["accuracy"] == 1.0 and row["branching_factor"] == 9.0
+
+
+def test_phase_states_from_two_devices_merge_by_summing():
+    """What distributed validation does with the states (``dist_reduce_fx``), through
+    torchmetrics' own merge: two halves merged give the counts of the whole."""
+    rng = random.Random(1)
+    rows = [(rng.random() < 0.5, rng.randrange(60), rng.randrange(1, 20)) for _ in range(400)]
+
+    def updated(part):
+        m = PhaseAccuracy()
+        m.update(torch.tensor([c for c, _, _ in part]), torch.tensor([p for _, p, _ in part]),
+                 torch.tensor([n for _, _, n in part]))
+        return m
+
+    merged = updated(rows[:150])
+    merged.merge_state(updated(rows[150:]))
+    whole = updated(rows).compute()
+    assert [(r["positions"], r["accuracy"], r["branching_factor"]) for r in merged.compute()] == \
+        [(r["positions"], r["accuracy"], r["branching_factor"]) for r in whole]

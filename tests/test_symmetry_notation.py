@@ -148,3 +148,17 @@ def test_per_element_transforms_match_transform():
     assert np.array_equal(t.numpy().view(np.uint64), expected)
     tsq = transform_square_each(torch.from_numpy(sq), torch.from_numpy(ks))
     assert np.array_equal(tsq.numpy(), expected_sq)
+
+
+def test_every_wthor_byte_reads_as_its_square_or_as_none():
+    """All 256 bytes against the format's own table (10 * row + column, both 1..8): a byte
+    with column 0 (10, 20, ..., 80) or 9 (19, ..., 89) is no square, not the next or previous row's end."""
+    table = {10 * r + c: 8 * (r - 1) + (c - 1) for r in range(1, 9) for c in range(1, 9)}
+    got = notation.wthor_to_square(np.arange(256))
+    assert got.tolist() == [table.get(b, -1) for b in range(256)]
+    assert [notation.wthor_to_square(b) for b in (10, 20, 80, 19, 89, 18, 88)] == [-1, -1, -1, -1, -1, 7, 63]
+
+
+def test_square_names_are_read_without_surrounding_whitespace():
+    assert notation.parse_square(" f5\n") == 37 and notation.parse_square("\tA1 ") == 0
+    assert notation.parse_square(" PA ") == notation.PASS

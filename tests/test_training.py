@@ -572,3 +572,123 @@ def test_training_from_init_starts_from_its_weights_and_the_seed_fixes_a_fresh_s
         train_main(common + fresh + ["--out", str(tmp_path / name), "--seed", "3"])
     a, b = (load_network(tmp_path / n / "model.pt").state_dict() for n in "ab")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_epoch_sampler_reshuffles_per_epoch_and_skips_only_once():
+    from othello_learn.data.datamodule import EpochBatchSampler
+
+    s = EpochBatchSampler(10, 3, shuffle=True, seed=0, drop_last=True)
+    epoch0 = [b.tolist() for b in s]
+    assert len(epoch0) == len(s) == 3 and len({i for b in epoch0 for i in b}) == 9
+    assert [b.tolist() for b in s] == epoch0  # the order is the epoch's, not the call's
+    s.set_epoch(1)
+    assert [b.tolist() for b in s] != epoch0
+    resumed = EpochBatchSampler(10, 3, shuffle=True, seed=0, drop_last=True, skip=2)
+    assert [b.tolist() for b in resumed] == epoch0[2:]  # the rest of the interrupted epoch ...
+    assert [b.tolist() for b in resumed] == epoch0      # ... then whole epochs again
+    plain = EpochBatchSampler(10, 3, shuffle=False)
+    assert [b.tolist() for b in plain] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+
+
+def test_a_split_of_years_with_a_gap_leaves_the_gap_out(dataset_dir):
+    """train 2001 and 2003: the positions of those two years, not the run 2001..2003 (2002's
+    positions, the validation year here, would leak into training)."""
+    dm = WthorDataModule(dataset_dir, train_years="2001,2003", val_years="2002", test_years="2003")
+    dm.setup()
+    ds = dm.data
+    want = np.concatenate([ds.positions[ds.year_slice(2001)], ds.positions[ds.year_slice(2003)]])
+    assert np.array_equal(dm.splits["train"], want)
+    from othello_learn.train.evaluate import dataset_positions  # the evaluation's own reading of the years
+
+    assert np.array_equal(dataset_positions(ds, {2001, 2003}, dataset_dir), want)
+
+
+def test_a_subset_of_training_positions_has_no_repeats(dataset_dir):
+    full = _dm(dataset_dir).splits["train"]
+    sub = _dm(dataset_dir, train_positions=300).splits["train"]
+    keys = set(zip(sub["game"].tolist(), sub["ply"].tolist()))
+    assert len(sub) == 300 == len(keys) and keys <= set(zip(full["game"].tolist(), full["ply"].tolist()))
+
+
+def test_evaluate_scores_a_hand_made_case():
+    """Four start positions, the move played f5 each time, a net whose ranking is read from the
+    position's ply: f5 first; d3 (f5's image under a symmetry of the start) first and f5 second;
+    f5 third; f5 fourth. Plies 0, 1, 20 and 59 put them in phases 1-12, 1-12, 21-24, 57-60."""
+    import math
+
+    from othello_learn.data.replay import POSITION_DTYPE
+    from othello_learn.train.evaluate import evaluate
+
+    f5, d3, a1, b1, c1 = 37, 19, 0, 1, 2
+    rankings = {0: [f5], 1: [d3, f5], 20: [a1, b1, f5], 59: [a1, b1, c1, f5]}
+    table = torch.full((60, 64), -10.0)
+    for ply, order in rankings.items():
+        for rank, sq in enumerate(order):
+            table[ply, sq] = 4.0 - rank
+
+    class ByPly(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", table)
+
+        def forward(self, b):
+            return {"policy": self.table[b["ply"]]}
+
+    rec = np.zeros(4, dtype=POSITION_DTYPE)
+    rec["player"], rec["opponent"], rec["black_to_move"], rec["history"] = bb.BLACK_START, bb.WHITE_START, True, -1
+    rec["move"], rec["ply"] = f5, list(rankings)
+    r = evaluate(ByPly(), rec, batch_size=2, progress=False, precision="32")
+    assert (r["accuracy"], r["symmetric_accuracy"], r["top3_accuracy"]) == (0.25, 0.5, 0.75)
+    nll = [math.log(sum(math.exp(x) for x in table[p].tolist())) - table[p, f5].item() for p in rankings]
+    assert r["cross_entropy"] == pytest.approx(sum(nll) / 4, rel=1e-5)
+    phases = {p["moves"]: p for p in r["phases"] if p["positions"]}
+    assert {k: (p["positions"], p["accuracy"], p["symmetric_accuracy"], p["branching_factor"])
+            for k, p in phases.items()} == {"1-12": (2, 0.5, 1.0, 4.0), "21-24": (1, 0.0, 0.0, 4.0),
+                                            "57-60": (1, 0.0, 0.0, 4.0)}
+
+
+@pytest.mark.parametrize("tta", [4, 8])
+def test_symmetry_averaging_of_an_equivariant_net_is_the_net(dataset_dir, tta):
+    """A net whose logit on a square reads only the handcrafted planes there (each plane turns
+    with the board, as test_encoders shows) is D4-equivariant: averaging its views, each mapped
+    back to the board's squares, changes nothing. Mapping a view back by the wrong one of a
+    symmetry and its inverse (rot90 / rot270) does."""
+    from othello_learn.models.encoders import encode
+    from othello_learn.train.evaluate import predict
+
+    w = torch.linspace(-1, 1, 42)
+
+    class PerSquare(torch.nn.Module):
+        def forward(self, b):
+            logits = (encode("handcrafted", b) * w[None, :, None, None]).sum(1).flatten(1)
+            return {"policy": logits.masked_fill(~legal_mask(b["player"], b["opponent"]), -1e9)}
+
+    batch = from_records(np.asarray(_dm(dataset_dir).splits["val"][:64]))
+    one = predict(PerSquare(), batch, 1)
+    assert torch.allclose(predict(PerSquare(), batch, tta), one, atol=1e-6)
+    assert (one.max(-1).values < 0.99).any()  # not one-hot everywhere: the average has something to get wrong
+
+
+@pytest.mark.parametrize("true_t", [4.0, 0.25])
+def test_the_fitted_temperature_matches_the_closed_form(true_t):
+    """Two moves with log-probability gap d, played 3 times in 4 the first: the cross-entropy
+    of softmax(logp / T) is least where sigmoid(d / T) = 3/4, T = d / ln 3."""
+    import math
+
+    from othello_learn.train.evaluate import fit_temperature
+
+    d = true_t * math.log(3)
+    logp = torch.log_softmax(torch.tensor([[0.0, -d]] * 4, dtype=torch.float64), -1)
+    t = fit_temperature(logp, torch.tensor([0, 0, 0, 1]))
+    assert t == pytest.approx(true_t, rel=1e-5)
+
+
+def test_a_symmetric_hit_needs_both_colours_unchanged():
+    """Own disc a1, opponent b1: the transpose fixes a1 but not b1, so c1 and its image a3 are
+    not equivalent moves; with an opponent disc on a2 as well the position is fixed and they are."""
+    from othello_learn.train.evaluate import symmetric_hits
+
+    a1, b1, c1, a2, a3 = 0, 1, 2, 8, 16
+    p = np.array([1 << a1, 1 << a1], dtype=np.uint64)
+    o = np.array([1 << b1, (1 << b1) | (1 << a2)], dtype=np.uint64)
+    assert symmetric_hits(p, o, np.array([c1, c1]), np.array([a3, a3])).tolist() == [False, True]

@@ -284,3 +284,48 @@ def test_replay_infers_a_pass_only_where_the_reference_has_one():
     assert r.n_moves.tolist() == [len(moves), 0, 0]
     assert set(r.positions["game"].tolist()) == {0} and len(r.positions) == len(moves)
     assert bool(r.finished[0]) == ref.game_over(board) and not r.finished[1:].any()
+
+
+def _header_bytes(n_games=0, n_records=0, year=2001, board_size=8, depth=22):
+    h = np.zeros(1, dtype=wtb.HEADER_DTYPE)
+    h[0] = (20, 1, 1, 1, n_games, n_records, year, board_size, 0, depth, 0)
+    return h.tobytes()
+
+
+def test_wtb_header_checks_at_their_boundaries(tmp_path):
+    """16 bytes is the header: 15 is a clear error, not numpy's; depth 60 (a game solved
+    from its start) is valid and 61 is not; a board size other than 0 or 8 is refused."""
+    game = wtb.make_games([[37, 43]], [33]).tobytes()
+    path = tmp_path / "WTH_2001.wtb"
+    path.write_bytes(_header_bytes(1)[:15])
+    with pytest.raises(wtb.WthorFormatError, match="WTH_2001.wtb: 15 bytes is shorter than the 16-byte"):
+        wtb.read_wtb(path)
+    path.write_bytes(_header_bytes(1, depth=60) + game)
+    assert wtb.read_wtb(path).depth == 60
+    path.write_bytes(_header_bytes(1, depth=61) + game)
+    with pytest.raises(wtb.WthorFormatError, match="depth 61"):
+        wtb.read_wtb(path)
+    for size in (6, 10):
+        path.write_bytes(_header_bytes(1, board_size=size) + game)
+        with pytest.raises(wtb.WthorFormatError, match=f"board size {size} is not 8x8"):
+            wtb.read_wtb(path)
+    path.write_bytes(_header_bytes(1, board_size=0) + game)
+    assert wtb.read_wtb(path).games["moves"][0, :2].tolist() == [56, 64]
+
+
+def test_name_tables_stop_at_the_nul_and_check_their_size(tmp_path):
+    """A name ends at its first NUL byte, whatever follows it in the 20-byte record; a file
+    longer than its header's count says is an error, as a shorter one is."""
+    path = tmp_path / "WTHOR.JOU"
+    records = b"Alice\0junk left over".ljust(20, b"\0") + b"Bob".ljust(20, b"\0")
+    path.write_bytes(_header_bytes(n_records=2) + records)
+    assert wtb.read_names(path) == ["Alice", "Bob"]
+    path.write_bytes(_header_bytes(n_records=2) + records + b"\0" * 20)
+    with pytest.raises(wtb.WthorFormatError, match="header says 2 records of 20 bytes"):
+        wtb.read_names(path)
+
+
+def test_make_games_stores_a_given_theoretical_score():
+    recs = wtb.make_games([[37], [37, 43]], [40, 20], theoretical=[36, 28])
+    assert recs["theoretical_score"].tolist() == [36, 28] and recs["black_score"].tolist() == [40, 20]
+    assert wtb.make_games([[37]], [40])["theoretical_score"].tolist() == [40]

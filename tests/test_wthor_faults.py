@@ -499,3 +499,54 @@ def test_a_leftover_left_alone_is_said_once(wthor_dir, tmp_path, capsys):
     (theirs / "notes.txt").write_text("")
     assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     assert capsys.readouterr().err.count("left alone") == 1 and (theirs / "notes.txt").exists()
+
+
+def test_a_black_score_of_65_is_skipped_and_64_is_kept(wthor_dir):
+    """0..64 discs: 65 is the first impossible score (an int8 result would not wrap yet)."""
+    path = wthor_dir / "WTH_2001.wtb"
+    w = wtb.read_wtb(path)
+    w.games["black_score"][1], w.games["black_score"][3] = 65, 64
+    wtb.write_wtb(path, w.games, 2001)
+    said = []
+    r = dataset.build(wthor_dir, progress=False, warn=said.append)
+    assert [s["game"] for s in r.summary["skipped"]] == [1] and "black score 65 is not 0..64" in said[0]
+    assert r.games.loc[3, "error"] == "" and (r.positions["game"] == 3).any()
+
+
+def test_a_transcript_ends_at_the_first_byte_that_is_no_move():
+    """What follows a lost move (a 0, or a byte that is no square) is not part of the record."""
+    moves = np.zeros((3, 60), np.uint8)
+    moves[0, :3] = [56, 0, 64]   # f5, end, d6
+    moves[1, :3] = [56, 99, 64]  # f5, no square, d6
+    moves[2, :2] = [56, 64]
+    assert dataset.transcripts(moves).tolist() == ["f5", "f5", "f5d6"]
+
+
+def test_parse_years_reads_all_in_any_case():
+    assert dataset.parse_years("ALL") is None and dataset.parse_years(" All ") is None
+
+
+def _tiny_dataset(folder, records, position_range):
+    from othello_learn.data.replay import POSITION_DTYPE
+
+    folder.mkdir()
+    rec = np.zeros(len(records), dtype=POSITION_DTYPE)
+    for i, fields in enumerate(records):
+        for k, v in fields.items():
+            rec[i][k] = v
+    np.save(folder / "positions.npy", rec)
+    summary = {"format": dataset.FORMAT_MARKER, "format_version": dataset.FORMAT_VERSION,
+               "years": {"2001": {"games": 1, "positions": len(rec), "skipped_games": 0,
+                                  "position_range": position_range}}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def test_a_dataset_with_an_impossible_ply_or_range_is_refused_on_opening(tmp_path):
+    """Plies are 0..59 (60 moves at most) and a year's positions lie within the records."""
+    good = [{"move": 37, "ply": 0}, {"move": 43, "ply": 59}]
+    assert len(dataset.WthorDataset(_tiny_dataset(tmp_path / "ok", good, [0, 2]))) == 2
+    with pytest.raises(ValueError, match="position 1: ply 60 is not 0..59"):
+        dataset.WthorDataset(_tiny_dataset(tmp_path / "ply", [good[0], {"move": 43, "ply": 60}], [0, 2]))
+    with pytest.raises(ValueError, match=r"year 2001: no valid position_range \(found \[0, 3\]; 2 positions\)"):
+        dataset.WthorDataset(_tiny_dataset(tmp_path / "range", good, [0, 3]))

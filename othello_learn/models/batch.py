@@ -57,12 +57,15 @@ def from_states(states, device=None, legal=None) -> dict[str, torch.Tensor]:
 
 
 def from_records(rec: np.ndarray) -> dict[str, torch.Tensor]:
-    """``POSITION_DTYPE`` records (dataset rows) -> a batch with the supervised targets."""
+    """``POSITION_DTYPE`` records (dataset rows) -> a batch with the supervised targets.
+    Every field is copied (``astype``): ``np.ascontiguousarray`` of one record's field
+    keeps the record's 28-byte stride, which torch refuses (an evaluation whose last
+    batch held one position crashed)."""
     return {
-        "player": torch.from_numpy(np.ascontiguousarray(rec["player"]).view(np.int64)),
-        "opponent": torch.from_numpy(np.ascontiguousarray(rec["opponent"]).view(np.int64)),
+        "player": torch.from_numpy(rec["player"].astype(np.uint64).view(np.int64)),
+        "opponent": torch.from_numpy(rec["opponent"].astype(np.uint64).view(np.int64)),
         "history": torch.from_numpy(rec["history"].astype(np.int64)),
-        "black_to_move": torch.from_numpy(np.ascontiguousarray(rec["black_to_move"])),
+        "black_to_move": torch.from_numpy(rec["black_to_move"].astype(bool)),
         "move": torch.from_numpy(rec["move"].astype(np.int64)),
         "ply": torch.from_numpy(rec["ply"].astype(np.int64)),
         "result": torch.from_numpy(rec["result"].astype(np.float32)),
