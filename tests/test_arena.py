@@ -269,6 +269,40 @@ def test_registered_kinds_get_their_arguments():
     assert seen == [["ckpt.pt", "200"]] and player.name == "test-kind:ckpt.pt:200"
 
 
+def test_spec_edges_whitespace_nested_errors_and_bad_registrations():
+    """Blanks around a spec are not part of it; ``endgame:E`` without SPEC says what it expects;
+    a wrapped spec's unknown kind is reported as itself (not re-wrapped); a kind with ':' or a
+    factory string that is not exactly 'module:attribute' is refused when registered."""
+    ab = make_player("  alphabeta:2 \n")
+    assert isinstance(ab, AlphaBetaPlayer) and ab.depth == 2 and ab.name == "alphabeta:2"
+    with pytest.raises(registry.PlayerSpecError, match=r"^bad player spec 'endgame:10': expected endgame:EMPTIES:SPEC"):
+        make_player("endgame:10")
+    with pytest.raises(registry.PlayerSpecError, match=r"^unknown player spec 'nosuch:2': known kinds"):
+        make_player("endgame:4:nosuch:2")
+    for kind, factory in (("a:b", RandomPlayer), ("", RandomPlayer), ("spec-test", "mod:a:b"), ("spec-test", "mod")):
+        with pytest.raises(ValueError):
+            register_player(kind, factory)
+    assert "a" not in registry.PLAYER_FACTORIES and "spec-test" not in registry.PLAYER_FACTORIES
+
+
+def test_make_program_closes_the_interactive_player_it_refuses():
+    closed = []
+
+    class Interactive(RandomPlayer):
+        interactive = True
+
+        def close(self):
+            closed.append(self.name)
+
+    register_player("spec-asks", lambda args: Interactive())
+    try:
+        with pytest.raises(registry.PlayerSpecError, match="a human cannot play here"):
+            registry.make_program("spec-asks:1")
+    finally:
+        del registry.PLAYER_FACTORIES["spec-asks"]
+    assert closed == ["spec-asks:1"]
+
+
 def test_kinds_named_by_module_are_imported_on_first_use(tmp_path, monkeypatch):
     (tmp_path / "extra_players_for_test.py").write_text(
         "from othello_learn.selfplay.players import RandomPlayer\n"

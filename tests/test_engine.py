@@ -21,6 +21,44 @@ def test_perft_matches_published_counts(depth):
     assert perft(depth) == PERFT[depth]
 
 
+def test_perft_counts_a_forced_pass_as_one_ply_and_a_finished_game_as_a_leaf():
+    """The published counts above never meet a pass or a finished game. By hand: black (to
+    move) has b1, white a1: black must pass (1 child), white's only move is c1 (1), then
+    black has no disc: the game is over, one leaf at every depth beyond. A full board is a
+    leaf at any depth."""
+    black_b1, white_a1 = 1 << 1, 1 << 0
+    assert [perft(d, black_b1, white_a1) for d in range(6)] == [1, 1, 1, 1, 1, 1]
+    full = (1 << 64) - 1
+    assert [perft(d, full ^ 1, 0) for d in range(4)] == [1, 1, 1, 1]
+
+
+def _ref_perft(board, color, depth, seen):
+    """Leaf count by the reference engine, one position at a time: a pass is a ply, a
+    finished game a leaf (``seen`` counts both, to show the trees have them)."""
+    if depth == 0:
+        return 1
+    if ref.game_over(board):
+        seen["ended early"] += 1
+        return 1
+    moves = ref.legal(board, color)
+    if not moves:
+        seen["passes"] += 1
+        return _ref_perft(board, -color, depth - 1, seen)
+    return sum(_ref_perft(ref.apply(board, color, r, c), -color, depth - 1, seen) for r, c in moves)
+
+
+def test_perft_of_late_positions_matches_the_reference_engine_through_passes():
+    rng = random.Random(11)
+    late = []
+    while len(late) < 6:
+        record, _, _ = ref.random_game(rng)
+        late += [(b, c) for b, c, mv in record if sum(v == 0 for row in b for v in row) == 6][:1]
+    seen = {"ended early": 0, "passes": 0}
+    counts = [(perft(8, *ref.to_bitboards(b, c)), _ref_perft(b, c, 8, seen)) for b, c in late]
+    assert all(mine == theirs for mine, theirs in counts), counts
+    assert seen["ended early"] > 0 and seen["passes"] > 0, seen
+
+
 def test_perft_cli(capsys):
     from othello.__main__ import main
 

@@ -244,3 +244,113 @@ def test_a_commit_promotes_above_the_gate_threshold_and_recalibrates_resignation
     assert (record["games"], record["positions"], record["resigned"], record["mean_length"]) == (200, 400, 0.0, 60.0)
     assert (record["black_wins"], record["white_wins"], record["draws"]) == (0.1, 0.5, 0.4)
     assert (record["resign_threshold"], record["false_resign_rate"], record["false_resign_sample"]) == (-0.9, 0.1, 200)
+
+
+@pytest.mark.parametrize("window,gen,expected", [(4, 6, [3, 4, 5]), (4, 2, [1]), (1, 5, []), (2, 3, [2]), (3, 1, [])])
+def test_the_window_is_the_generation_and_the_window_minus_one_committed_before_it(window, gen, expected):
+    """--window 4 at generation 6: its own games and generations 3, 4, 5 (four in all); never
+    generation 0, which has no games."""
+    cfg = RunConfig.from_args(BASE + ["--window", str(window)])
+    assert rl_loop._window_paths(cfg, gen) == [cfg.out / "games" / f"gen_{i:04d}.npz" for i in expected]
+
+
+@pytest.mark.parametrize("flag,value", [("--dirichlet-weight", "1"), ("--solve-empties", "14"),
+                                        ("--gate-threshold", "1"), ("--resign-threshold", "-1"),
+                                        ("--resign-threshold", "1"), ("--no-resign-fraction", "0")])
+def test_a_limit_itself_is_allowed_where_inclusive(flag, value):
+    RunConfig.from_args(BASE + [flag, value]).check_values()
+
+
+def _state(**changes):
+    base = {"generation": 1, "best": "nets/gen_0000.pt", "trainee": "nets/gen_0001.pt", "elo_best": 0.0,
+            "history": [{}], "wandb_id": "abc", "resign_threshold": -0.9}
+    return {**base, **changes}
+
+
+@pytest.mark.parametrize("changes,said", [({"generation": True, "history": [{}]}, "no valid 'generation'"),
+                                          ({"elo_best": True}, "no valid 'elo_best'"),
+                                          ({"best": "../elsewhere.pt"}, "best '../elsewhere.pt' is not one of"),
+                                          ({"trainee": "nets/gen_1.pt"}, "trainee 'nets/gen_1.pt' is not one of"),
+                                          ({"resign_threshold": False}, "no valid 'resign_threshold'"),
+                                          ({"generation": 2}, "generation 2 with 1 history records")])
+def test_a_state_out_of_shape_is_refused_by_what_is_wrong(tmp_path, changes, said):
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(_state()))
+    assert rl_loop.read_state(path)["generation"] == 1
+    path.write_text(json.dumps(_state(**changes)))
+    with pytest.raises(UserError, match="corrupt run state") as e:
+        rl_loop.read_state(path)
+    assert said in str(e.value)
+
+
+def _tiny_games(n: int):
+    """``n`` drawn games of two positions each (black to move, then white)."""
+    from othello_learn.selfplay.selfplay import SelfPlayGames
+
+    game = np.repeat(np.arange(n), 2)
+    zeros = np.zeros(2 * n)
+    return SelfPlayGames(player=zeros.astype(np.uint64), opponent=zeros.astype(np.uint64),
+                         history=np.zeros((2 * n, 4), np.int8), black_to_move=np.tile([True, False], n),
+                         policy=np.zeros((2 * n, 64), np.float16), outcome=np.zeros(2 * n, np.int8),
+                         ply=np.zeros(2 * n, np.uint8), game=game.astype(np.int32), value=np.zeros(2 * n, np.float16),
+                         winner=np.zeros(n, np.int8), disc_diff=np.zeros(n, np.int8), resigned=np.zeros(n, bool),
+                         no_resign=np.ones(n, bool), length=np.full(n, 60, np.int16))
+
+
+def _run_at(tmp_path, generation: int, extra=()):
+    from othello_learn.models.nets import NetConfig, build_network, save_network
+
+    out = tmp_path / "rl"
+    for d in ("nets", "games", "stats"):
+        (out / d).mkdir(parents=True, exist_ok=True)
+    save_network(build_network(NetConfig(arch="resnet", encoder="raw", blocks=1, width=8, value_head=True)),
+                 out / "nets" / "gen_0000.pt")
+    (out / "state.json").write_text(json.dumps({
+        "generation": generation, "best": "nets/gen_0000.pt", "trainee": "nets/gen_0000.pt", "elo_best": 0.0,
+        "history": [{"generation": g} for g in range(1, generation + 1)], "wandb_id": "x", "resign_threshold": None}))
+    return RunConfig.from_args(["--init", "random", "--out", str(out), "--device", "cpu", "--quiet", *extra])
+
+
+def test_training_reads_the_window_and_records_its_positions(tmp_path, monkeypatch):
+    """--window 2 at generation 3: generations 2 and 3 (5 and 7 games: 24 positions), not 1's."""
+    cfg = _run_at(tmp_path, 2, ["--window", "2"])
+    for gen, n in ((1, 3), (2, 5), (3, 7)):
+        _tiny_games(n).save(cfg.out / "games" / f"gen_{gen:04d}.npz")
+    seen = []
+    monkeypatch.setattr(rl_loop, "train_network", lambda net, games, *a, **k: seen.append(len(games.player)) or {})
+    monkeypatch.setattr(rl_loop, "policy_sharpness", lambda *a, **k: {})
+    rl_loop.train(cfg, 3)
+    stats = json.loads((cfg.out / "stats" / "gen_0003_train.json").read_text())
+    assert seen == [24] and stats["window_positions"] == 24
+
+
+@pytest.mark.parametrize("clock,rate", [((100.0, 100.5), None), ((100.0, 136.0), 300.0)])
+def test_self_play_records_games_an_hour_only_over_a_second(tmp_path, monkeypatch, clock, rate):
+    """5 games in parts of 2, 2 and 1, the first kept from a killed run: 3 games played, 300 an
+    hour in 36 s; under a second the rate is noise: none."""
+    import types
+
+    cfg = _run_at(tmp_path, 0, ["--games", "5", "--parallel", "2", "--workers", "1", "--no-resign"])
+    (cfg.out / "games" / "gen_0001").mkdir()
+    _tiny_games(2).save(cfg.out / "games" / "gen_0001" / "part_000.npz")
+    asked = []
+
+    def play_into(ev, search, sp, parts, progress):
+        for path, n, _ in parts:
+            asked.append((path.name, n))
+            _tiny_games(n).save(path)
+
+    monkeypatch.setattr(rl_loop, "_play_into", play_into)
+    ticks = iter(clock)
+    monkeypatch.setattr(rl_loop, "time", types.SimpleNamespace(time=lambda: next(ticks)))
+    rl_loop.self_play(cfg, 1)
+    stats = json.loads((cfg.out / "stats" / "gen_0001_selfplay.json").read_text())
+    assert asked == [("part_001.npz", 2), ("part_002.npz", 1)]
+    assert stats["games_played"] == 3 and stats["games_per_hour"] == rate
+    assert len(rl_loop.SelfPlayGames.load(cfg.out / "games" / "gen_0001.npz").winner) == 5
+    assert not (cfg.out / "games" / "gen_0001").exists()
+
+
+def test_an_empty_history_draws_the_initial_network_alone():
+    assert rl_loop.elo_series([]) == {"best network": ([0], [0.0], None), "candidate (gating match)": ([], [], None),
+                                      "promoted": ([], [], None)}

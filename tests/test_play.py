@@ -706,3 +706,78 @@ def test_best_move_values_a_forced_pass_as_the_position_after_it():
     square, probs, value = best_move(net, pos, [parse_square("d3")])
     after = best_move(net, pos.play(PASS), [PASS, parse_square("d3")])
     assert square == PASS and not probs.any() and value == pytest.approx(-after[2])
+
+
+# --------------------------------------------------------------------------
+# Small pins: command words, the board header after a pass, hints' length, the arena's
+# last move, what an engine is told, an upper-case .GGF name
+
+
+@pytest.mark.parametrize("word,kind", [("undo", "undo"), ("U", "undo"), ("takeback", "undo"), ("hint", "hint"),
+                                       ("h", "hint"), ("?", "hint"), ("Help", "help"), ("quit", "quit"), ("q", "quit"),
+                                       ("exit", "quit"), ("resign", "quit"), ("  D3 ", "move")])
+def test_every_command_word(word, kind):
+    cmd = play.parse_command(word, Position())
+    assert cmd.kind == kind and (cmd.square == parse_square("d3") if kind == "move" else True)
+
+
+def test_after_a_pass_the_header_counts_discs_played_and_brackets_the_last_disc():
+    """A move that leaves the opponent without one, then the opponent's pass: the header says
+    move 2 (a pass puts no disc on the board) and the move's disc keeps its brackets."""
+    start = _find(lambda p: any(p.play(m).must_pass() for m in p.legal_moves()))
+    m = next(m for m in start.legal_moves() if start.play(m).must_pass())
+    out = io.StringIO()
+    game = play.TerminalGame(GreedyPlayer(), start.black_to_move, io.StringIO(), out, tty=False, start=start)
+    game.push(m)
+    game.push(PASS)
+    game.draw()
+    text = out.getvalue()
+    row = next(x for x in text.splitlines() if x.startswith(f"{m // 8 + 1} "))
+    assert "   move 2\n" in text and text.count("[") == 1
+    assert row[2 + 3 * (m % 8): 5 + 3 * (m % 8)] == ("[X]" if start.black_to_move else "[O]")
+
+
+def test_a_hint_names_the_networks_top_five_moves():
+    from othello_learn.models.nets import load_network
+    from othello_learn.selfplay.nn_players import best_move
+
+    net = load_network(str(HC))
+    pos = Position.from_transcript("f5d6c3d3c4f4")
+    assert len(pos.legal_moves()) > 5
+    _, probs, _ = best_move(net, pos, [])
+    top = sorted(pos.legal_moves(), key=lambda s: -probs[s])[:5]
+    line = play.hint_text(net, pos, [])
+    assert [m.split()[0] for m in line.split("hint: ")[1].split(", ")] == [square_name(s) for s in top]
+
+
+def test_the_arena_human_is_shown_the_most_recent_move():
+    out = io.StringIO()
+    pos = Position.from_transcript("f5d6")
+    human = play.HumanPlayer(inp=io.StringIO(square_name(pos.legal_moves()[0]) + "\n"), out=out)
+    human.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64), np.array([True]),
+                 np.random.default_rng(0), history=np.array([[parse_square("d6"), parse_square("f5"), -1, -1]]))
+    assert "you are black (X); last move d6\n" in out.getvalue()
+
+
+def test_an_engine_is_told_the_moves_only_of_a_game_from_the_start():
+    told = []
+
+    class Engine(GreedyPlayer):
+        uses_moves = True
+
+        def select(self, p, o, b, rng, **extra):
+            told.append(None if "moves" not in extra else [list(m) for m in extra["moves"]])
+            return super().select(p, o, b, rng)
+
+    for start in (Position(), Position.from_transcript("f5")):
+        game = play.TerminalGame(Engine(), start.black_to_move is False, io.StringIO(), io.StringIO(), start=start)
+        game.opponent_move()
+    assert told == [[[]], None]
+
+
+def test_a_game_saved_under_an_upper_case_name_resumes(tmp_path):
+    path = tmp_path / "GAME.GGF"
+    play.write_ggf(path, [(parse_transcript("f5d6"), "human", "greedy")])
+    out = io.StringIO()
+    rc = play.main(["--opponent", "greedy", "--start", str(path)], stdin=io.StringIO("quit\n"), stdout=out)
+    assert rc == 0 and transcript_of(out.getvalue()) == "f5d6"

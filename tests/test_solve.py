@@ -363,3 +363,54 @@ def test_a_gtp_engine_is_given_each_position_with_grhinos_set_up(tmp_path, capsy
         assert run_main(main, [str(obf), "--player", player, "--json", str(tmp_path / f"{name}.json")]) == 0
     gtp, direct = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("gtp", "direct"))
     assert [r["move"] for r in gtp] == [r["move"] for r in direct] == ["d6", "c5", "f4", "d6", "PA"]
+
+
+def test_grade_and_summary_by_hand():
+    """Three hand-scored answers: a scored non-best move, an unscored move, the best move.
+    best_moves come in board order (not the comment's), the mean loss is over the answers
+    whose move is scored (4 and 0: 2.00, not 4/3), and the summary's wording."""
+    from othello_learn.selfplay.solve import format_summary, grade
+
+    sq = parse_square
+    recs = [{"game_over": False, "move": m} for m in ("d3", "c4", "e6")]
+    scored = [{sq("f5"): 6, sq("d3"): 2, sq("c4"): 6}, {sq("d3"): 0}, {sq("f4"): -10, sq("e6"): -2}]
+    summary = grade(recs, scored)
+    assert [(r["best"], r["loss"], r["best_moves"]) for r in recs] == [
+        (False, 4, ["c4", "f5"]), (False, None, ["d3"]), (True, 0, ["e6"])]
+    assert summary == {"scored": 3, "best": 1, "loss_known": 2, "mean_loss": 2.0}
+    assert format_summary(summary) == ("best move in 1 of 3 scored positions; discs given up where the move "
+                                       "is scored: 2.00 a position (2 positions)")
+    assert format_summary({"scored": 2, "best": 0, "loss_known": 1, "mean_loss": 3.0}).endswith(
+        ": 3.00 a position (1 position)")
+    assert format_summary({"scored": 1, "best": 0, "loss_known": 0, "mean_loss": None}) == (
+        "best move in 0 of 1 scored positions")
+
+
+def test_a_forced_pass_may_be_scored_and_a_file_without_positions_is_an_error(tmp_path, capsys):
+    """At a forced pass the one legal answer is PA: a comment scoring it grades the pass as best.
+    A file of comments only is an error, not an empty success."""
+    obf = tmp_path / "pass.obf"
+    obf.write_text(format_obf(PASS_POS, "PA:-3;") + "\n")
+    assert run_main(main, [str(obf), "--player", "alphabeta:1", "--json", str(tmp_path / "a.json")]) == 0
+    rec = json.loads((tmp_path / "a.json").read_text())[0]
+    assert (rec["move"], rec["best"], rec["loss"], rec["best_moves"]) == ("PA", True, 0, ["PA"])
+    capsys.readouterr()
+    empty = tmp_path / "empty.obf"
+    empty.write_text("% nothing here\n")
+    assert run_main(main, [str(empty), "--player", "alphabeta:1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"{empty}: no positions" in captured.err
+
+
+def test_a_player_that_chooses_an_illegal_move_is_an_error_naming_the_position():
+    player = make_player("alphabeta:1")
+    select = player.select
+
+    def second_illegal(p, *a, **k):
+        sq = np.array(select(p, *a, **k), np.int64).reshape(-1)
+        sq[1] = 0  # a1: never legal in an opening
+        return sq
+
+    player.select = second_illegal
+    with pytest.raises(RuntimeError, match="chose a1 at position 2, not a legal move"):
+        solve(player, positions()[1:3])

@@ -404,6 +404,53 @@ def test_a_lock_naming_no_possible_process_is_stale(tmp_path, pid):
         assert (tmp_path / ".lock").read_text().split()[0] == str(os.getpid())
 
 
+def test_what_a_lock_file_says_decides_whether_its_holder_may_be_running(tmp_path):
+    """An empty (or garbled) lock younger than FRESH_SECONDS is being written by its creator:
+    refused; an old one is garbage: taken over (a non-numeric PID must not crash int()). A
+    lock from another host cannot be checked from here: refused, naming the holder."""
+    import socket
+    import time
+
+    from othello_learn.lock import FRESH_SECONDS, RunLock
+
+    lock_file = tmp_path / ".lock"
+    old = time.time() - 3 * FRESH_SECONDS
+    for text in ("", "abc somehost\n", "12 34 56\n"):
+        lock_file.write_text(text)
+        with pytest.raises(UserError, match="in use by (another process|process abc on somehost)"):
+            RunLock(tmp_path).acquire()
+        os.utime(lock_file, (old, old))
+        with RunLock(tmp_path):
+            assert lock_file.read_text() == f"{os.getpid()} {socket.gethostname()}\n"
+        assert not lock_file.exists()
+    elsewhere = f"{socket.gethostname()}-elsewhere"
+    lock_file.write_text(f"1 {elsewhere}\n")
+    os.utime(lock_file, (old, old))
+    with pytest.raises(UserError, match=f"in use by process 1 on {elsewhere} "):
+        RunLock(tmp_path).acquire()
+    assert lock_file.read_text() == f"1 {elsewhere}\n"
+
+
+def test_a_lock_taken_by_another_is_neither_released_nor_moved_aside(tmp_path, monkeypatch):
+    """release() removes only its own lock; a take-over that finds a fresh lock in place of the
+    stale one it read puts it back; a lock that keeps coming back is an error, not a success."""
+    from othello_learn.lock import RunLock
+
+    lock_file = tmp_path / ".lock"
+    lock = RunLock(tmp_path).acquire()
+    lock_file.write_text("77 other\n")
+    lock.release()
+    assert lock_file.read_text() == "77 other\n" and not lock.held
+    RunLock(tmp_path)._take_over("5 stale\n")
+    assert lock_file.read_text() == "77 other\n" and [p.name for p in tmp_path.iterdir()] == [".lock"]
+    monkeypatch.setattr(RunLock, "_holder", lambda self: ("", False))
+    monkeypatch.setattr(RunLock, "_take_over", lambda self, stale: None)
+    taker = RunLock(tmp_path)
+    with pytest.raises(UserError, match="could not take the lock"):
+        taker.acquire()
+    assert not taker.held and lock_file.read_text() == "77 other\n"
+
+
 def test_a_run_refused_by_the_lock_leaves_the_holders_new_folder_alone(dataset_dir, tmp_path, capsys, monkeypatch):
     """Two trainings started at once into one new OUT: the second, refused by the first's
     lock, took back "the folder it made" and deleted the first's .lock and config.yaml (and

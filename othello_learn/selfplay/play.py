@@ -30,7 +30,7 @@ from othello.states import last_actions
 from othello_learn import HOME
 from othello_learn.selfplay.arena import close_players
 from othello_learn.selfplay.players import Player, check_seed, network_of
-from othello_learn.selfplay.registry import SPEC_KINDS, make_player
+from othello_learn.selfplay.registry import SPEC_KINDS, make_program
 
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
@@ -293,7 +293,8 @@ class TerminalGame:
             chosen = chosen.detach().cpu().numpy()
         sq = int(np.asarray(chosen).reshape(-1)[0])
         if sq not in pos.legal_moves():
-            raise RuntimeError(f"{name} chose {sq}, which is not legal here:\n{pos}")
+            named = square_name(sq) if 0 <= sq <= PASS else sq
+            raise RuntimeError(f"{name} chose {named}, which is not legal here:\n{pos}")
         self.notes.append(f"{name} plays {square_name(sq)}.")
         self.push(sq)
 
@@ -411,7 +412,9 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     if spec.partition(":")[0] == "human":
         raise UserError("--opponent human: you are the human here; pick a program (random, greedy, alphabeta:D, ...)")
     try:
-        opponent = make_player(spec)
+        # make_program: a human wrapped in another kind (endgame:4:human) would read moves from
+        # your own input, and its end would be a traceback rather than one line
+        opponent = make_program(spec, where="as your opponent (you are the human here)")
         opponent.check(keep_running=True)  # an engine that cannot start is found before the first prompt
     except (ValueError, UserError) as e:
         raise UserError(f"--opponent: {e}") from None

@@ -118,7 +118,8 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
             continue
         sq = int(chosen[i])
         if sq != PASS and sq not in legal:
-            raise RuntimeError(f"player {player.name!r} chose {sq} at {where[i]}, not a legal move")
+            named = square_name(sq) if 0 <= sq <= PASS else sq
+            raise RuntimeError(f"player {player.name!r} chose {named} at {where[i]}, not a legal move")
         rec.update(game_over=False, move=_move_name(sq))
         if probs is not None:
             rec["probability"] = None if sq == PASS else float(probs[i, sq])
