@@ -139,3 +139,46 @@ def test_a_run_folder_that_is_not_there_is_said_to_be_missing(tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"{tmp_path / name}: {said}" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "c.png").exists()
+
+
+def test_resumes_are_ordered_by_number_and_timestamp_and_the_batch_defaults_to_256(tmp_path):
+    """version_10 comes after version_2 (not as text); an online run-... folder and an
+    offline-run-... one are ordered by their timestamp, not their prefix; no config.yaml:
+    the default batch of 256 positions a step."""
+    run = tmp_path / "run"
+    _version(run, 2, [{"step": 9, "val/acc": 0.3}, {"step": 19, "val/acc": 0.35}])
+    _version(run, 10, [{"step": 19, "val/acc": 0.36}])
+    curve = load_curve(run)
+    assert curve["val/acc"].tolist() == [0.3, 0.36] and curve["positions"].tolist() == [2560, 5120]
+    wb = tmp_path / "wb"
+    wb.mkdir()
+    _wandb_file(wb / "wandb" / "run-20260101_000000-abc" / "run-abc.wandb",
+                [{"trainer/global_step": 19, "val/acc": 0.35}])
+    _wandb_file(wb / "wandb" / "offline-run-20260102_000000-abc" / "run-abc.wandb",
+                [{"trainer/global_step": 19, "val/acc": 0.36}])
+    assert load_curve(wb)["val/acc"].tolist() == [0.36]
+
+
+def test_a_history_row_over_three_blocks_and_a_block_tail_of_padding_are_read(tmp_path):
+    """A record longer than a block is split first/middle/last and joined back; a block
+    whose tail is too short for a chunk header (under 7 bytes) is padding, skipped."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from othello_learn.train.curves import wandb_history
+
+    long = "y" * 70_000
+    data = _wandb_file(tmp_path / "a" / "run-a.wandb", [{"trainer/global_step": 9, "val/acc": 0.3, "note": long}])
+    assert data[7 + 6] == 2 and data[32768 + 6] == 3  # first, then middle chunk: the record spans three blocks
+    assert wandb_history(tmp_path / "a" / "run-a.wandb") == [{"trainer/global_step": 9, "val/acc": 0.3, "note": long}]
+    # console output sized so that its chunk leaves 1 or 6 bytes of the first block: padding
+    def size(pad):
+        record = pb.Record()
+        record.output_raw.line = "x" * pad
+        return record.ByteSize()
+
+    for tail in (1, 6):
+        pad = next(p for p in range(32700, 32767) if size(p) == 32768 - 7 - 7 - tail)
+        path = tmp_path / f"tail{tail}" / "run-b.wandb"
+        data = _wandb_file(path, [{"trainer/global_step": 9, "val/acc": 0.3}], pad=pad)
+        assert data[32768 - tail:32768] == b"\0" * tail
+        assert wandb_history(path) == [{"trainer/global_step": 9, "val/acc": 0.3}]

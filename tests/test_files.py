@@ -178,3 +178,54 @@ def test_a_long_name_or_a_stray_temp_name_does_not_stop_a_write(tmp_path):
     with pytest.raises(OSError) as raised:  # too long even untagged: the error names the target, not a temp
         atomic_write(tmp_path / ("y" * 250), "1")
     assert raised.value.filename == str(tmp_path / ("y" * 250))
+
+
+def test_run_main_exit_codes_and_os_error_lines(capsys, monkeypatch):
+    """Each stop has its own status (SIGTERM 143, SIGHUP 129, a reader gone 141) and each
+    OS error its own words: a folder given for a file, a permission refused."""
+    import othello.files as files
+
+    def raising(exc):
+        def main(argv):
+            raise exc
+        return main
+
+    assert run_main(raising(files.Terminated()), []) == 143
+    assert capsys.readouterr().err.strip().endswith(": terminated")
+    assert run_main(raising(files.HangUp()), []) == 129
+    assert capsys.readouterr().err.strip().endswith(": hung up")
+    monkeypatch.setattr(files, "_stdout_gone", lambda: True)
+    assert run_main(raising(BrokenPipeError(errno.EPIPE, "Broken pipe")), []) == 141
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(files, "_stdout_gone", lambda: False)  # a pipe of ours other than stdout: an error
+    assert run_main(raising(BrokenPipeError(errno.EPIPE, "Broken pipe")), []) == 2
+    assert files.describe_os_error(IsADirectoryError(errno.EISDIR, "Is a directory", "/d")) == \
+        "expected a file, found a folder (/d)"
+    assert files.describe_os_error(PermissionError(errno.EACCES, "Permission denied", "/p")) == \
+        "permission denied (/p)"
+
+
+def test_a_write_error_naming_the_temporary_file_names_the_target(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(OSError) as raised:
+        with atomic_path(target) as tmp:
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
+    assert raised.value.filename == str(target) and raised.value.errno == errno.ENOSPC
+
+
+def test_process_exists_refuses_numbers_that_are_no_process():
+    from othello.files import process_exists
+
+    assert process_exists(os.getpid())
+    assert not process_exists(0)  # os.kill(0, 0) would probe our own group, and succeed
+    assert not process_exists(-1)
+    assert not process_exists(2**80)
+
+
+def test_check_output_refuses_a_folder_this_user_cannot_write(tmp_path, monkeypatch):
+    """Root may write anywhere, so the refusal is shown with os.access saying no."""
+    from othello.files import check_output
+
+    monkeypatch.setattr(os, "access", lambda p, mode: False)
+    with pytest.raises(UserError, match=r"^--json .*out\.json: cannot write in .* \(permission denied\)$"):
+        check_output(tmp_path / "new" / "out.json", "--json")

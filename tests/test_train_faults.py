@@ -968,3 +968,181 @@ def test_lightnings_notes_a_user_cannot_act_on_are_not_shown(dataset_dir, tmp_pa
     assert code == 0, err
     shown = err + caplog.text + "\n".join(str(w.message) for w in seen)
     assert "Tip:" not in shown and "LeafSpec" not in shown and "not supported by the model summary" not in shown
+
+
+def _fake_trainer(**kw):
+    from types import SimpleNamespace
+
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    saved = []
+    trainer = SimpleNamespace(**{"global_step": 0, "sanity_checking": False,
+                                 "state": SimpleNamespace(fn=TrainerFn.FITTING), **kw})
+    trainer.save_checkpoint = lambda path, weights_only: saved.append(trainer.global_step)
+    return trainer, saved
+
+
+def test_last_checkpoint_saves_by_steps_by_time_and_only_with_something_new(tmp_path, monkeypatch):
+    """Every N steps or every few minutes, whichever first; never twice for one step (the state
+    a resume started from is on disk already); a validation outside fitting saves nothing; an
+    interruption saves only progress not yet saved."""
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    from othello_learn.train import checkpoints
+
+    clock = [1000.0]
+    monkeypatch.setattr(checkpoints.time, "monotonic", lambda: clock[0])
+    last = checkpoints.LastCheckpoint(tmp_path / "last.ckpt", every_n_steps=5, every_seconds=300.0)
+    trainer, saved = _fake_trainer(global_step=10)
+    last.on_train_start(trainer, None)
+    last.on_train_batch_end(trainer, None, None, None, 0)  # step 10 of a resume: already saved
+    assert saved == []
+    clock[0] += 100.0  # the save at step 15 restarts the clock
+    for step in (11, 12, 13, 14, 15):
+        trainer.global_step = step
+        last.on_train_batch_end(trainer, None, None, None, 0)
+    assert saved == [15]
+    trainer.global_step, clock[0] = 16, clock[0] + 299.0
+    last.on_train_batch_end(trainer, None, None, None, 0)
+    assert saved == [15]
+    trainer.global_step, clock[0] = 17, clock[0] + 1.0  # 300 s after the save at step 15
+    last.on_train_batch_end(trainer, None, None, None, 0)
+    assert saved == [15, 17]
+    last.on_exception(trainer, None, KeyboardInterrupt())  # nothing new since step 17
+    assert saved == [15, 17] and isinstance(last.interrupted_by, KeyboardInterrupt)
+    trainer.global_step = 18
+    last.on_exception(trainer, None, KeyboardInterrupt())
+    assert saved == [15, 17, 18]
+    trainer.state.fn = TrainerFn.VALIDATING
+    last.on_validation_end(trainer, None)
+    trainer.state.fn, trainer.sanity_checking = TrainerFn.FITTING, True
+    last.on_validation_end(trainer, None)
+    assert saved == [15, 17, 18]
+    trainer.sanity_checking = False
+    last.on_validation_end(trainer, None)
+    assert saved == [15, 17, 18, 18]
+
+
+def test_validate_at_end_stops_after_the_last_batch_of_the_last_epoch_or_max_steps():
+    from othello_learn.train.checkpoints import ValidateAtEnd
+
+    callback = ValidateAtEnd()
+    trainer, _ = _fake_trainer(max_steps=-1, max_epochs=2, current_epoch=1, num_training_batches=5,
+                               should_stop=False)
+    callback.on_train_batch_end(trainer, None, None, None, 3)
+    assert not trainer.should_stop
+    callback.on_train_batch_end(trainer, None, None, None, 4)  # the 5th of 5 batches
+    assert trainer.should_stop
+    trainer.current_epoch, trainer.should_stop = 0, False  # not the last epoch
+    callback.on_train_batch_end(trainer, None, None, None, 4)
+    assert not trainer.should_stop
+    trainer.max_steps, trainer.global_step = 7, 6
+    callback.on_train_batch_end(trainer, None, None, None, 1)
+    assert not trainer.should_stop
+    trainer.global_step = 7
+    callback.on_train_batch_end(trainer, None, None, None, 2)
+    assert trainer.should_stop
+
+
+def test_a_lost_best_file_forgets_its_score_too(tmp_path, capsys):
+    """Else the next validation is compared with the score of a file that is gone, and a run
+    whose later validations were worse would export nothing."""
+    from othello_learn.train.checkpoints import BestCheckpoint
+
+    best = BestCheckpoint(dirpath=str(tmp_path), monitor="val/acc", mode="max")
+    gone = str(tmp_path / "best.ckpt")
+    best.load_state_dict({"dirpath": str(tmp_path), "best_model_path": gone, "best_model_score": torch.tensor(0.9),
+                          "kth_best_model_path": gone, "kth_value": torch.tensor(0.9),
+                          "best_k_models": {gone: torch.tensor(0.9)}, "last_model_path": "",
+                          "monitor": "val/acc"})
+    assert best.best_model_path == "" and best.best_model_score is None and best.best_k_models == {}
+    assert "is gone" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["optim.lr=0"], "optim.lr: must be positive, got 0"),
+    (["optim.ema=1"], "optim.ema: must be in [0, 1)"),
+    (["optim.label_smoothing=1"], "optim.label_smoothing: must be below 1, got 1"),
+    (["data.num_workers=-1"], "data.num_workers: must be at least 0, got -1"),
+    (["trainer.max_steps=-2"], "trainer.max_steps: must be at least -1, got -2"),
+    (["trainer.max_epochs=0"], "trainer.max_epochs: 0 trains nothing"),
+    (["model.width=true"], "model.width: expected an integer, got True"),
+    (["optim.scheduler=a: b: c"], "optim.scheduler: expected one of onecycle, cosine, none, got 'a: b: c'"),
+    (["trainer.max_epochs=-1"], "trainer.max_epochs: an open-ended run (max_epochs=-1) needs a time budget"),
+])
+def test_each_bound_of_the_config_check_at_its_edge(overrides, expected):
+    """Each limit refuses the first value past it and lets the last one inside through
+    (a --set value that is not YAML is kept as the text it is, and checked as that)."""
+    from othello_learn.train.train import load_config
+
+    with pytest.raises(UserError) as refused:
+        load_config(None, overrides)
+    assert str(refused.value).startswith(expected), str(refused.value)
+
+
+def test_the_config_check_lets_the_edges_inside_through():
+    from othello_learn.train.train import load_config
+
+    cfg = load_config(None, ["optim.lr=1e-9", "optim.ema=0", "optim.label_smoothing=0.99", "data.num_workers=0",
+                             "trainer.max_steps=-1", "trainer.max_epochs=1", "model.width=1"])
+    assert cfg["optim"]["ema"] == 0 and cfg["data"]["num_workers"] == 0 and cfg["trainer"]["max_steps"] == -1
+    load_config(None, ["trainer.max_epochs=-1", "trainer.max_steps=10"])  # max_steps ends the schedule
+    load_config(None, ["trainer.max_epochs=-1", "optim.scheduler=none"])
+
+
+def test_fresh_ignores_a_last_ckpt_of_another_network_and_the_save_interval_is_in_minutes(
+        dataset_dir, tmp_path, capsys, monkeypatch):
+    from othello_learn.train import checkpoints
+    from othello_learn.train.train import main
+
+    intervals = []
+
+    class Recorded(checkpoints.LastCheckpoint):
+        def __init__(self, path, every_n_steps, every_seconds=300.0):
+            intervals.append((every_n_steps, every_seconds))
+            super().__init__(path, every_n_steps, every_seconds)
+
+    monkeypatch.setattr(checkpoints, "LastCheckpoint", Recorded)
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    torch.save({"hyper_parameters": {"arch": "reference", "encoder": "raw", "depth": 1, "width": 4},
+                "loops": {}, "state_dict": {}, "global_step": 3}, out / "checkpoints" / "last.ckpt")
+    code, err = _run(main, _args(dataset_dir, out, "--set", "model.width=8", "--fresh", "--max-steps", "1",
+                                 "--checkpoint-every", "7", "--checkpoint-minutes", "2"), capsys)
+    assert code == 0, err
+    assert "resuming" not in err and _step(out / "checkpoints" / "last.ckpt") == 1
+    assert intervals == [(7, 120.0)]
+    config = (out / "config.yaml").read_text()
+    assert "max_epochs: 10" in config  # the built-in default, kept in the run's config
+
+
+def test_data_differences_compare_years_as_years_and_folders_as_folders(tmp_path):
+    from othello_learn.train.train import data_differences
+
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    there = {"train_years": "2001-2003", "seed": 0, "data_dir": str(folder)}
+    assert data_differences(there, {"train_years": "2001,2002,2003", "seed": 0, "data_dir": str(folder / ".")}) == []
+    assert data_differences({**there, "data_dir": str(tmp_path / "gone")},  # a run moved from another machine
+                            {"train_years": "2001-2003", "seed": 0, "data_dir": str(folder)}) == []
+    other = tmp_path / "other"
+    other.mkdir()
+    assert data_differences(there, {"train_years": "2001-2002", "seed": 1, "data_dir": str(other)}) == [
+        f"--data {folder} there, {other} now", "--seed=0 there, 1 now",
+        "data.train_years='2001-2003' there, '2001-2002' now"]
+
+
+def test_the_seed_and_the_validation_interval_at_their_edges():
+    import argparse
+    from types import SimpleNamespace
+
+    from othello_learn.train.train import _seed, check_dataset
+
+    assert _seed("4294967295") == 2**32 - 1
+    with pytest.raises(argparse.ArgumentTypeError, match="below 2\\*\\*32"):
+        _seed("4294967296")
+    dm = SimpleNamespace(setup=lambda: None, train_dataloader=lambda: [0] * 5)
+    check_dataset(dm, Path("d"), {"val_check_interval": 5})  # an epoch's 5 batches
+    check_dataset(dm, Path("d"), {"val_check_interval": 0.5})  # a fraction of an epoch
+    with pytest.raises(UserError, match="6 batches, more than an epoch's 5"):
+        check_dataset(dm, Path("d"), {"val_check_interval": 6})

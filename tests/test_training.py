@@ -692,3 +692,83 @@ def test_a_symmetric_hit_needs_both_colours_unchanged():
     p = np.array([1 << a1, 1 << a1], dtype=np.uint64)
     o = np.array([1 << b1, (1 << b1) | (1 << a2)], dtype=np.uint64)
     assert symmetric_hits(p, o, np.array([c1, c1]), np.array([a3, a3])).tolist() == [False, True]
+
+
+def _logged(model, monkeypatch):
+    logs = {}
+    monkeypatch.setattr(model, "log", lambda name, value, **kw: logs.__setitem__(
+        name, value.compute() if hasattr(value, "compute") else value))
+    return logs
+
+
+def test_a_step_scores_the_sign_of_the_result_and_phase_accuracy_by_ply(monkeypatch):
+    """The value target is the outcome's sign (+1/0/-1), not the disc difference; label
+    smoothing reaches the loss; a position's phase is its ply (moves played before)."""
+    from othello.states import States
+    from othello_learn.models.batch import from_states
+    from othello_learn.models.losses import move_losses
+    from othello_learn.train.module import MovePredictor
+
+    torch.manual_seed(0)
+    model = MovePredictor(NetConfig("resnet", blocks=1, width=4, value_head=True), value_weight=0.5,
+                          label_smoothing=0.1).eval()
+    logs = _logged(model, monkeypatch)
+    batch = from_states(States.initial(4))
+    with torch.no_grad():
+        logits = model(batch)["policy"]
+    best = logits.argmax(-1)
+    other = torch.tensor([next(m for m in (19, 26, 37, 44) if m != int(b)) for b in best])  # the start's legal moves
+    batch["move"] = torch.stack([other[0], best[1], best[2], other[3]])
+    batch["ply"] = torch.tensor([11, 12, 0, 15])  # phases 1-12, 13-16, 1-12, 13-16
+    batch["result"] = torch.tensor([10.0, -4.0, 0.0, 2.0])
+    with torch.no_grad():
+        model.validation_step(batch, 0)
+        out = model(batch)
+    loss = logs["val/loss"]
+    want = move_losses(out, batch["move"], torch.tensor([1.0, -1.0, 0.0, 1.0]), value_weight=0.5, label_smoothing=0.1)
+    assert float(loss) == pytest.approx(float(want["loss"]), rel=1e-6)
+    assert float(logs["val/value_loss"]) == pytest.approx(float(want["value_loss"]), rel=1e-6)
+    assert float(logs["val/policy_loss"]) == pytest.approx(float(want["policy_loss"]), rel=1e-6)
+    assert float(logs["val/acc"]) == pytest.approx(0.5)
+    model._log_phases("val")
+    assert logs["val/acc_moves_1-12"] == pytest.approx(0.5) and logs["val/acc_moves_13-16"] == pytest.approx(0.5)
+
+
+@pytest.mark.filterwarnings("ignore:The ``compute`` method of metric PhaseAccuracy")  # no validation batch here
+def test_warmup_cosine_weight_decay_groups_and_the_open_ended_run(monkeypatch):
+    """onecycle warms up from 4 % over the first 5 % of the run, cosine starts at the full rate;
+    weight decay falls on matrices and kernels only; an open-ended run with a schedule and no
+    budget is refused; time/hours is the Timer's training time in hours."""
+    from othello_learn.train.module import MovePredictor
+
+    model = MovePredictor(NetConfig(depth=1, width=4), weight_decay=0.25)
+    opt = model.configure_optimizers()
+    factor = opt["lr_scheduler"]["scheduler"].lr_lambdas[0]
+    model._total_steps = 1000
+    assert factor(0) == pytest.approx(0.04) and factor(25) == pytest.approx(0.52) and factor(50) == pytest.approx(1.0)
+    decay, no_decay = opt["optimizer"].param_groups
+    assert decay["weight_decay"] == 0.25 and no_decay["weight_decay"] == 0.0
+    assert no_decay["params"] and all(p.ndim <= 1 for p in no_decay["params"])
+    assert decay["params"] and all(p.ndim > 1 for p in decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+    cosine = MovePredictor(NetConfig(depth=1, width=4), scheduler="cosine")
+    cos_factor = cosine.configure_optimizers()["lr_scheduler"]["scheduler"].lr_lambdas[0]
+    cosine._total_steps = 1000
+    assert cos_factor(0) == pytest.approx(1.0) and cos_factor(500) == pytest.approx(0.505)
+
+    model._trainer = SimpleNamespace(estimated_stepping_batches=float("inf"), callbacks=[], sanity_checking=False)
+    with pytest.raises(ValueError, match="open-ended run"):
+        model.on_train_start()
+    fixed = MovePredictor(NetConfig(depth=1, width=4), scheduler="none")
+    fixed._trainer = model._trainer
+    fixed.on_train_start()  # no schedule: nothing to end
+    assert fixed._total_steps is None
+
+    class Timer:
+        def time_elapsed(self, stage=None):
+            return 5400.0 if stage == "train" else 1.0
+
+    logs = _logged(model, monkeypatch)
+    model._timer = Timer()
+    model.on_validation_epoch_end()
+    assert logs["time/hours"] == pytest.approx(1.5)
