@@ -772,3 +772,24 @@ def test_warmup_cosine_weight_decay_groups_and_the_open_ended_run(monkeypatch):
     model._timer = Timer()
     model.on_validation_epoch_end()
     assert logs["time/hours"] == pytest.approx(1.5)
+
+
+def test_calibration_fits_on_an_evenly_spread_subsample_aligned_with_its_moves(dataset_dir, monkeypatch):
+    """Past CALIBRATION_POSITIONS the fit keeps every stride-th position; with batches that are
+    no multiple of the stride, each kept log-probability row must still be its own move's."""
+    from othello_learn.train import evaluate as ev
+
+    positions = _dm(dataset_dir).splits["test"]
+    monkeypatch.setattr(ev, "CALIBRATION_POSITIONS", 50)
+    stride = -(-len(positions) // 50)
+    assert stride > 1 and 100 % stride
+    torch.manual_seed(0)
+    net = build_network(NetConfig("resnet", blocks=1, width=8)).eval()
+    got = ev.evaluate(net, positions, batch_size=100, progress=False, calibrate=True)
+    with torch.no_grad():
+        logp = ev.predict(net, from_records(positions)).clamp_min(1e-30).log()
+    moves = torch.from_numpy(positions["move"].astype(np.int64))
+    assert got["calibration_positions"] == len(moves[::stride])
+    assert got["policy_temperature"] == pytest.approx(ev.fit_temperature(logp[::stride], moves[::stride]), rel=1e-5)
+    shifted = ev.fit_temperature(logp[1::stride], moves[::stride][:len(logp[1::stride])])
+    assert shifted != pytest.approx(got["policy_temperature"], rel=1e-5)  # the check can tell misaligned rows

@@ -108,14 +108,17 @@ def fit_temperature(logp: torch.Tensor, move: torch.Tensor) -> float:
     return 2 / (lo + hi)
 
 
+CALIBRATION_POSITIONS = 200_000  # the most positions the temperature is fitted on (a year has ~400 k)
+
+
 def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, device="cpu", progress=True,
              precision: str = "32", calibrate: bool = False) -> dict:
     """``calibrate``: also fit the policy temperature on these positions (``fit_temperature``, on
-    at most ~200,000 of them, evenly spread) and report the cross-entropy at it."""
+    at most ~``CALIBRATION_POSITIONS`` of them, evenly spread) and report the cross-entropy at it."""
     precision = resolve(precision, device)
     net = prepare(net.to(device).eval(), device, precision)
     preds, top3, nll, kept = [], [], [], []
-    stride = max(1, math.ceil(len(positions) / 200_000))
+    stride = max(1, math.ceil(len(positions) / CALIBRATION_POSITIONS))
     from tqdm.auto import tqdm
 
     from othello_learn.train.metrics import PhaseAccuracy  # torchmetrics: seconds to import, not for --help
