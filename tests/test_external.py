@@ -246,7 +246,7 @@ def test_the_first_answer_may_take_the_startup_time_the_rest_only_the_timeout():
     from othello_learn.selfplay.external import EngineProcess, EngineTimeout
 
     script = ("import sys, time; sys.stdin.readline(); time.sleep(0.3); print('first', flush=True); "
-              "time.sleep(0.5); print('second', flush=True); time.sleep(30)")
+              "time.sleep(3); print('second', flush=True); time.sleep(30)")
     engine = EngineProcess(f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}", 0.1)
     engine.start()
     try:
