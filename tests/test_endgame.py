@@ -11,6 +11,7 @@ import pytest
 
 import reference_engine as ref
 from othello import bitboard as bb
+from othello.notation import parse_square
 from othello_learn.selfplay import endgame
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.endgame import EndgamePlayer, solve
@@ -232,10 +233,9 @@ def test_alphabeta_evaluation_of_a_hand_scored_position():
     115 + 142 + 25 + 40 = 322. From the other side: -115 + 2 * (-500 // 7 = -72) - 25 - 40 = -324."""
     from othello_learn.selfplay import alphabeta as ab
 
-    sq = lambda name: 1 << ("abcdefgh".index(name[0]) + 8 * (int(name[1]) - 1))  # noqa: E731
-    p = sq("a1") | sq("b1") | sq("c1") | sq("a2")
-    o = sq("b2") | sq("d1")
-    assert bb.squares(bb.legal_moves(p, o)) == sorted(map(lambda n: sq(n).bit_length() - 1, ("a3", "b3", "c2", "c3", "e1")))
+    p = sum(1 << parse_square(n) for n in ("a1", "b1", "c1", "a2"))
+    o = sum(1 << parse_square(n) for n in ("b2", "d1"))
+    assert bb.squares(bb.legal_moves(p, o)) == sorted(parse_square(n) for n in ("a3", "b3", "c2", "c3", "e1"))
     assert bb.legal_moves(o, p) == 0
     assert ab.evaluate(p, o) == 322
     assert ab.evaluate(o, p) == -324

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import reference_engine as ref
 from othello import bitboard as bb
 from othello.game import Position
+from othello.notation import format_transcript
 from othello.perft import perft
 
 PERFT = [1, 4, 12, 56, 244, 1396, 8200, 55092, 390216]
@@ -249,12 +250,6 @@ def test_signed_is_twos_complement_at_the_edge():
     assert t.numpy().view(np.uint64)[0] == 1 << 63
 
 
-def _name(sq):
-    from othello.notation import square_name
-
-    return square_name(sq)
-
-
 def test_every_square_is_legal_or_refused_as_the_reference_says():
     """Each square (occupied ones too: they can bracket discs) and the pass, in every position
     of a few reference games, including finished ones: legal exactly when the reference says so,
@@ -292,7 +287,7 @@ def test_transcript_without_passes_infers_them():
         record, final, _ = ref.random_game(rng)
         if any(m == 64 for _, _, m in record):
             break
-    text = "".join(_name(m) for _, _, m in record if m != 64)
+    text = format_transcript([m for _, _, m in record if m != 64])
     pos = Position.from_transcript(text)
     assert (pos.black, pos.white) == ref.to_bitboards(final, 1)
 
