@@ -354,3 +354,40 @@ def test_self_play_records_games_an_hour_only_over_a_second(tmp_path, monkeypatc
 def test_an_empty_history_draws_the_initial_network_alone():
     assert rl_loop.elo_series([]) == {"best network": ([0], [0.0], None), "candidate (gating match)": ([], [], None),
                                       "promoted": ([], [], None)}
+
+
+def test_a_kept_optimizer_goes_from_generation_to_generation(tmp_path):
+    """--keep-optimizer: generation 1 trains with a fresh Adam and leaves nets/gen_0001.adam;
+    generation 2 goes on from it (its step count adds up), leaves its own and drops the one
+    it read. A damaged or foreign file is one line naming it, with the remedy."""
+    from othello_learn.models.nets import NetConfig, build_network, read_checkpoint
+    from othello_learn.selfplay.learner import train_network
+
+    cfg = _run_at(tmp_path, 0, ["--keep-optimizer", "--train-steps", "2", "--batch-size", "4"])
+    nets = cfg.out / "nets"
+
+    def commit(gen):
+        state = json.loads((cfg.out / "state.json").read_text())
+        (cfg.out / "state.json").write_text(json.dumps({**state, "generation": gen, "trainee": f"nets/gen_{gen:04d}.pt",
+                                                       "history": [{"generation": g} for g in range(1, gen + 1)]}))
+
+    for gen in (1, 2):
+        _tiny_games(3).save(cfg.out / "games" / f"gen_{gen:04d}.npz")
+        rl_loop.train(cfg, gen)
+        stats = json.loads((cfg.out / "stats" / f"gen_{gen:04d}_train.json").read_text())
+        assert stats["inherited_optimizer"] == (gen == 2)
+        assert int(read_checkpoint(nets / f"gen_{gen:04d}.adam")["state"][0]["step"]) == 2 * gen
+        commit(gen)
+    assert not (nets / "gen_0001.adam").exists()
+
+    _tiny_games(3).save(cfg.out / "games" / "gen_0003.npz")
+    (nets / "gen_0002.adam").write_text("not a checkpoint")
+    with pytest.raises(UserError, match=r"gen_0002\.adam: not a checkpoint.*fresh Adam"):
+        rl_loop.train(cfg, 3)
+    other = build_network(NetConfig(arch="resnet", encoder="raw", blocks=1, width=16, value_head=True))
+    train_network(other, _tiny_games(3), steps=1, batch_size=4, optimizer_out=nets / "gen_0002.adam")
+    with pytest.raises(UserError, match=r"gen_0002\.adam: the saved optimizer state does not fit.*fresh Adam"):
+        rl_loop.train(cfg, 3)
+    (nets / "gen_0002.adam").unlink()
+    rl_loop.train(cfg, 3)  # the remedy: a fresh Adam
+    assert not json.loads((cfg.out / "stats" / "gen_0003_train.json").read_text())["inherited_optimizer"]

@@ -258,6 +258,41 @@ def killed_at_batch(n: int, to_device_batch):
     return batch
 
 
+def test_a_kept_optimizer_makes_two_trainings_one(games, tiny_net, tmp_path, monkeypatch):
+    """--keep-optimizer: 3 steps, then 3 more from the saved Adam state, end with the weights
+    of 6 steps in one training (every batch the same here, so only Adam's state can differ);
+    a fresh Adam for the second half does not. The saved state takes the new call's step size,
+    and a state saved for another network's shape is refused, not loaded."""
+    import copy
+
+    from othello_learn.models.nets import read_checkpoint
+    from othello_learn.selfplay import learner
+
+    fixed = np.arange(32)
+    monkeypatch.setattr(learner, "to_device_batch", lambda g, idx, dev: to_device_batch(g, fixed, dev))
+    kw = dict(batch_size=32, lr=3e-3, symmetries=False, precision="32-true")
+    whole = copy.deepcopy(tiny_net)
+    train_network(whole, games, steps=6, seed=0, **kw)
+    kept, fresh = copy.deepcopy(tiny_net), copy.deepcopy(tiny_net)
+    saved = tmp_path / "gen_0001.adam"
+    for net in (kept, fresh):
+        train_network(net, games, steps=3, seed=0, optimizer_out=saved, **kw)
+    train_network(kept, games, steps=3, seed=1, optimizer_state=read_checkpoint(saved), **kw)
+    train_network(fresh, games, steps=3, seed=1, **kw)
+    for name, a in whole.state_dict().items():
+        assert torch.equal(a, kept.state_dict()[name]), name
+    assert any(not torch.equal(a, fresh.state_dict()[n]) for n, a in whole.state_dict().items())
+
+    again = tmp_path / "gen_0002.adam"
+    train_network(kept, games, steps=2, seed=2, optimizer_state=read_checkpoint(saved), optimizer_out=again,
+                  **{**kw, "lr": 1e-4})
+    state = read_checkpoint(again)
+    assert state["param_groups"][0]["lr"] == 1e-4 and int(state["state"][0]["step"]) == 5
+    other = build_network(NetConfig(**{**TINY, "width": TINY["width"] * 2}))
+    with pytest.raises(learner.OptimizerStateError, match="does not fit"):
+        train_network(other, games, steps=1, optimizer_state=state, **kw)
+
+
 def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp_path, monkeypatch):
     """The loop's training saves its state (here after every step) and a rerun goes on from
     it: the same batches, Adam moments and step count as a run never stopped, so the same

@@ -63,9 +63,15 @@ def policy_sharpness(net, games: SelfPlayGames, n: int = 4096, seed: int = 0, de
 def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,
                   device="cpu", seed: int = 0, symmetries: bool = True, progress: bool = False,
                   precision: str = "auto", state_path=None, save_every_s: float = 60.0,
-                  value_weight: float = 1.0) -> dict:
+                  value_weight: float = 1.0, optimizer_state: dict | None = None, optimizer_out=None) -> dict:
     """``steps`` Adam steps on uniform samples of ``games``; returns mean losses and the
     training's ``seconds`` (across resumes).
+
+    ``optimizer_state``: Adam's state from the net's previous training, to go on
+    from its moments (KataGo's loop keeps its optimizer across generations) instead
+    of a fresh Adam, whose first steps move every weight by about ``lr`` whatever its
+    gradient's noise. Its step size is replaced by ``lr``. ``optimizer_out``: a file
+    the final state is written to (whole), for the next call.
     ``precision``: "auto" (the fast path where supported), or a Lightning precision string.
 
     With ``state_path``, the training state (weights, Adam's moments, both samplers, the
@@ -88,6 +94,9 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
                    "symmetries": symmetries, "samples": len(games.player), "precision": precision}
     if value_weight != 1.0:  # a state saved before the option existed trained with 1 and still matches
         fingerprint["value_weight"] = value_weight
+    if optimizer_state is not None:
+        load_optimizer_state(opt, optimizer_state, lr)
+        fingerprint["inherited_optimizer"] = True
     if state_path is not None and Path(state_path).exists():
         saved = read_checkpoint(state_path)
         if saved.get("fingerprint") == fingerprint:
@@ -123,4 +132,25 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
                                   "seconds": seconds_before + time.monotonic() - t0}, state_path)
             last_save = time.monotonic()
     net.eval()
+    if optimizer_out is not None:
+        save_checkpoint_file(opt.state_dict(), optimizer_out)
     return {**{k: v / max(steps, 1) for k, v in totals.items()}, "seconds": seconds_before + time.monotonic() - t0}
+
+
+class OptimizerStateError(ValueError):
+    """A saved optimizer state that belongs to another network."""
+
+
+def load_optimizer_state(opt: torch.optim.Optimizer, state: dict, lr: float) -> None:
+    """``state`` into ``opt``, its step size replaced by ``lr`` (a resumed run may change
+    it). A state of another network's shape is refused in one line, not half loaded."""
+    try:
+        opt.load_state_dict(state)
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        raise OptimizerStateError(f"the saved optimizer state does not fit this network: {e}") from None
+    shapes = [(p.shape, opt.state[p].get("exp_avg", p).shape) for g in opt.param_groups for p in g["params"]]
+    if any(a != b for a, b in shapes):
+        raise OptimizerStateError("the saved optimizer state does not fit this network: its moments have other "
+                                  "shapes")
+    for group in opt.param_groups:
+        group["lr"] = lr

@@ -44,12 +44,12 @@ from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
 from othello_learn.models.nets import (NetConfig, TrainingCheckpointError, build_network, grow_network, load_network,
-                                       save_network)
+                                       read_checkpoint, save_network)
 from othello_learn.plots import pyplot, save_figure
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
 from othello_learn.selfplay.gumbel import TARGET_Q, GumbelConfig
-from othello_learn.selfplay.learner import policy_sharpness, train_network
+from othello_learn.selfplay.learner import OptimizerStateError, policy_sharpness, train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
 from othello_learn.selfplay.nn_players import PolicyPlayer, check_considered, search_player
 from othello_learn.selfplay.registry import make_program
@@ -117,6 +117,9 @@ class RunConfig:
     value_weight: float = opt(1.0, "weight of the value loss beside the policy loss (AlphaZero: 1; below 1 the value "
                               "head moves more slowly towards the replay window's few thousand game results)",
                               resumable=True, limits=(0, None, True), saved_default=1.0)
+    keep_optimizer: bool = opt(False, "carry Adam's moments from one generation's training to the next (KataGo's "
+                               "loop keeps its optimizer), instead of a fresh Adam each generation", resumable=True,
+                               saved_default=False)
     gate_games: int = opt(200, "games of the gating match", resumable=True, limits=(1, None, True))
     gate_simulations: int = opt(50, "simulations per move in gating matches", resumable=True, limits=(1, None, True))
     gate_threshold: float = opt(0.55, "score the candidate needs to become the best", resumable=True,
@@ -616,6 +619,7 @@ def _gen_paths(out: Path, gen: int) -> dict:
     return {"tag": tag, "games": out / "games" / f"{tag}.npz", "parts": out / "games" / tag,
             "self_play": out / "stats" / f"{tag}_selfplay.json", "net": out / "nets" / f"{tag}.pt",
             "train": out / "stats" / f"{tag}_train.json", "train_state": out / "nets" / f"{tag}.training",
+            "optimizer": out / "nets" / f"{tag}.adam",
             "gate": out / "stats" / f"{tag}_gate.json",
             "record": out / "stats" / f"{tag}.json"}
 
@@ -799,7 +803,7 @@ def train(cfg: RunConfig, gen: int) -> Path:
     saved as generation ``gen``'s candidate (with its training statistics)."""
     p = _paths(cfg, gen)
     if p["net"].exists() and p["train"].exists():
-        p["train_state"].unlink(missing_ok=True)  # a kill just before its removal left it
+        _drop_training_leftovers(cfg, gen)  # a kill just before their removal left them
         return p["net"]
     state = read_state(cfg.out / "state.json")
     dev = torch.device(cfg.device)
@@ -807,20 +811,54 @@ def train(cfg: RunConfig, gen: int) -> Path:
     window.append(load_games(p["games"], f"delete it and rerun the same command: generation {gen}'s self-play "
                                          "is played again"))
     trainee = load_net(cfg.out / state["trainee"], dev, COMMITTED).to(dev)
+    inherited = _trainee_optimizer(cfg, state) if cfg.keep_optimizer else None
     try:  # a kill mid-training loses at most a minute of it: the rerun goes on from nets/gen_N.training
         stats = train_network(trainee, SelfPlayGames.concat(window), cfg.train_steps, cfg.batch_size, cfg.lr,
                               cfg.l2, dev, seed=generation_seeds(cfg, gen)["train"], progress=not cfg.quiet,
-                              state_path=p["train_state"], value_weight=cfg.value_weight)
+                              state_path=p["train_state"], value_weight=cfg.value_weight,
+                              optimizer_state=inherited, optimizer_out=p["optimizer"] if cfg.keep_optimizer else None)
     except UserError as e:
         raise UserError(f"{e}: {REDONE}") from e
+    except OptimizerStateError as e:  # the file belongs to another network (a hand-copied nets/ folder)
+        raise UserError(f"{_optimizer_file(cfg, state)}: {e}: delete it to train generation {gen} with a fresh "
+                        f"Adam") from e
+    stats["inherited_optimizer"] = inherited is not None
     stats["window_positions"] = int(sum(len(w.player) for w in window))
     stats.update(policy_sharpness(trainee, window[-1], seed=generation_seeds(cfg, gen)["train"], device=dev))
     # may change on resume: each generation records its own
     stats["lr"], stats["l2_weight"], stats["value_weight"] = cfg.lr, cfg.l2, cfg.value_weight
     save_network(trainee.cpu(), p["net"], generation=gen)
     write_json(p["train"], stats)
-    p["train_state"].unlink(missing_ok=True)
+    _drop_training_leftovers(cfg, gen)
     return p["net"]
+
+
+def _drop_training_leftovers(cfg: RunConfig, gen: int) -> None:
+    """Once generation ``gen``'s net and statistics are written: its resumable training
+    state, and the Adam state of the generation before (this one's goes on from it)."""
+    _paths(cfg, gen)["train_state"].unlink(missing_ok=True)
+    if gen > 1:
+        _paths(cfg, gen - 1)["optimizer"].unlink(missing_ok=True)
+
+
+def _optimizer_file(cfg: RunConfig, state: dict) -> Path:
+    """Where the trainee's Adam state is: beside its net, nets/gen_N.adam (none for the --init net)."""
+    return (cfg.out / state["trainee"]).with_suffix(".adam")
+
+
+def _trainee_optimizer(cfg: RunConfig, state: dict) -> dict | None:
+    """The trainee's Adam state from its last training, or None (a fresh Adam: the first
+    generation, or --keep-optimizer turned on mid-run), said once on stderr."""
+    path = _optimizer_file(cfg, state)
+    if path.exists():
+        try:
+            return read_checkpoint(path)
+        except UserError as e:
+            raise UserError(f"{e}: delete it to train the next generation with a fresh Adam") from e
+    if state["generation"] > 0:
+        print(f"--keep-optimizer: no {path.name} beside the trainee: its training starts a fresh Adam",
+              file=sys.stderr)
+    return None
 
 
 def _gate_player(cfg: RunConfig, net, dev: torch.device):
