@@ -522,6 +522,16 @@ def test_a_transcript_ends_at_the_first_byte_that_is_no_move():
     assert dataset.transcripts(moves).tolist() == ["f5", "f5", "f5d6"]
 
 
+def test_a_transcript_reads_every_byte_as_wthor_to_square_does():
+    """The byte table of uint8 records (kept small for all WTHOR years) against the
+    arithmetic it replaces: every byte value, first in a game of two moves."""
+    moves = np.zeros((256, 60), np.uint8)
+    moves[:, 0], moves[:, 1] = np.arange(256), 56
+    wide = dataset.transcripts(moves.astype(np.int64)).tolist()
+    assert dataset.transcripts(moves).tolist() == wide
+    assert sum(t != "" for t in wide) == 64 and wide[11] == "a1f5" and wide[88] == "h8f5"
+
+
 def test_parse_years_reads_all_in_any_case():
     assert dataset.parse_years("ALL") is None and dataset.parse_years(" All ") is None
 

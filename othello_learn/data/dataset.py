@@ -51,6 +51,7 @@ CHUNK_GAMES = 16384  # games replayed together: big enough to amortise numpy, sm
 _WTB_NAME = re.compile(r"WTH_(\d{4})\.wtb", re.IGNORECASE)  # the whole name: not "copy of WTH_1980.wtb"
 # Two characters per move, b"" for "no move": rows of these viewed as one string are transcripts.
 _SQUARE_NAMES = np.array([square_name(s).encode() for s in range(64)] + [b""], dtype="S2")
+_BYTE_SQUARES = wthor_to_square(np.arange(256)).astype(np.int8)  # WTHOR byte -> square, -1 for no square
 
 
 def parse_years(text: str | int | None) -> set[int] | None:
@@ -156,7 +157,10 @@ def _record_errors(games_rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[
 def transcripts(moves: np.ndarray) -> np.ndarray:
     """WTHOR move bytes ``[n, 60]`` -> ``'f5d6c3...'`` per game, as recorded (passes
     are not recorded), up to the first byte that is no move; one vectorized pass."""
-    sq = wthor_to_square(moves)
+    moves = np.asarray(moves)
+    # A byte table for the usual uint8 records: wthor_to_square itself makes several int64
+    # copies of its input, ~230 MiB at once for the 7.5 M move bytes of all WTHOR years.
+    sq = _BYTE_SQUARES[moves] if moves.dtype == np.uint8 else wthor_to_square(moves)
     recorded = np.minimum.accumulate(sq >= 0, axis=1)
     names = np.ascontiguousarray(_SQUARE_NAMES[np.where(recorded, sq, 64)])
     return names.view(f"S{2 * moves.shape[1]}").ravel().astype(str)
@@ -233,14 +237,19 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     replay_moves = np.where(damaged[:, None], np.uint8(0), games_rec["moves"])
     replay_scores = np.where(damaged, np.uint8(32), games_rec["black_score"])
 
-    parts, n_moves, final_black, finished = [], [], [], []
+    # A game gives at most one position per move byte before its first 0 (none if skipped), so
+    # each chunk's positions are copied into one array as they come: concatenating the chunks
+    # at the end held them all and their copy at once (2 x 200 MiB for all years).
+    positions = np.empty(np.count_nonzero(replay_moves), POSITION_DTYPE)
+    n_positions, n_moves, final_black, finished = 0, [], [], []
     error_ply, error_move = [], []
     bar = _progress(n, progress)
     for start in range(0, n, CHUNK_GAMES):
         stop = start + CHUNK_GAMES
         r = replay(replay_moves[start:stop], replay_scores[start:stop])
         r.positions["game"] += start
-        parts.append(r.positions)
+        positions[n_positions:n_positions + len(r.positions)] = r.positions
+        n_positions += len(r.positions)
         n_moves.append(r.n_moves)
         final_black.append(r.final_black)
         finished.append(r.finished)
@@ -248,7 +257,7 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
         error_move.append(r.error_move)
         bar.update(len(r.n_moves))
     bar.close()
-    positions = np.concatenate(parts) if parts else np.zeros(0, POSITION_DTYPE)
+    positions = positions[:n_positions]  # a view: short of the bound by the skipped games' moves only
     error_ply = np.concatenate(error_ply)
     error_move = np.concatenate(error_move)
 
