@@ -391,3 +391,72 @@ def test_a_kept_optimizer_goes_from_generation_to_generation(tmp_path):
     (nets / "gen_0002.adam").unlink()
     rl_loop.train(cfg, 3)  # the remedy: a fresh Adam
     assert not json.loads((cfg.out / "stats" / "gen_0003_train.json").read_text())["inherited_optimizer"]
+
+
+def _committed(cfg, gen):
+    """state.json as commit leaves it after generation ``gen``: its candidate is the trainee."""
+    state = json.loads((cfg.out / "state.json").read_text())
+    (cfg.out / "state.json").write_text(json.dumps({**state, "generation": gen, "trainee": f"nets/gen_{gen:04d}.pt",
+                                                   "history": [{"generation": g} for g in range(1, gen + 1)]}))
+
+
+def test_keep_optimizer_may_be_turned_on_and_off_mid_run(tmp_path, capsys):
+    """--keep-optimizer is resumable. Turned off, a training writes no Adam state and reads
+    none the generation before left (which goes all the same); turned on again, the trainee
+    has none, so its training starts a fresh Adam and says so once. The first generation
+    never has one (the initial net was never trained here) and says nothing."""
+    from othello_learn.models.nets import read_checkpoint
+
+    on = _run_at(tmp_path, 0, ["--keep-optimizer", "--train-steps", "2", "--batch-size", "4"])
+    off = dataclasses.replace(on, keep_optimizer=False)
+    assert off.fixed_changes(on) == [] and on.fixed_changes(off) == []
+    nets = on.out / "nets"
+    said = []
+    for gen, cfg in ((1, on), (2, off), (3, on)):
+        _tiny_games(3).save(cfg.out / "games" / f"gen_{gen:04d}.npz")
+        capsys.readouterr()
+        rl_loop.train(cfg, gen)
+        said.append([line for line in capsys.readouterr().err.splitlines() if "--keep-optimizer" in line])
+        assert not json.loads((cfg.out / "stats" / f"gen_{gen:04d}_train.json").read_text())["inherited_optimizer"]
+        assert not (nets / f"gen_{gen - 1:04d}.adam").exists()
+        assert (nets / f"gen_{gen:04d}.adam").exists() == cfg.keep_optimizer
+        _committed(cfg, gen)
+    assert said == [[], [], ["--keep-optimizer: no gen_0002.adam beside the trainee: its training starts a fresh Adam"]]
+    assert int(read_checkpoint(nets / "gen_0003.adam")["state"][0]["step"]) == 2
+
+
+def test_a_kill_before_the_leftovers_went_leaves_none_after_the_rerun(tmp_path, monkeypatch):
+    """Killed once generation 2's net and statistics are written but before the Adam state
+    it read (gen_0001.adam) is removed: the rerun, which trains nothing, removes it, and
+    keeps generation 2's own for generation 3."""
+    cfg = _run_at(tmp_path, 0, ["--keep-optimizer", "--train-steps", "2", "--batch-size", "4"])
+    nets = cfg.out / "nets"
+    for gen in (1, 2):
+        _tiny_games(3).save(cfg.out / "games" / f"gen_{gen:04d}.npz")
+    rl_loop.train(cfg, 1)
+    _committed(cfg, 1)
+
+    def killed(cfg, gen):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(rl_loop, "_drop_training_leftovers", killed)
+        with pytest.raises(KeyboardInterrupt):
+            rl_loop.train(cfg, 2)
+    assert (nets / "gen_0001.adam").exists() and (nets / "gen_0002.adam").exists()
+    written = (nets / "gen_0002.pt").read_bytes()
+    monkeypatch.setattr(rl_loop, "train_network", lambda *a, **k: pytest.fail("trained again"))
+    assert rl_loop.train(cfg, 2) == nets / "gen_0002.pt" and (nets / "gen_0002.pt").read_bytes() == written
+    assert not (nets / "gen_0001.adam").exists() and (nets / "gen_0002.adam").exists()
+
+
+def test_the_temporary_copy_of_an_adam_state_a_kill_left_is_removed(tmp_path):
+    """kill -9 while nets/gen_N.adam was written leaves atomic_path's temporary copy: it is
+    one of the run's own files, removed on resume like a .training's."""
+    nets = tmp_path / "nets"
+    nets.mkdir()
+    ours, theirs = nets / ".gen_0002.adam.0123abcd.tmp", nets / ".gen_0002.adamw.0123abcd.tmp"
+    for path in (ours, theirs):
+        path.write_bytes(b"half")
+    rl_loop.remove_killed_writes(tmp_path)
+    assert not ours.exists() and theirs.exists()

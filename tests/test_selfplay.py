@@ -261,7 +261,8 @@ def killed_at_batch(n: int, to_device_batch):
 def test_a_kept_optimizer_makes_two_trainings_one(games, tiny_net, tmp_path, monkeypatch):
     """--keep-optimizer: 3 steps, then 3 more from the saved Adam state, end with the weights
     of 6 steps in one training (every batch the same here, so only Adam's state can differ);
-    a fresh Adam for the second half does not. The saved state takes the new call's step size,
+    a fresh Adam for the second half does not. The state passed in is left as it was (torch's
+    load_state_dict keeps its tensors and Adam would train them). The saved state takes the new call's step size,
     and a state saved for another network's shape is refused, not loaded."""
     import copy
 
@@ -277,7 +278,9 @@ def test_a_kept_optimizer_makes_two_trainings_one(games, tiny_net, tmp_path, mon
     saved = tmp_path / "gen_0001.adam"
     for net in (kept, fresh):
         train_network(net, games, steps=3, seed=0, optimizer_out=saved, **kw)
-    train_network(kept, games, steps=3, seed=1, optimizer_state=read_checkpoint(saved), **kw)
+    inherited = read_checkpoint(saved)
+    train_network(kept, games, steps=3, seed=1, optimizer_state=inherited, **kw)
+    assert int(inherited["state"][0]["step"]) == 3  # the caller's state is not trained in place
     train_network(fresh, games, steps=3, seed=1, **kw)
     for name, a in whole.state_dict().items():
         assert torch.equal(a, kept.state_dict()[name]), name
@@ -291,6 +294,61 @@ def test_a_kept_optimizer_makes_two_trainings_one(games, tiny_net, tmp_path, mon
     other = build_network(NetConfig(**{**TINY, "width": TINY["width"] * 2}))
     with pytest.raises(learner.OptimizerStateError, match="does not fit"):
         train_network(other, games, steps=1, optimizer_state=state, **kw)
+
+
+def test_a_training_from_a_kept_optimizer_killed_midway_goes_on_from_its_own_state(games, tiny_net, tmp_path,
+                                                                                    monkeypatch):
+    """A generation that goes on from the previous one's Adam state, killed midway, ends on
+    the rerun with the weights of a training never stopped: the saved moments are resumed,
+    not replaced by the inherited ones. Whether the optimizer was inherited is part of the
+    saved state's settings: a state a fresh-Adam training left is not taken up by one that
+    inherits, nor the reverse (either would mix two trainings)."""
+    import copy
+
+    from othello_learn.models.nets import read_checkpoint
+    from othello_learn.selfplay import learner
+
+    kw = dict(steps=6, batch_size=32, lr=3e-3, seed=5, precision="32-true")
+    before = copy.deepcopy(tiny_net)  # the previous generation: its net and its Adam state
+    adam = tmp_path / "gen_0001.adam"
+    train_network(before, games, steps=3, batch_size=32, lr=3e-3, seed=4, precision="32-true", optimizer_out=adam)
+    kept, fresh = copy.deepcopy(before), copy.deepcopy(before)  # uninterrupted, with and without it
+    train_network(kept, games, **kw, optimizer_state=read_checkpoint(adam))
+    train_network(fresh, games, **kw)
+    assert any(not torch.equal(a, b) for a, b in zip(kept.state_dict().values(), fresh.state_dict().values()))
+
+    real = learner.to_device_batch
+    for first, second, expected in ((True, True, kept), (False, True, kept), (True, False, fresh)):
+        state = tmp_path / f"{first}_{second}.training"
+        monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(4, real))
+        with pytest.raises(KeyboardInterrupt):
+            train_network(copy.deepcopy(before), games, **kw, state_path=state, save_every_s=0,
+                          optimizer_state=read_checkpoint(adam) if first else None)
+        assert state.exists()  # three steps done and saved
+        monkeypatch.setattr(learner, "to_device_batch", real)
+        net = copy.deepcopy(before)  # the rerun reads the trainee from its file again
+        train_network(net, games, **kw, state_path=state, save_every_s=0,
+                      optimizer_state=read_checkpoint(adam) if second else None)
+        for name, a in expected.state_dict().items():
+            assert torch.equal(a, net.state_dict()[name]), (first, second, name)
+
+
+def test_an_optimizer_state_of_another_network_is_refused_whatever_torch_says(games, tiny_net):
+    """torch refuses a state with another number of parameters (ValueError) and a file that
+    is no optimizer state at all, e.g. a network checkpoint (KeyError): both are the one
+    OptimizerStateError the loop words as "delete it", not a traceback."""
+    import copy
+
+    from othello_learn.selfplay import learner
+
+    deeper = build_network(NetConfig(**{**TINY, "blocks": 2}))
+    opt = torch.optim.Adam(deeper.parameters())
+    for p in deeper.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    for state in (opt.state_dict(), {"config": {}, "state_dict": tiny_net.state_dict()}):
+        with pytest.raises(learner.OptimizerStateError, match="does not fit this network"):
+            train_network(copy.deepcopy(tiny_net), games, steps=1, batch_size=4, optimizer_state=state)
 
 
 def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp_path, monkeypatch):

@@ -532,6 +532,39 @@ def test_a_transcript_reads_every_byte_as_wthor_to_square_does():
     assert sum(t != "" for t in wide) == 64 and wide[11] == "a1f5" and wide[88] == "h8f5"
 
 
+def test_games_replayed_in_many_chunks_give_the_positions_of_one(wthor_dir, monkeypatch):
+    """Each chunk's positions are copied into one array after the chunks before it: chunks
+    of 5 games (skipped games among them, so chunks give unequal counts) build the same
+    positions and games table as all 24 games in one chunk."""
+    path = wthor_dir / "WTH_2001.wtb"
+    w = wtb.read_wtb(path)
+    w.games["moves"][1, 5] = 11  # illegal: skipped, in the first chunk
+    w.games["black_score"][7] = 100  # damaged: skipped, in the second
+    wtb.write_wtb(path, w.games, 2001)
+    whole = dataset.build(wthor_dir, progress=False, warn=lambda s: None)
+    monkeypatch.setattr(dataset, "CHUNK_GAMES", 5)
+    chunked = dataset.build(wthor_dir, progress=False, warn=lambda s: None)
+    assert len(whole.positions) > 0 and chunked.positions.tobytes() == whole.positions.tobytes()
+    pd.testing.assert_frame_equal(chunked.games, whole.games)
+    assert chunked.summary == whole.summary
+
+
+def test_transcripts_of_byte_records_need_no_int64_copies():
+    """The point of the byte table: all WTHOR years' 7.5 M move bytes went through five int64
+    copies at once (about 41 bytes per move byte at the peak); through the table the peak
+    is the result's 8 bytes per move byte (two UTF-32 characters) and a few more."""
+    import tracemalloc
+
+    moves = np.random.default_rng(0).integers(11, 89, (4000, 60)).astype(np.uint8)
+    tracemalloc.start()
+    try:
+        dataset.transcripts(moves)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * moves.size, peak / moves.size
+
+
 def test_parse_years_reads_all_in_any_case():
     assert dataset.parse_years("ALL") is None and dataset.parse_years(" All ") is None
 

@@ -8,6 +8,7 @@ optimizer stay fp32."""
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from pathlib import Path
@@ -144,8 +145,8 @@ class OptimizerStateError(ValueError):
 def load_optimizer_state(opt: torch.optim.Optimizer, state: dict, lr: float) -> None:
     """``state`` into ``opt``, its step size replaced by ``lr`` (a resumed run may change
     it). A state of another network's shape is refused in one line, not half loaded."""
-    try:
-        opt.load_state_dict(state)
+    try:  # a copy: the optimizer would otherwise train the caller's tensors in place
+        opt.load_state_dict(copy.deepcopy(state))
     except (ValueError, KeyError, TypeError, RuntimeError) as e:
         raise OptimizerStateError(f"the saved optimizer state does not fit this network: {e}") from None
     shapes = [(p.shape, opt.state[p].get("exp_avg", p).shape) for g in opt.param_groups for p in g["params"]]
