@@ -365,19 +365,13 @@ def test_a_kept_optimizer_goes_from_generation_to_generation(tmp_path):
 
     cfg = _run_at(tmp_path, 0, ["--keep-optimizer", "--train-steps", "2", "--batch-size", "4"])
     nets = cfg.out / "nets"
-
-    def commit(gen):
-        state = json.loads((cfg.out / "state.json").read_text())
-        (cfg.out / "state.json").write_text(json.dumps({**state, "generation": gen, "trainee": f"nets/gen_{gen:04d}.pt",
-                                                       "history": [{"generation": g} for g in range(1, gen + 1)]}))
-
     for gen in (1, 2):
         _tiny_games(3).save(cfg.out / "games" / f"gen_{gen:04d}.npz")
         rl_loop.train(cfg, gen)
         stats = json.loads((cfg.out / "stats" / f"gen_{gen:04d}_train.json").read_text())
         assert stats["inherited_optimizer"] == (gen == 2)
         assert int(read_checkpoint(nets / f"gen_{gen:04d}.adam")["state"][0]["step"]) == 2 * gen
-        commit(gen)
+        _committed(cfg, gen)
     assert not (nets / "gen_0001.adam").exists()
 
     _tiny_games(3).save(cfg.out / "games" / "gen_0003.npz")
