@@ -171,15 +171,18 @@ def test_a_player_that_fails_is_an_error_answer_and_the_session_goes_on():
 
 
 def test_our_gtp_client_drives_our_gtp_engine_move_for_move(tmp_path):
-    """The arena's gtp: player over a real pipe plays exactly as the wrapped player itself."""
-    spec = "policy:checkpoints/cpu_rl_warm_long.pt"
-    wrapped = f"gtp:timeout=60:{sys.executable} selfplay/gtp.py --player {spec}"
+    """The arena's gtp: player over a real pipe plays exactly as the wrapped player itself
+    (the engine is a real process; the direct match runs in this one, which is quicker)."""
+    from othello.files import run_main
+    from othello_learn.selfplay.arena import main as arena_main
+
+    spec = f"policy:{REPO / 'checkpoints' / 'cpu_rl_warm_long.pt'}"
+    wrapped = f"gtp:timeout=60:{sys.executable} {REPO / 'selfplay' / 'gtp.py'} --player {spec}"
     games = {}
     for name, a in (("gtp", wrapped), ("direct", spec)):
-        r = subprocess.run([sys.executable, "selfplay/arena.py", "--a", a, "--b", "alphabeta:1", "--games", "2",
-                            "--seed", "5", "--quiet", "--games-out", str(tmp_path / f"{name}.csv")],
-                           cwd=REPO, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
+        argv = ["--a", a, "--b", "alphabeta:1", "--games", "2", "--seed", "5", "--quiet",
+                "--games-out", str(tmp_path / f"{name}.csv")]
+        assert run_main(arena_main, argv) == 0
         games[name] = [row["transcript"] for row in csv.DictReader(open(tmp_path / f"{name}.csv"))]
     assert games["gtp"] == games["direct"] and all(len(t) > 100 for t in games["gtp"])
 
