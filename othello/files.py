@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import os
 import re
 import signal
@@ -226,6 +227,11 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+def write_json(path: str | os.PathLike, obj) -> None:
+    """``obj`` as indented JSON, atomically: every command's --json and the runs' records."""
+    atomic_write(path, json.dumps(obj, indent=2) + "\n")
 
 
 def describe_os_error(e: OSError) -> str:

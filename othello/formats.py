@@ -32,23 +32,14 @@ def parse_move(text: str) -> int:
         raise FormatError(f"not a move: {text!r} (expected a1..h8 or a pass: PA, pass, --)") from None
 
 
-def play_with_passes(pos: Position, moves, what: str = "game", infer_passes: bool = True):
-    """Replay ``moves`` from ``pos``; returns (moves with every pass explicit, final position).
-
-    With ``infer_passes`` a square played when the side to move has no move
-    first passes for it (WTHOR, transcripts and many GGF writers leave passes
-    out). Errors name ``what`` and the ply (1-based)."""
-    out: list[int] = []
-    for i, sq in enumerate(moves):
-        if sq != PASS and infer_passes and pos.must_pass():
-            pos = pos.play(PASS)
-            out.append(PASS)
-        try:
-            pos = pos.play(sq)
-        except IllegalMoveError as e:
-            raise FormatError(f"{what}, ply {i + 1} ({square_name(sq)}): {e}") from None
-        out.append(sq)
-    return out, pos
+def play_with_passes(pos: Position, moves, what: str = "game"):
+    """``pos.replay(moves)`` (passes inferred; returns the moves with every pass explicit and the
+    final position), an illegal move a ``FormatError`` naming ``what`` and the ply (1-based)."""
+    moves = list(moves)
+    try:
+        return pos.replay(moves)
+    except IllegalMoveError as e:
+        raise FormatError(f"{what}, ply {e.ply} ({square_name(moves[e.ply - 1])}): {e.reason}") from None
 
 
 # --------------------------------------------------------------------------

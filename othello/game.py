@@ -10,7 +10,12 @@ from .notation import PASS, parse_square, parse_transcript, square_name
 
 
 class IllegalMoveError(ValueError):
-    """A move that the rules do not allow in the given position."""
+    """A move that the rules do not allow in the given position. From ``Position.replay``,
+    ``ply`` is the move's 1-based index in the moves given and ``reason`` the rule it broke."""
+
+    def __init__(self, message: str, ply: int | None = None, reason: str | None = None):
+        super().__init__(message)
+        self.ply, self.reason = ply, reason or message
 
 
 @dataclass(frozen=True)
@@ -84,18 +89,28 @@ class Position:
             return d if self.black_to_move else -d
         return bb.popcount(self.black) - bb.popcount(self.white)
 
-    @classmethod
-    def from_transcript(cls, text: str) -> "Position":
-        """Replay ``'f5d6c3...'`` from the start; passes are inferred."""
-        pos = cls()
-        for i, sq in enumerate(parse_transcript(text)):
+    def replay(self, moves) -> tuple[list[int], "Position"]:
+        """Play ``moves`` from here; returns (the moves with every pass explicit, the final position).
+
+        A square played when the side to move has no move first passes for it (WTHOR,
+        transcripts and many GGF writers leave passes out). An illegal move is an
+        ``IllegalMoveError`` naming its 1-based ply among ``moves``."""
+        pos, out = self, []
+        for i, sq in enumerate(moves):
             if sq != PASS and pos.must_pass():
                 pos = pos.play(PASS)
+                out.append(PASS)
             try:
                 pos = pos.play(sq)
             except IllegalMoveError as e:
-                raise IllegalMoveError(f"move {i + 1} ({square_name(sq)}): {e}") from None
-        return pos
+                raise IllegalMoveError(f"move {i + 1} ({square_name(sq)}): {e}", ply=i + 1, reason=str(e)) from None
+            out.append(sq)
+        return out, pos
+
+    @classmethod
+    def from_transcript(cls, text: str) -> "Position":
+        """Replay ``'f5d6c3...'`` from the start; passes are inferred."""
+        return cls().replay(parse_transcript(text))[1]
 
     def __str__(self) -> str:
         legal = bb.legal_moves(self.player, self.opponent)

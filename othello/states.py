@@ -25,6 +25,7 @@ from .notation import PASS
 
 ACTIONS = 65  # the 64 squares, then the pass
 NO_MOVE = -1  # history slot before the game's first move
+HISTORY = 4  # actions a state keeps, most recent first: what the encoders' move planes read
 
 
 def _torch():
@@ -53,22 +54,23 @@ class States:
         """``n`` start positions; ``like`` is ``np`` (numpy) or a torch tensor/``torch`` (torch)."""
         if like is np or isinstance(like, np.ndarray):
             return cls(np.full(n, bb.BLACK_START, np.uint64), np.full(n, bb.WHITE_START, np.uint64),
-                       np.ones(n, bool), np.full((n, 4), NO_MOVE, np.int64))
+                       np.ones(n, bool), np.full((n, HISTORY), NO_MOVE, np.int64))
         torch = _torch()
         if device is None:  # the torch module itself has a ``device`` too: the class, not a device
             device = like.device if isinstance(like, torch.Tensor) else "cpu"
         return cls(torch.full((n,), bb._signed(bb.BLACK_START), dtype=torch.long, device=device),
                    torch.full((n,), bb._signed(bb.WHITE_START), dtype=torch.long, device=device),
                    torch.ones(n, dtype=torch.bool, device=device),
-                   torch.full((n, 4), NO_MOVE, dtype=torch.long, device=device))
+                   torch.full((n, HISTORY), NO_MOVE, dtype=torch.long, device=device))
 
     @classmethod
     def from_positions(cls, positions, histories=None) -> "States":
         """numpy states from ``othello.Position`` objects (history: none known, or given)."""
         n = len(positions)
-        hist = np.full((n, 4), NO_MOVE, np.int64) if histories is None else np.asarray(histories, np.int64)
-        if hist.shape != (n, 4):  # a shorter row made step's shifted history the wrong width
-            raise ValueError(f"histories must be [{n}, 4] (the last four actions, most recent first), got {hist.shape}")
+        hist = np.full((n, HISTORY), NO_MOVE, np.int64) if histories is None else np.asarray(histories, np.int64)
+        if hist.shape != (n, HISTORY):  # a shorter row made step's shifted history the wrong width
+            raise ValueError(f"histories must be [{n}, {HISTORY}] (the last {HISTORY} actions, most recent first), "
+                             f"got {hist.shape}")
         return cls(np.array([p.player for p in positions], np.uint64), np.array([p.opponent for p in positions], np.uint64),
                    np.array([p.black_to_move for p in positions], bool), hist)
 
@@ -158,9 +160,9 @@ class States:
                                  f"(legal: {[int(x) for x in legal[i].nonzero()[0]] if not self.is_torch else legal[i].nonzero().flatten().tolist()})")
         p, o = bb.play(self.player, self.opponent, mv)
         if self.is_torch:
-            history = _torch().cat([a[:, None], self.history[:, :3]], 1)
+            history = _torch().cat([a[:, None], self.history[:, :HISTORY - 1]], 1)
         else:
-            history = np.concatenate([a[:, None], self.history[:, :3]], 1)
+            history = np.concatenate([a[:, None], self.history[:, :HISTORY - 1]], 1)
         # bb.play returns the boards from the next mover's view (a pass swaps them as well).
         return States(p, o, ~self.black_to_move, history)
 
@@ -184,8 +186,8 @@ def last_actions(actions) -> np.ndarray:
     """A game's ``history`` row from its actions so far (squares, 64 = pass): the last
     four, most recent first, -1 where the game is younger; int64 [4]. One game's
     version of what ``States.step`` keeps for a batch."""
-    row = np.full(4, -1, dtype=np.int64)
-    recent = list(actions)[::-1][:4]
+    row = np.full(HISTORY, NO_MOVE, dtype=np.int64)
+    recent = list(actions)[::-1][:HISTORY]
     row[: len(recent)] = recent
     return row
 

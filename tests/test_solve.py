@@ -17,7 +17,8 @@ from othello.formats import format_obf
 from othello.game import Position
 from othello.notation import PASS, parse_square, square_name
 from othello_learn.selfplay import external
-from othello_learn.selfplay.arena import close_players, play_match
+from othello_learn.selfplay.arena import play_match
+from othello_learn.selfplay.players import close_players
 from othello_learn.selfplay.registry import make_player
 from othello_learn.selfplay.solve import main, solve
 

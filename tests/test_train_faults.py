@@ -364,7 +364,7 @@ def test_a_split_year_the_dataset_lacks_is_one_line_naming_the_setting(dataset_d
     out = tmp_path / "run"
     code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1", "--set", f"{setting}={value}"), capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert f"{setting} {value}" in err and f"has no {missing} " in err and str(dataset_dir) in err
+    assert f"{setting} {value}" in err and f"no year {missing} " in err and str(dataset_dir) in err
     assert not out.exists()
 
 

@@ -598,9 +598,12 @@ def test_a_split_of_years_with_a_gap_leaves_the_gap_out(dataset_dir):
     ds = dm.data
     want = np.concatenate([ds.positions[ds.year_slice(2001)], ds.positions[ds.year_slice(2003)]])
     assert np.array_equal(dm.splits["train"], want)
-    from othello_learn.train.evaluate import dataset_positions  # the evaluation's own reading of the years
-
-    assert np.array_equal(dataset_positions(ds, {2001, 2003}, dataset_dir), want)
+    assert np.array_equal(ds.positions_of({2001, 2003}), want)  # what evaluate.py --years reads
+    both = ds.positions_of({2001, 2002})  # adjacent years: one view of the file, not a copy
+    assert np.shares_memory(both, ds.positions) and len(both) == ds.year_slice(2001, 2002).stop
+    assert ds.positions_of(None) is ds.positions and len(ds.positions_of(set())) == 0
+    with pytest.raises(ValueError, match=r"no year 2004-2005 \(it has 2001-2003\)"):
+        ds.positions_of({2003, 2004, 2005})  # (train.py and evaluate.py name their setting: test_train_faults)
 
 
 def test_a_subset_of_training_positions_has_no_repeats(dataset_dir):

@@ -17,7 +17,7 @@ import torch
 from othello.files import UserError
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_records
 
-from .dataset import REFERENCE_SPLIT, WthorDataset, format_years, parse_years
+from .dataset import REFERENCE_SPLIT, WthorDataset, parse_years
 
 
 class PositionBatches(torch.utils.data.Dataset):
@@ -103,26 +103,14 @@ class WthorDataModule(L.LightningDataModule):
         self.splits: dict[str, np.ndarray] = {}
 
     def _years(self, split: str) -> np.ndarray:
-        """The split's positions. A year the setting names that the dataset lacks is an error, as
-        for the builder: a run quietly short of a year would be reported as if trained on it."""
+        """The split's positions; a year the setting names that the dataset lacks is an error."""
         text = self.hparams[f"{split}_years"]
-        have = self.data.years
-        wanted = parse_years(text)
-        missing = set() if wanted is None else wanted - set(have)
-        if missing:
-            raise UserError(f"data.{split}_years {text}: {self.data.path} has no {format_years(missing)} "
-                            f"(it has {format_years(have)})")
-        ranges = [self.data.summary["years"][str(y)]["position_range"] for y in sorted(wanted or have)]
-        merged: list[list[int]] = []
-        for lo, hi in ranges:  # adjacent years stay one memory-mapped view, not a copy
-            if merged and merged[-1][1] == lo:
-                merged[-1][1] = hi
-            else:
-                merged.append([lo, hi])
-        parts = [self.data.positions[lo:hi] for lo, hi in merged]
-        if not parts:
+        if not self.data.years:
             raise UserError(f"data.{split}_years {text}: no positions in {self.data.path}")
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        try:
+            return self.data.positions_of(parse_years(text))
+        except ValueError as e:
+            raise UserError(f"data.{split}_years {text}: {e}") from None
 
     def _subset(self, positions: np.ndarray, limit: int | None, salt: int) -> np.ndarray:
         if limit is None or limit >= len(positions):

@@ -522,6 +522,26 @@ class WthorDataset:
             raise ValueError(f"{self.path}: no positions for years {first}-{last} (has {self.years[0]}-{self.years[-1]})")
         return slice(min(r[0] for r in ranges), max(r[1] for r in ranges))
 
+    def positions_of(self, years: set[int] | None = None) -> np.ndarray:
+        """The positions of ``years`` (None: all) in storage order (year, game, ply), the order
+        a replay of the raw files gives. Adjacent years stay one memory-mapped view, not a copy.
+        A year the dataset lacks is a ValueError naming it: a run or an evaluation quietly short
+        of a year would be reported as if it covered it."""
+        if years is None:
+            return self.positions
+        missing = set(years) - set(self.years)
+        if missing:
+            raise ValueError(f"{self.path}: no year {format_years(missing)} (it has {format_years(self.years)})")
+        merged: list[list[int]] = []
+        for y in sorted(years):
+            lo, hi = self.summary["years"][str(y)]["position_range"]
+            if merged and merged[-1][1] == lo:
+                merged[-1][1] = hi
+            else:
+                merged.append([lo, hi])
+        parts = [self.positions[lo:hi] for lo, hi in merged]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else self.positions[:0]
+
     def split(self, name: str, splits: dict | None = None) -> np.ndarray:
         """Positions of a named split (``train``/``val``/``test`` by default)."""
         lo, hi = (splits or REFERENCE_SPLIT)[name]

@@ -16,9 +16,7 @@ import numpy as np
 
 from othello import bitboard as bb
 from othello.notation import PASS, wthor_to_square
-from othello.states import States
-
-HISTORY = 4  # previous moves kept per position, most recent first
+from othello.states import HISTORY, States
 
 POSITION_DTYPE = np.dtype(
     [

@@ -21,7 +21,7 @@ import zipfile
 from io import BytesIO
 from pathlib import Path
 
-from othello.files import ArgumentParser, UserError, atomic_path, check_output, run_main, stop_signals_raise
+from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main, stop_signals_raise
 from othello_learn import HOME, HOME_HELP
 from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 
@@ -81,8 +81,7 @@ def _download(wthor_dir: Path, years: set[int], log) -> None:
         member = next((m for m in archive.namelist() if m.lower().endswith(".wtb")), None)
         if member is None:
             raise UserError(f"{url}: the archive holds no .wtb file")
-        with atomic_path(target) as tmp:
-            tmp.write_bytes(archive.read(member))
+        atomic_write(target, archive.read(member))
 
 
 def format_table(summary: dict) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform_each, transform_square_each
+from othello.states import HISTORY, NO_MOVE
 
 SYMMETRY_GROUPS = {"all": tuple(range(8)), "start": START_PRESERVING, "none": (0,)}
 
@@ -38,7 +39,7 @@ def from_arrays(player, opponent, black_to_move, history=None, device=None, lega
     else:
         n, hist_device = len(player), None
     if history is None:
-        history = torch.full((n, 4), -1, dtype=torch.long, device=hist_device)
+        history = torch.full((n, HISTORY), NO_MOVE, dtype=torch.long, device=hist_device)
     batch = {
         "player": _tensor(player, np.uint64, device),
         "opponent": _tensor(opponent, np.uint64, device),

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from othello import bitboard as bb
-from othello.files import UserError, atomic_path, one_line
+from othello.files import UserError, atomic_write, one_line
 
 from .encoders import ENCODERS
 
@@ -379,16 +379,10 @@ def save_checkpoint_file(obj: dict, path) -> None:
     """``torch.save`` of plain contents, atomically: serialized in memory, then written to a
     temporary file beside ``path`` and renamed, so a kill or a full disk leaves the old file.
     (torch's own file writer reports a full disk as a RuntimeError; Python's write gives
-    ENOSPC, which ``run_main`` words as "no space left on device", here naming ``path``.)"""
+    ENOSPC, which ``run_main`` words as "no space left on device", naming ``path``.)"""
     buf = io.BytesIO()
     torch.save(plain(obj, str(path)), buf)
-    try:
-        with atomic_path(path) as tmp:
-            tmp.write_bytes(buf.getbuffer())
-    except OSError as e:
-        if e.filename is None or str(e.filename) != str(path):
-            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
-        raise
+    atomic_write(path, buf.getbuffer())
 
 
 def save_network(net: MoveNet, path, **metadata) -> None:

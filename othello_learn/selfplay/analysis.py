@@ -38,26 +38,27 @@ class Analyst:
         self._last_choice = None
 
     # -- networks
-    def net_out(self, positions: list[Position], histories: np.ndarray):
+    def net_out(self, s: States):
         """The network's move probabilities [N, 64] and values [N] (None without a
-        value head) for ``positions``, each with its ``history`` row."""
+        value head) for the (numpy) states ``s``."""
         import torch  # only players with a network get here: alphabeta and the rest run without torch
 
-        from othello_learn.models.batch import from_arrays
+        from othello_learn.models.batch import from_states
 
-        s = States.from_positions(positions, histories)
         with torch.inference_mode():
-            out = self.net(from_arrays(s.player, s.opponent, s.black_to_move, s.history, self.device))
+            out = self.net(from_states(s, self.device))
         probs = torch.softmax(out["policy"].float(), -1).cpu().numpy()
         value = out["value"].float().cpu().numpy() if "value" in out else None
         return probs, value
 
-    def net_evals(self, positions: list[Position], histories: np.ndarray):
+    def net_evals(self, positions: list[Position], histories: np.ndarray | None = None):
         """``net_out``'s probabilities, and evaluations in discs for each side to move [N] (None
         without a value head) valued as the search values them (``tree.evaluate``): a finished
         game by its result, a forced pass as minus the position after it (the head never saw
-        either), any other position by the head (64 a full win)."""
-        probs, value = self.net_out(positions, histories)
+        either), any other position by the head (64 a full win). ``histories``: each position's
+        row of last actions (None: none known, as at a set-up position)."""
+        s = States.from_positions(positions, histories)
+        probs, value = self.net_out(s)
         if value is None:
             return probs, None
         evals = 64.0 * value.astype(np.float64)
@@ -68,9 +69,7 @@ class Analyst:
             elif pos.must_pass():
                 passes.append(i)
         if passes:
-            hist = np.asarray(histories, dtype=np.int64)[passes]
-            hist = np.concatenate([np.full((len(passes), 1), PASS, np.int64), hist[:, :3]], 1)  # the pass, most recent first
-            _, after = self.net_out([positions[i].play(PASS) for i in passes], hist)
+            _, after = self.net_out(s[passes].step(np.full(len(passes), PASS)))
             evals[passes] = 0.0 - 64.0 * after.astype(np.float64)  # 0.0 - x: no "-0.00"
         return probs, evals
 
@@ -179,7 +178,7 @@ class Analyst:
                 v = -ab.negamax(cp, co, ab.depth - 1, -10**9, 10**9)
                 rows.append((sq, self._ab_discs(v), f"alphabeta depth {ab.depth}", v))
         elif self.net is not None:
-            probs, _ = self.net_out([pos], last_actions(moves)[None])
+            probs, _ = self.net_out(States.from_positions([pos], last_actions(moves)[None]))
             children = [pos.play(sq) for sq in squares]
             hist = np.stack([last_actions(moves + [sq]) for sq in squares])
             _, child_evals = self.net_evals(children, hist)

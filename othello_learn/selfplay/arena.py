@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import signal
 import sys
 from pathlib import Path
@@ -22,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from othello.files import (ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main,
-                           stop_signals_raise)
+                           stop_signals_raise, write_json)
 from othello.game import IllegalMoveError
 from othello.notation import PASS, format_transcript, square_name
 from othello.states import States
 from othello_learn.selfplay.elo import MatchResult
 from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings
-from othello_learn.selfplay.players import Player, check_seed
+from othello_learn.selfplay.players import HumanQuit, Player, check_seed, close_players
 from othello_learn.selfplay.registry import SPEC_KINDS, make_player
 
 
@@ -113,24 +112,6 @@ def play_match(
     return result
 
 
-def close_players(*players: Player) -> None:
-    """Close each distinct player that can be closed; every one is tried even
-    when an earlier close fails, and the first failure is raised afterwards."""
-    error = None
-    seen: set[int] = set()
-    for player in players:
-        close = getattr(player, "close", None)
-        if close is None or id(player) in seen:
-            continue
-        seen.add(id(player))
-        try:
-            close()
-        except Exception as e:  # noqa: BLE001 - keep closing the others
-            error = error or e
-    if error is not None:
-        raise error
-
-
 def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int, progress: bool) -> MatchResult:
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
@@ -211,8 +192,6 @@ def write_games(path: Path, result: MatchResult) -> None:
     import csv
     import io
 
-    from othello.files import UserError, atomic_write
-
     rows = result.game_rows()
     suffix = Path(path).suffix.lower()
     if suffix == ".csv":
@@ -259,7 +238,6 @@ def main(argv=None) -> int:
         except ImportError as e:
             raise UserError(f"--import {module}: {e}") from e
     a, b = make_player(args.a), make_player(args.b)  # a bad spec: PlayerSpecError, one line naming it
-    from othello_learn.selfplay.play import HumanQuit
 
     plies = args.opening_plies if args.opening_plies is not None else default_opening_plies(args.games)
     # SIGTERM and SIGHUP unwind like Ctrl-C, so the engines' processes are stopped with the match.
@@ -287,7 +265,7 @@ def main(argv=None) -> int:
     if args.json:
         out = result.to_dict()
         out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=plies)
-        atomic_write(args.json, json.dumps(out, indent=2) + "\n")
+        write_json(args.json, out)
     print(result.summary())
     return 0
 

@@ -39,7 +39,8 @@ import numpy as np
 import torch
 
 from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atomic_write, check_output,
-                           describe_os_error, one_line, remove_stale_temps, run_main, stop_signals_raise, temp_target)
+                           describe_os_error, one_line, remove_stale_temps, run_main, stop_signals_raise, temp_target,
+                           write_json)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import usable_device
@@ -266,10 +267,6 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpF
         if action.required or action.default is None:  # None's meaning is in the help text itself
             return action.help
         return super()._get_help_string(action)
-
-
-def write_json(path: Path, obj) -> None:
-    atomic_write(path, json.dumps(obj, indent=2) + "\n")
 
 
 # What a rerun does with a file we find broken, by the role the file plays.

@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import torch
 
-from othello.states import States
-from othello_learn.models.batch import from_arrays
+from othello.states import HISTORY, NO_MOVE, PASS, States
+from othello_learn.models.batch import from_arrays, from_states
 from othello_learn.models.nets import load_network
 
 from .gumbel import GumbelConfig, GumbelMCTS
@@ -95,22 +95,20 @@ def best_move(net, position, history=None):
     policy-only net. ``history`` (the last moves, most recent first, 64 = pass) feeds
     the nets whose planes use it. A net in training
     mode is asked in eval mode (batch norm's running statistics) and left in training mode."""
-    from othello.notation import PASS
-
     if position.is_over():
         raise ValueError("the game is over: there is no move to choose")
-    hist = np.full((1, 4), -1, dtype=np.int64)
+    hist = np.full((1, HISTORY), NO_MOVE, dtype=np.int64)
     if history is not None:
-        recent = list(history)[:4]
+        recent = list(history)[:HISTORY]
         hist[0, : len(recent)] = recent
     legal = position.legal_moves()
-    asked = position
+    asked = States.from_positions([position], hist)
     if not legal:  # valued as the position after the pass, as the search does (tree.evaluate says why)
-        asked, hist = position.play(PASS), np.concatenate([[[PASS]], hist[:, :3]], 1)
+        asked = asked.step(np.array([PASS]))
     device = next(net.parameters()).device
     training = net.training  # a probe from inside a training loop must not switch its net to eval for good
     try:
-        out = net.eval()(from_arrays([asked.player], [asked.opponent], [asked.black_to_move], hist, device))
+        out = net.eval()(from_states(asked, device))
     finally:
         net.train(training)
     value = float(out["value"][0]) if "value" in out else None

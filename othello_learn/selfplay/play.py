@@ -28,8 +28,7 @@ from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
 from othello.states import last_actions
 from othello_learn import HOME
-from othello_learn.selfplay.arena import close_players
-from othello_learn.selfplay.players import Player, check_seed, network_of
+from othello_learn.selfplay.players import HumanQuit, Player, check_seed, close_players, network_of
 from othello_learn.selfplay.registry import SPEC_KINDS, make_program
 
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
@@ -167,11 +166,11 @@ def game_record(moves: list[int], black: str, white: str, start: Position = Posi
     difference) only when the game is over."""
     from othello.formats import GameRecord
 
-    final = start
-    for mv in moves:
-        final = final.play(mv)
-    return GameRecord(moves=list(moves), start=start, black=black, white=white, place="othello-learn",
-                      date=datetime.date.today().isoformat(), result=float(final.score()) if final.is_over() else None)
+    record = GameRecord(moves=list(moves), start=start, black=black, white=white, place="othello-learn",
+                        date=datetime.date.today().isoformat())
+    final = record.final
+    record.result = float(final.score()) if final.is_over() else None
+    return record
 
 
 def write_ggf(path, games: list[tuple[list[int], str, str]]) -> None:
@@ -196,10 +195,6 @@ def saved_moves(path: Path) -> list[int]:
 
 # --------------------------------------------------------------------------
 # The arena's human player
-
-
-class HumanQuit(Exception):
-    """The person at the keyboard quit (or their input ended) during a match."""
 
 
 class HumanPlayer(Player):

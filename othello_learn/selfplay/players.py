@@ -83,6 +83,29 @@ class Player:
         return f"<{type(self).__name__} {self.name}>"
 
 
+def close_players(*players: Player) -> None:
+    """Close each distinct player that can be closed; every one is tried even
+    when an earlier close fails, and the first failure is raised afterwards."""
+    error = None
+    seen: set[int] = set()
+    for player in players:
+        close = getattr(player, "close", None)
+        if close is None or id(player) in seen:
+            continue
+        seen.add(id(player))
+        try:
+            close()
+        except Exception as e:  # noqa: BLE001 - keep closing the others
+            error = error or e
+    if error is not None:
+        raise error
+
+
+class HumanQuit(Exception):
+    """The person at the keyboard quit (or their input ended) during a match: the arena
+    abandons the match rather than score it."""
+
+
 def random_legal_squares(legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Uniform choice per row of an [N, 64] legal mask: argmax of random keys,
     with illegal squares keyed below every legal one."""

@@ -2,8 +2,9 @@
 
 The registry names each built-in kind's factory as a ``"module:attribute"``
 string and imports the module only when a spec of that kind is built, so
-``random`` needs no torch and the player modules never import the registry:
-the dependency goes one way. Other code adds kinds with ``register_player``
+``random`` needs no torch and no player class needs the registry to exist
+(``play``, the terminal command that also defines the ``human`` player, uses the
+registry only to build its opponent). Other code adds kinds with ``register_player``
 (a factory or such a string); the arena's ``--import MODULE`` imports a
 module that does so.
 """

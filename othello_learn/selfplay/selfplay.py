@@ -1,9 +1,10 @@
 """Self-play: many games at once, one batched search per ply for all of them.
 
 Each game records, at every position where the side to move has a choice,
-the compact state and the root visit distribution (the policy target); when
-the game ends, every record gets the outcome from its side to move's view
-(the value target). Games may resign when the search's value drops below a
+the compact state and the search's policy target (the root visit distribution of
+PUCT, Gumbel's improved policy, or an even spread over the best moves where the
+position is solved exactly); when the game ends, every record gets the outcome
+from its side to move's view (the value target). Games may resign when the search's value drops below a
 threshold, except a share that is always played out, which measures how often
 resigning would have been wrong (to calibrate the threshold).
 """

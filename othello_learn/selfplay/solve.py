@@ -26,14 +26,13 @@ a time). The side to move is X, * or B for black, O or W for white, as Edax read
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main
+from othello.files import ArgumentParser, UserError, check_distinct, check_output, run_main, write_json
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, parse_square, square_name
@@ -104,7 +103,7 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
     probs = evals = None
     if analyst.net is not None and n:
         # No game history in OBF: the history planes are empty, as at a set-up position.
-        probs, evals = analyst.net_evals(positions, np.full((n, 4), -1, dtype=np.int64))
+        probs, evals = analyst.net_evals(positions)
 
     records = []
     for i, pos in enumerate(positions):
@@ -210,7 +209,7 @@ def main(argv=None) -> int:
             player.close()
     summary = grade(records, [x.scores() for x in obf])
     if args.json is not None:  # first: a reader that stops early (| head) ends us at a print
-        atomic_write(args.json, json.dumps(records, indent=2) + "\n")
+        write_json(args.json, records)
     for rec in records:
         print(format_record(rec))
     if summary is not None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from othello import bitboard as bb
-from othello.states import ACTIONS, PASS, States
+from othello.states import ACTIONS, HISTORY, NO_MOVE, PASS, States
 
 ROOT = 0  # index of every tree's root node
 NO_PARENT = -1  # parent of a root
@@ -83,7 +83,7 @@ def new_tree(batch: int, capacity: int, device) -> Tree:
     B, C = batch, capacity
     z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
     state = States(z(B, C, dt=torch.long), z(B, C, dt=torch.long), z(B, C, dt=torch.bool),
-                   torch.full((B, C, 4), -1, dtype=torch.long, device=device))
+                   torch.full((B, C, HISTORY), NO_MOVE, dtype=torch.long, device=device))
     return Tree(state=state, legal=z(B, C, ACTIONS, dt=torch.bool), prior=z(B, C, ACTIONS),
                 children=torch.full((B, C, ACTIONS), UNEXPANDED, dtype=torch.long, device=device),
                 parent=torch.full((B, C), NO_PARENT, dtype=torch.long, device=device),

@@ -1,1 +1,2 @@
-"""Lightning training and evaluation entry points and configs."""
+"""Lightning training and evaluation entry points (the configs they read are in the
+checkout's train/configs/)."""

@@ -29,7 +29,6 @@ residual nets with batch norm nearly agree: ``cpu_resnet.pt`` 49.10 % bf16,
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -39,10 +38,10 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, at_least, atomic_write, check_distinct, check_output, run_main
-from othello.symmetry import SQUARE_MAP, START_PRESERVING, transform
+from othello.files import ArgumentParser, UserError, at_least, check_distinct, check_output, run_main, write_json
+from othello.symmetry import SQUARE_MAP, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
-from othello_learn.models.batch import from_records, transform_batch
+from othello_learn.models.batch import SYMMETRY_GROUPS, from_records, transform_batch
 from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
 from othello_learn.models.nets import is_training_checkpoint, read_checkpoint, save_network, temper_policy
 from othello_learn.plots import check_plot_path, pyplot, save_figure
@@ -59,7 +58,7 @@ def predict(net, batch: dict, tta: int = 1) -> torch.Tensor:
     the same probability; the untransformed view breaks such ties (a weight of
     1e-4), so the start position keeps the recorded convention (f5) and exact
     accuracy is not lost to the order of the squares."""
-    group = {1: (0,), 4: START_PRESERVING, 8: tuple(range(8))}[tta]
+    group = {len(g): g for g in SYMMETRY_GROUPS.values()}[tta]  # 1, 4 or 8 symmetries
     if len(group) == 1:
         return torch.softmax(net(batch)["policy"].float(), -1)
     total = 0
@@ -223,22 +222,6 @@ def open_dataset(path: Path) -> WthorDataset:
             from None
 
 
-def dataset_positions(dataset: WthorDataset, years: set[int] | None, where) -> np.ndarray:
-    """The positions of ``years`` (None: all), in the dataset's order (year, game, ply): the
-    order a replay of the raw files gives, so both sources give the same figures."""
-    if years is None:
-        return dataset.positions
-    missing = sorted(years - set(dataset.years))
-    if missing:
-        have = f"{dataset.years[0]}-{dataset.years[-1]}" if dataset.years else "none"
-        raise UserError(f"--data {where}: no year {', '.join(map(str, missing))} in the dataset (it has {have}); "
-                        "rebuild it with those years or use --wthor-dir DIR")
-    slices = [dataset.year_slice(y) for y in sorted(years)]  # one per year: the years asked may have gaps
-    if len(slices) == 1:
-        return dataset.positions[slices[0]]
-    return np.concatenate([dataset.positions[s] for s in slices])
-
-
 def evaluate_command(argv=None) -> dict:
     """The whole command; returns the result written to ``--json``."""
     ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
@@ -302,7 +285,10 @@ def evaluate_command(argv=None) -> dict:
     ckpt = read_checkpoint(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
     net = network_from_any(ckpt, args.checkpoint)
     if dataset is not None:
-        positions = dataset_positions(dataset, years, args.data)
+        try:  # in the dataset's order (year, game, ply), the order a replay of the raw files gives
+            positions = dataset.positions_of(years)
+        except ValueError as e:
+            raise UserError(f"--data {e}; rebuild it with those years or use --wthor-dir DIR") from None
         per_year = dataset.summary["years"]
     else:
         try:
@@ -326,7 +312,7 @@ def evaluate_command(argv=None) -> dict:
     # The files before any print: a reader that stops early (| head) ends us at a print, and
     # the result must not be lost with it; the JSON before the plot, the lesser loss if the disk fills.
     if args.json:
-        atomic_write(args.json, json.dumps(result, indent=2) + "\n")
+        write_json(args.json, result)
     if args.export:
         # An exported .pt keeps what it said of itself (a self-play net's generation, a training run's
         # metrics); a Lightning .ckpt's training state is not carried over.

@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello.files import (ArgumentParser, UserError, at_least, atomic_write, check_output, one_line,
-                           remove_stale_temps, run_main)
+                           remove_stale_temps, run_main, write_json)
 from othello_learn import HOME, HOME_HELP
 
 
@@ -50,9 +50,9 @@ def _yaml(text: str):
 
 SECTIONS = ("model", "optim", "data", "trainer")
 
-# The settings of each section and their types (None: optional). model and optim are
-# model is othello_learn.models.nets.NetConfig, optim MovePredictor's other arguments (a test keeps them
-# in step), data WthorDataModule's.
+# The settings of each section and their types (None: optional): model is
+# othello_learn.models.nets.NetConfig's fields, optim MovePredictor's other arguments, data
+# WthorDataModule's (restated so that --help needs no torch; a test keeps them in step).
 YEARS = (str, int)
 SCHEMA = {
     "model": {"arch": str, "encoder": str, "depth": int, "width": int, "blocks": int, "value_head": bool},
@@ -183,7 +183,7 @@ def load_config(path: Path | None, overrides: list[str]) -> dict:
 
 def check_config(cfg: dict, origin: dict | None = None) -> None:
     """Every setting known, of its type and in range, before any work starts."""
-    from othello_learn.data.datamodule import SYMMETRY_GROUPS
+    from othello_learn.models.batch import SYMMETRY_GROUPS
     from othello_learn.data.dataset import parse_years
     from othello_learn.models.encoders import ENCODERS
     from othello_learn.models.nets import ARCHITECTURES
@@ -242,6 +242,8 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
 
 # Settings that only one architecture reads: given to the other, they would be ignored in silence.
 ARCH_ONLY = {"depth": "reference", "blocks": "resnet", "value_head": "resnet"}
+# The network settings each architecture reads: the shared ones and its own.
+NET_KEYS = {arch: tuple(k for k in SCHEMA["model"] if ARCH_ONLY.get(k, arch) == arch) for arch in ("reference", "resnet")}
 
 
 def _check_applicable(cfg: dict, origin: dict, fail) -> None:
@@ -425,10 +427,6 @@ def split_overlap(dm) -> str | None:
     shared = [f"data.train_years and data.{split}_years share {format_years(train & years(split))}"
               for split in ("val", "test") if train & years(split)]
     return "; ".join(shared) or None
-
-
-NET_KEYS = {"reference": ("arch", "encoder", "depth", "width"),
-            "resnet": ("arch", "encoder", "blocks", "width", "value_head")}
 
 
 def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
@@ -689,7 +687,7 @@ def _train(args) -> dict:
             summary["test"] = {k: float(v) for k, v in result.items()}
             log_test_results(logger, summary["test"])
         save_network(network_from_checkpoint(best_path), args.out / "model.pt", metrics=summary)
-        atomic_write(args.out / "metrics.json", json.dumps(summary, indent=2) + "\n")
+        write_json(args.out / "metrics.json", summary)
         if isinstance(logger, L.pytorch.loggers.WandbLogger):
             logger.experiment.finish()  # else a second train() in this process logs into this W&B run
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
