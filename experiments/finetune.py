@@ -7,7 +7,7 @@ import sys as _sys
 from pathlib import Path as _Path
 
 _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
-import argparse, glob, time, json
+import argparse, glob, time
 import numpy as np, pandas as pd, torch
 from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays
