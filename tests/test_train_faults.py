@@ -12,6 +12,7 @@ import typing
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -856,17 +857,29 @@ def test_a_resume_on_other_data_is_refused_naming_the_settings(dataset_dir, tmp_
     assert code == 0, err  # the same years, spelt as a number
 
 
-def test_a_resume_from_another_dataset_folder_is_refused(dataset_dir, tmp_path, capsys):
+def test_a_resume_from_another_dataset_folder_is_refused_unless_it_holds_the_same_data(dataset_dir, tmp_path,
+                                                                                       capsys):
+    """Another folder of other data is refused; a copy of the run's data (a second checkout's own
+    build, whose summary names another source folder) resumes: it was refused as spelt."""
+    import json
     import shutil
 
     from othello_learn.train.train import main, train
 
     out = tmp_path / "run"
     train(_args(dataset_dir, out, "--max-steps", "2"))
-    other = tmp_path / "other"
+    other, copy = tmp_path / "other", tmp_path / "copy"
     shutil.copytree(dataset_dir, other)
+    positions = np.load(other / "positions.npy")
+    positions["move"][-1] = (positions["move"][-1] + 1) % 64  # one record's move: other data
+    np.save(other / "positions.npy", positions)
     code, err = _run(main, ["--data", str(other)] + _args(dataset_dir, out, "--max-steps", "4")[2:], capsys)
     assert code == 2 and f"--data {dataset_dir} there, {other} now" in err, err
+    shutil.copytree(dataset_dir, copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    (copy / "summary.json").write_text(json.dumps({**summary, "source": "/elsewhere/wthor"}))
+    code, err = _run(main, ["--data", str(copy)] + _args(dataset_dir, out, "--max-steps", "4")[2:], capsys)
+    assert code == 0 and _step(out / "checkpoints" / "last.ckpt") == 4, err
 
 
 def test_overlapping_splits_are_warned_of(dataset_dir, tmp_path, capsys):

@@ -451,6 +451,26 @@ def write(result: BuildResult, out, log=None, recovered: bool = False) -> Path:
     return given
 
 
+def same_dataset(a, b) -> bool:
+    """Whether two dataset folders hold the same data: one folder, or a copy or a rebuild of
+    it elsewhere (the build is deterministic, so the same files give the same bytes; only the
+    summary's ``source``, where the files were read, may differ). A run resumed from another
+    checkout of the project reads its own copy of the data and is not training on other data."""
+    import filecmp
+
+    a, b = Path(a), Path(b)
+    if os.path.samefile(a, b):
+        return True
+    try:
+        summaries = [json.loads((d / "summary.json").read_text()) for d in (a, b)]
+        for s in summaries:
+            s.pop("source", None)
+        return summaries[0] == summaries[1] and all(
+            filecmp.cmp(a / name, b / name, shallow=False) for name in ("games.csv", "positions.npy"))
+    except (OSError, ValueError, AttributeError):  # not both datasets: not the same data
+        return False
+
+
 class WthorDataset:
     """A built dataset folder: memory-mapped positions, games and year splits."""
 

@@ -474,8 +474,8 @@ def data_differences(there: dict, now: dict) -> list[str]:
     """The data settings of a run's checkpoint (the data module's) that ``now`` changes: a resume
     on other data would leave config.yaml and the run claiming what it did not train on. The
     folder counts only where the run's still exists (a run moved to another machine names a path
-    there), compared as a folder, not as spelt."""
-    from othello_learn.data.dataset import parse_years
+    there), compared as data, not as spelt: another folder of the same bytes is the same data."""
+    from othello_learn.data.dataset import parse_years, same_dataset
 
     def same(key, a, b):
         if key.endswith("_years"):
@@ -486,7 +486,7 @@ def data_differences(there: dict, now: dict) -> list[str]:
     differ = [f"{name.get(k, 'data.' + k)}={there[k]!r} there, {now[k]!r} now"
               for k in DATA_KEYS if k in there and k in now and not same(k, there[k], now[k])]
     old, new = there.get("data_dir"), now.get("data_dir")
-    if old and new and Path(old).is_dir() and Path(new).is_dir() and not os.path.samefile(old, new):
+    if old and new and Path(old).is_dir() and Path(new).is_dir() and not same_dataset(old, new):
         differ.insert(0, f"--data {old} there, {new} now")
     return differ
 
