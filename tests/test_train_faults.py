@@ -232,6 +232,30 @@ def test_raising_max_steps_continues_an_epoch_that_max_steps_cut_short(dataset_d
     assert train(_args(dataset_dir, out, "--max-epochs", "1", "--max-steps", "2000"))["global_step"] == full
 
 
+def test_the_progress_bar_of_a_mid_epoch_resume_shows_its_epoch_length_and_place(dataset_dir, tmp_path, monkeypatch):
+    """Lightning skips on_train_epoch_start for the epoch it resumes: the bar read
+    "Training: 7/?" (no epoch, no length, no time left) until the next epoch began."""
+    from othello_learn.train import checkpoints
+    from othello_learn.train.train import train
+
+    seen = []
+    original = checkpoints.ResumedProgressBar.on_train_start
+
+    def record(self, trainer, pl_module):
+        original(self, trainer, pl_module)
+        bar = self.train_progress_bar
+        seen.append((bar.desc, bar.n, bar.initial, bar.total, trainer.num_training_batches))
+
+    monkeypatch.setattr(checkpoints.ResumedProgressBar, "on_train_start", record)
+    out = tmp_path / "run"
+    bar_on = ("--set", "trainer.enable_progress_bar=true")
+    train(_args(dataset_dir, out, "--max-steps", "3", "--set", "trainer.val_check_interval=1.0", *bar_on))
+    train(_args(dataset_dir, out, "--max-steps", "5", "--set", "trainer.val_check_interval=1.0", *bar_on))
+    (fresh_desc, fresh_n, _, _, per_epoch), resumed = seen
+    assert per_epoch > 5 and (fresh_desc, fresh_n) == ("Training", 0)  # a fresh run: the epoch's hook sets it up
+    assert resumed == ("Epoch 0: ", 3, 3, per_epoch, per_epoch)
+
+
 def test_a_mid_epoch_resume_trains_on_exactly_the_rest_of_the_epoch(dataset_dir, tmp_path, monkeypatch, capsys):
     """The permutation is the epoch's; the batches a stopped run trained on are skipped,
     so stopping and resuming trains on the batches of one uninterrupted run, in its order.

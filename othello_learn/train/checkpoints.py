@@ -6,7 +6,8 @@ truncated ``last.ckpt`` for the rerun to trip on, and every one it reads is load
 with ``weights_only=True``. ``LastCheckpoint`` is the one place that decides when the
 resumable state is saved: every N steps (and at least every few minutes), after each
 validation, at the end of training, and when training is interrupted (an exception,
-Ctrl-C, SIGTERM at the end of a session) with progress not yet saved.
+Ctrl-C, SIGTERM at the end of a session) with progress not yet saved. ``ResumedProgressBar``
+shows a run resumed mid-epoch as one that never stopped.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
@@ -80,6 +81,24 @@ def _damaged(path: str) -> str | None:
     except UserError as e:
         return f"is damaged and left as it is ({e})"
     return None
+
+
+class ResumedProgressBar(TQDMProgressBar):
+    """Lightning's bar, also after a mid-epoch resume: Lightning does not call
+    ``on_train_epoch_start`` for the epoch it resumes, so the bar of a resumed run read
+    ``Training: 1171/?``, without its epoch, its length or the time left, for the rest
+    of the epoch (the long CPU recipes are resumed across sessions: the bar most often seen).
+    It now starts at the batches already done, and its rate and time left count only the
+    batches trained since the resume."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        super().on_train_start(trainer, pl_module)
+        if trainer.fit_loop.restarted_mid_epoch:
+            self.on_train_epoch_start(trainer)
+            done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+            bar = self.train_progress_bar
+            bar.n = bar.last_print_n = bar.initial = done
+            bar.refresh()
 
 
 class ValidateAtEnd(Callback):

@@ -582,7 +582,8 @@ def _train(args) -> dict:
     from othello_learn.lock import RunLock
     from othello_learn.models.fastpath import resolve
     from othello_learn.models.nets import NetConfig, check_carried, grow_network, load_network, save_network
-    from othello_learn.train.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, ValidateAtEnd
+    from othello_learn.train.checkpoints import (AtomicCheckpointIO, BestCheckpoint, LastCheckpoint,
+                                                 ResumedProgressBar, ValidateAtEnd)
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
     cfg, origin = _read_config(args.config, args.set)
@@ -648,8 +649,9 @@ def _train(args) -> dict:
                               save_top_k=1)
         saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
         logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
-        callbacks = [ValidateAtEnd(), best, saver] + ([LearningRateMonitor("step")] if logger else [])
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
+        callbacks = ([ValidateAtEnd(), best, saver] + ([LearningRateMonitor("step")] if logger else [])
+                     + ([ResumedProgressBar()] if trainer_cfg.get("enable_progress_bar", True) else []))
         requested = trainer_cfg.get("precision", "auto")
         try:
             trainer_cfg["precision"] = resolve(requested, args.accelerator)
