@@ -509,7 +509,7 @@ def test_too_few_openings_are_reused_with_a_note(capsys):
     r = play_match(GreedyPlayer(), RandomPlayer(), 4, opening_plies=0, progress=False)
     err = capsys.readouterr().err
     assert err.startswith("note: only 1 distinct opening of") and err.count("\n") == 1  # no source line
-    assert "for 2 pairs of games; 1 pairs replay one" in err
+    assert "for 2 pairs of games; 1 pair replays one" in err
     assert r.distinct_openings == 1 and r.games == 4
 
 

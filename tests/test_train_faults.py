@@ -1183,3 +1183,22 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     check_dataset(dm, Path("d"), {"val_check_interval": 0.5})  # a fraction of an epoch
     with pytest.raises(UserError, match="6 batches, more than an epoch's 5"):
         check_dataset(dm, Path("d"), {"val_check_interval": 6})
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--accelerator", "gpu"], "--accelerator gpu: torch "),
+    (["--accelerator", "cpu", "--devices", "[1]"], "trainer settings: --accelerator cpu --devices [1]: "),
+])
+def test_a_device_this_machine_lacks_is_one_line_naming_the_flags(dataset_dir, tmp_path, capsys, monkeypatch, flags,
+                                                                   named):
+    """Lightning's own words ("No supported gpu backend found!") named neither the flag nor the
+    machine; nothing is written before the refusal."""
+    from othello_learn.train.train import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1", *flags), capsys)
+    errors = [line for line in err.splitlines() if "error:" in line]  # (an automatic precision is noted first)
+    assert code == 2 and len(errors) == 1 and named in errors[0], err
+    assert not (out / "checkpoints").exists()

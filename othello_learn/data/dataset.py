@@ -185,7 +185,8 @@ def _progress(total: int, enabled: bool):
             def update(self, n): pass
             def close(self): pass
         return _Null()
-    return tqdm(total=total, unit="game", desc="replaying", file=sys.stderr, smoothing=0.1)
+    # drawn on a terminal only (disable=None): a log file would fill with its redrawn frames
+    return tqdm(total=total, unit="game", desc="replaying", file=sys.stderr, smoothing=0.1, disable=None)
 
 
 @dataclass

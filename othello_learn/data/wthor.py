@@ -116,8 +116,8 @@ def main(argv=None) -> int:
                         help="years to include, e.g. 1977-2016 or 2015,2016; every year named, inside a range "
                              "too, must have its file; default: every file found")
     parser.add_argument("--download", action="store_true",
-                        help="first fetch missing WTH_YYYY.wtb files from ffothello.org into --wthor-dir "
-                             "(needs network; --years defaults to 1977-2018 then)")
+                        help="first fetch missing WTH_YYYY.wtb files from ffothello.org into --wthor-dir, "
+                             "given explicitly (needs network; --years defaults to 1977-2018 then)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no table")
     args = parser.parse_args(argv)
 

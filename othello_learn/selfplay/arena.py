@@ -123,8 +123,10 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
     if not openings:  # random play ended every game within the opening
         raise ValueError(f"no opening of {opening_plies} plies was found where the game goes on; use fewer plies")
     if len(openings) < pairs:
-        print(f"note: only {len(openings)} distinct opening{'s' if len(openings) > 1 else ''} of {opening_plies} plies exist for {pairs} pairs "
-              f"of games; {pairs - len(openings)} pairs replay one (more --opening-plies gives more)", file=sys.stderr)
+        k, rest = len(openings), pairs - len(openings)
+        print(f"note: only {k} distinct opening{'s' * (k > 1)} of {opening_plies} pl{'y' if opening_plies == 1 else 'ies'} "
+              f"exist{'s' * (k == 1)} for {pairs} pairs of games; {rest} pair{'s' * (rest > 1)} replay{'s' * (rest == 1)} one "
+              "(more --opening-plies gives more)", file=sys.stderr)
     per_game = [openings[(g // 2) % len(openings)] for g in range(games)]
     a_black = np.arange(games) % 2 == 0
     state = opening_states(openings)[np.arange(games) // 2 % len(openings)]
