@@ -202,6 +202,20 @@ def check_output(path: str | os.PathLike, flag: str, folder: bool = False) -> No
         raise UserError(f"{flag} {path}: cannot write in {parent} (permission denied)")
 
 
+def check_input(path: str | os.PathLike | None, flag: str, folder: bool = False) -> None:
+    """Refuse an input that is not there (or a folder given for a file) before any work, in one
+    line naming ``flag``: the OSError met later named only the path. None: not given."""
+    if path is None:
+        return
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{flag} {path}: no such {'folder' if folder else 'file'}")
+    if not folder and path.is_dir():
+        raise UserError(f"{flag} {path}: is a folder; give a file")
+    if folder and not path.is_dir():
+        raise UserError(f"{flag} {path}: is a file; give a folder")
+
+
 def check_distinct(outputs: dict, inputs: dict | None = None) -> None:
     """Refuse two outputs that are one file (the second would overwrite the first) and an
     output that is one of the inputs (it would be replaced by what was computed from it).

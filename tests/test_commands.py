@@ -289,3 +289,31 @@ def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
     assert run_main(module.main, argv) == 2
     err = capsys.readouterr().err
     assert expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("module, argv, named", [
+    ("othello_learn.train.train", ["--config", "{missing}"], "--config {missing}: no such file"),
+    ("othello_learn.train.train", ["--init", "{missing}"], "--init {missing}: no such file"),
+    ("othello_learn.train.train", ["--config", "{folder}"], "--config {folder}: is a folder; give a file"),
+    ("othello_learn.train.evaluate", ["--checkpoint", "{missing}"], "--checkpoint {missing}: no such file"),
+    ("othello_learn.train.evaluate", ["--checkpoint", "{file}", "--wthor-dir", "{missing}"],
+     "--wthor-dir {missing}: no such folder"),
+    ("othello_learn.train.evaluate", ["--checkpoint", "{file}", "--wthor-dir", "{file}"],
+     "--wthor-dir {file}: is a file; give a folder"),
+    ("othello_learn.selfplay.play", ["--opponent", "random", "--start", "{missing}.ggf"],
+     "--start {missing}.ggf: no such file"),
+    ("othello_learn.selfplay.solve", ["{missing}", "--player", "random"], "positions {missing}: no such file"),
+])
+def test_a_missing_input_is_one_line_naming_its_flag(tmp_path, capsys, module, argv, named):
+    """Each of these named only the path ("no such file or folder (X)"), not the flag it came from,
+    and nothing is written (train.py's --out is not made)."""
+    paths = {"missing": tmp_path / "nope", "folder": tmp_path, "file": tmp_path / "a_file"}
+    paths["file"].write_text("mine")
+    main = importlib.import_module(module).main
+    out = tmp_path / "out"
+    extra = ["--out", str(out)] if module.endswith(".train") else []
+    capsys.readouterr()
+    assert run_main(main, [a.format(**paths) for a in argv] + extra) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named.format(**paths) in err, err
+    assert not out.exists() and paths["file"].read_text() == "mine"

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main, stop_signals_raise
+from othello.files import ArgumentParser, UserError, atomic_write, check_input, check_output, run_main, stop_signals_raise
 from othello.formats import FormatError, play_with_passes
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
@@ -393,6 +393,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
+    if args.start.lower().endswith(".ggf"):
+        check_input(args.start, "--start")
     try:
         start = saved_moves(Path(args.start)) if args.start.lower().endswith(".ggf") else parse_transcript(args.start)
     except ValueError as e:

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, check_distinct, check_output, run_main, write_json
+from othello.files import ArgumentParser, UserError, check_distinct, check_input, check_output, run_main, write_json
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, parse_square, square_name
@@ -192,6 +192,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
+    check_input(args.positions, "positions")
     if args.json is not None:
         check_output(args.json, "--json")
     check_distinct({"--json": args.json}, {"positions": args.positions})

@@ -38,7 +38,8 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, at_least, check_distinct, check_output, run_main, write_json
+from othello.files import (ArgumentParser, UserError, at_least, check_distinct, check_input, check_output, run_main,
+                           write_json)
 from othello.symmetry import SQUARE_MAP, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import SYMMETRY_GROUPS, from_records, transform_batch
@@ -270,6 +271,8 @@ def evaluate_command(argv=None) -> dict:
         check_plot_path(plot_path, "--plot")
     if args.export is not None:
         check_output(args.export, "--export")
+    check_input(args.checkpoint, "--checkpoint")
+    check_input(args.wthor_dir, "--wthor-dir", folder=True)
     check_distinct({"--json": args.json, "--plot": plot_path, "--export": args.export},
                    {"--checkpoint": args.checkpoint})
     usable_device(args.device)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import (ArgumentParser, UserError, at_least, atomic_write, check_output, one_line,
+from othello.files import (ArgumentParser, UserError, at_least, atomic_write, check_input, check_output, one_line,
                            remove_stale_temps, run_main, write_json)
 from othello_learn import HOME, HOME_HELP
 
@@ -507,6 +507,8 @@ def interrupts_reraised(saver):
 def train(argv=None) -> dict:
     """The whole command; returns the run's summary (``metrics.json``)."""
     args = parse_args(argv)
+    check_input(args.config, "--config")
+    check_input(args.init, "--init")
     check_output(args.out, "--out", folder=True)
     check_run_folder(args.out)
     new_out = not args.out.exists()
