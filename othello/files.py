@@ -293,17 +293,24 @@ class StopOnce:
     function, a leaked semaphore, a half-written file's clean-up cut short). It ignores
     them itself, where SIG_IGN would not do: Python raises "Signal N ignored due to race
     condition" for a signal that arrives as the handler is swapped. ``done`` set: all are
-    ignored (a process with nothing left to stop)."""
+    ignored (a process with nothing left to stop). ``raised``: the exception class raised."""
 
     def __init__(self):
         self.done = False
+        self.raised: type[KeyboardInterrupt] | None = None
+        self.caught = False  # the block caught the stop itself and reported it (stop_signals_raise)
+
+    @staticmethod
+    def exception_for(signum: int) -> type[KeyboardInterrupt]:
+        if signum == signal.SIGTERM:
+            return Terminated
+        return HangUp if signum == getattr(signal, "SIGHUP", None) else KeyboardInterrupt
 
     def __call__(self, signum, frame):
         if not self.done:
             self.done = True
-            if signum == signal.SIGTERM:
-                raise Terminated
-            raise HangUp if signum == getattr(signal, "SIGHUP", None) else KeyboardInterrupt
+            self.raised = self.exception_for(signum)
+            raise self.raised
 
 
 @contextmanager
@@ -313,14 +320,21 @@ def stop_signals_raise(signals=(signal.SIGTERM,)):
     are back after it. SIGINT is taken only where it is Python's Ctrl-C (a background
     job's is ignored, and stays so). Python lets only the main thread set handlers (a
     command's ``main`` may be called from another, a notebook's say): there the block
-    runs with the handlers as they were."""
+    runs with the handlers as they were.
+
+    A stop whose exception was swallowed on its way out (raised where code catches everything:
+    a Cython module's import does, so a SIGTERM that landed in ``np.random``'s first import left
+    an engine session serving, to exit 0 at end of input) is raised again when the block ends,
+    unless the block caught it itself (``as stop``: it sets ``stop.caught`` and reports it)."""
     previous = {}
+    stop = StopOnce()
     if threading.current_thread() is threading.main_thread():
-        stop = StopOnce()
         previous = {sig: signal.signal(sig, stop) for sig in sorted(signals)
                     if sig != signal.SIGINT or signal.getsignal(sig) is signal.default_int_handler}
     try:
-        yield
+        yield stop
+        if stop.raised is not None and not stop.caught:
+            raise stop.raised
     finally:
         for sig, handler in previous.items():  # None: a handler not set from Python, which cannot be put back
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)

@@ -1,12 +1,14 @@
 """Atomic writes and one-line command errors (othello.files)."""
 
 import errno
+import signal
+import time
 import os
 import stat
 
 import pytest
 
-from othello.files import UserError, atomic_path, atomic_write, run_main
+from othello.files import Terminated, UserError, atomic_path, atomic_write, run_main, stop_signals_raise
 
 
 def test_atomic_write_replaces_whole_files_with_a_plain_mode(tmp_path):
@@ -229,3 +231,36 @@ def test_check_output_refuses_a_folder_this_user_cannot_write(tmp_path, monkeypa
     monkeypatch.setattr(os, "access", lambda p, mode: False)
     with pytest.raises(UserError, match=r"^--json .*out\.json: cannot write in .* \(permission denied\)$"):
         check_output(tmp_path / "new" / "out.json", "--json")
+
+
+def _signal_self_and_wait(sig=signal.SIGTERM):
+    os.kill(os.getpid(), sig)
+    for _ in range(100):  # the handler runs in this (the main) thread at the next check
+        time.sleep(0.002)
+
+
+def test_a_stop_swallowed_on_its_way_out_is_raised_again_when_the_block_ends():
+    """A SIGTERM that landed in numpy.random's first import (a Cython module's init catches
+    everything) was lost: the engine session served on and exited 0 at end of input."""
+    before = signal.getsignal(signal.SIGTERM)
+    finished = []
+    with pytest.raises(Terminated):
+        with stop_signals_raise((signal.SIGTERM,)):
+            try:
+                _signal_self_and_wait()
+            except BaseException:  # what such code does
+                pass
+            _signal_self_and_wait()  # a second one is still ignored: the first is being handled
+            finished.append(True)
+    assert finished and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_stop_the_block_caught_and_reported_is_not_raised_again():
+    with stop_signals_raise((signal.SIGTERM,)) as stop:
+        try:
+            _signal_self_and_wait()
+        except Terminated:
+            stop.caught = True
+    with stop_signals_raise((signal.SIGTERM,)) as stop:  # and a block without a signal ends quietly
+        pass
+    assert stop.raised is None

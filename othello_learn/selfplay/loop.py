@@ -477,10 +477,11 @@ def main(argv=None) -> int:
     cfg = RunConfig.from_args(argv)
     # The first stop signal unwinds as Ctrl-C does (workers stopped); later ones, until the
     # message below is out, are ignored.
-    with stop_signals_raise(_STOP_SIGNALS):
+    with stop_signals_raise(_STOP_SIGNALS) as stop:
         try:
             run(cfg)
         except KeyboardInterrupt as e:
+            stop.caught = True
             # Everything is written atomically, so the rerun finds only whole files.
             g = min(committed_generation(cfg.out) + 1, cfg.generations)
             what, code = ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
@@ -735,6 +736,8 @@ def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list
         torch.set_num_threads(threads)
         dev = torch.device(device)
         _play_into(Evaluator(load_net(best, dev, COMMITTED).to(dev), dev), search, sp, parts, progress=False)
+        if stop.raised is not None:  # swallowed on its way out (stop_signals_raise says where): stopped all the same
+            sys.exit(130)
     except KeyboardInterrupt:
         sys.exit(130)
     except (UserError, OSError) as e:
