@@ -513,6 +513,17 @@ def test_too_few_openings_are_reused_with_a_note(capsys):
     assert r.distinct_openings == 1 and r.games == 4
 
 
+@pytest.mark.parametrize("games, plies, sentence", [
+    (4, 1, "only 1 distinct opening of 1 ply exists for 2 pairs of games; 1 pair replays one"),
+    (10, 2, "only 3 distinct openings of 2 plies exist for 5 pairs of games; 2 pairs replay one"),
+])
+def test_the_few_openings_note_agrees_in_number(capsys, games, plies, sentence):
+    """Each noun and verb of the note takes its own count's number: one ply (the four first moves
+    are one up to symmetry) and many, one opening and several, one pair and several."""
+    play_match(GreedyPlayer(), RandomPlayer(), games, opening_plies=plies, progress=False)
+    assert capsys.readouterr().err == f"note: {sentence} (more --opening-plies gives more)\n"
+
+
 def test_alphabeta_beats_random_clearly():
     r = play_match(make_player("alphabeta:2"), make_player("random"), 12, seed=0, progress=False)
     assert r.score >= 0.85, r.summary()

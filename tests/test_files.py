@@ -264,3 +264,16 @@ def test_a_stop_the_block_caught_and_reported_is_not_raised_again():
     with stop_signals_raise((signal.SIGTERM,)) as stop:  # and a block without a signal ends quietly
         pass
     assert stop.raised is None
+
+
+def test_write_json_writes_indented_json_ending_in_a_newline_atomically(tmp_path):
+    """Every --json and run record is the same text: two-space indents (a person reads them, a
+    diff of two runs lines up) and a final newline (cat, tail and line tools), written whole."""
+    from othello.files import write_json
+
+    path = tmp_path / "out.json"
+    path.write_text("old")
+    obj = {"a": [1, 2.5], "b": {"c": None, "d": "é"}}
+    write_json(path, obj)
+    assert path.read_text() == '{\n  "a": [\n    1,\n    2.5\n  ],\n  "b": {\n    "c": null,\n    "d": "\\u00e9"\n  }\n}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]  # no temporary file left

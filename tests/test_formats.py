@@ -81,6 +81,32 @@ def test_play_with_passes_writes_the_missing_passes():
         play_with_passes(Position(), [parse_square("f5"), parse_square("a1")], "the game")
 
 
+def test_replay_names_an_illegal_moves_ply_among_the_moves_given():
+    """``Position.replay``'s error carries the move's 1-based index among the moves given (an
+    inferred pass is not counted) in its ``ply``, its message (what ``from_transcript`` shows)
+    and, as ``reason``, the rule alone: ``play_with_passes`` words its own line from the two."""
+    from othello.game import IllegalMoveError
+    from othello.notation import format_transcript
+
+    moves = next(m for s in range(2000) if PASS in (m := random_game(s))[:-3] and m[m.index(PASS) + 1] != PASS)
+    first = moves.index(PASS)
+    bad = moves[:first] + [moves[first + 1], parse_square("d4")]  # passes left out; d4 is never empty again
+    with pytest.raises(IllegalMoveError) as e:
+        Position().replay(bad)
+    assert e.value.ply == len(bad) == first + 2 and not e.value.reason.startswith("move")
+    assert str(e.value) == f"move {len(bad)} (d4): {e.value.reason}"
+    with pytest.raises(IllegalMoveError, match=rf"^move {len(bad)} \(d4\): "):
+        Position.from_transcript(format_transcript(bad))
+
+
+def test_play_with_passes_reads_moves_from_any_iterable():
+    """The moves may come as an iterator (a generator of squares): replayed once, and an
+    illegal one still named by its square, not a TypeError from indexing the used-up iterator."""
+    moves = next(m for s in range(2000) if PASS in (m := random_game(s)))
+    assert play_with_passes(Position(), iter([m for m in moves if m != PASS])) == (moves, replay(moves))
+    with pytest.raises(FormatError, match=r"^game, ply 2 \(a1\): "):
+        play_with_passes(Position(), iter([parse_square("f5"), parse_square("a1")]))
+
 def test_ggf_other_start_position():
     moves = random_game(7)
     mid = replay(moves[:20])

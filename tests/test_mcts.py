@@ -156,6 +156,12 @@ def test_one_precision_setting_for_every_caller(monkeypatch):
     assert fastpath.resolve("16-mixed", "cuda") == "16-mixed"
     with pytest.raises(ValueError, match="precision 'fp16': expected auto, 32, bf16 or one of 32-true"):
         fastpath.resolve("fp16", "cpu")  # it ran as fp32 without a word
+    # accelerator names as Lightning reads them, in any case; one torch does not know is left to
+    # the caller's check (it reached torch.device: a traceback for "GPU" or "tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert fastpath.resolve("auto", "GPU") == fastpath.resolve("auto", "Cuda") == BF16
+    assert fastpath.resolve("auto", "tpu") == fastpath.resolve("auto", "bogus") == FP32
 
 
 def test_a_search_of_no_simulations_is_refused():

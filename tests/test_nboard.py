@@ -444,6 +444,27 @@ def test_a_net_that_reads_the_last_moves_is_given_each_positions_own():
     assert chosen[0] != chosen[1], "the history must change the choice for the test to mean anything"
 
 
+
+def test_a_hints_policy_is_the_nets_at_the_position_with_its_own_last_moves():
+    """Beside each hint stands the net's probability of the move, and the hints come best first
+    by it: the net asked at the position with the game's last moves, as ``best_move`` asks it,
+    not with none (a net whose planes read them gives other probabilities then)."""
+    from test_formats import random_game
+
+    from othello.states import last_actions
+    from othello_learn.selfplay.analysis import Analyst
+    from othello_learn.selfplay.nn_players import best_move
+
+    player = _history_player()
+    moves = random_game(0)[:12]
+    pos = GameRecord(moves=moves).final
+    probs, blank = (best_move(player.net, pos, hist)[1] for hist in (last_actions(moves), []))
+    order = sorted(pos.legal_moves(), key=lambda sq: -probs[sq])
+    assert order != sorted(pos.legal_moves(), key=lambda sq: -blank[sq]), "the history must change the order"
+    hints = Analyst(player).hints(pos, moves, 64)
+    assert [sq for sq, _, _ in hints] == order
+    assert [text for _, _, text in hints] == [f"policy {probs[sq]:.3f}" for sq, _, _ in hints]
+
 def test_an_endgame_player_solves_from_exactly_its_empties():
     from test_formats import random_game
 

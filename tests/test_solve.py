@@ -315,6 +315,24 @@ def test_close_players_closes_each_once_and_all_despite_a_failure():
     assert closed == ["a", "b"]
 
 
+def test_close_players_raises_the_first_failure_after_closing_the_rest():
+    """Of several players that fail to close, the first one's error is the one raised (the
+    cause a person looks at first; a later one is often its consequence), after all are tried."""
+    closed = []
+
+    class Failing:
+        def __init__(self, name):
+            self.name = name
+
+        def close(self):
+            closed.append(self.name)
+            raise RuntimeError(f"{self.name} failed")
+
+    with pytest.raises(RuntimeError, match="^a failed$"):
+        close_players(Failing("a"), Failing("b"), Failing("c"))
+    assert closed == ["a", "b", "c"]
+
+
 @pytest.mark.parametrize("comment, why", [("h7:abc;", "'h7:abc' is not a score"), ("zz:+3;", "'zz:+3' is not a score"),
                                           ("h7:-6; h7:-8;", "h7 is scored twice")])
 def test_a_score_that_does_not_parse_or_is_given_twice_is_one_error_naming_file_and_line(tmp_path, capsys, comment,

@@ -1202,3 +1202,126 @@ def test_a_device_this_machine_lacks_is_one_line_naming_the_flags(dataset_dir, t
     errors = [line for line in err.splitlines() if "error:" in line]  # (an automatic precision is noted first)
     assert code == 2 and len(errors) == 1 and named in errors[0], err
     assert not (out / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("accelerator", ["cuda", "GPU"])
+def test_the_gpu_check_reads_cuda_and_the_flag_in_any_case(dataset_dir, tmp_path, capsys, monkeypatch, accelerator):
+    """Lightning takes "cuda" for "gpu" and reads the name in any case: without a GPU either is
+    the same one line naming the flag ("GPU" reached the precision's torch.device, a traceback)."""
+    from othello_learn.train.train import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1", "--accelerator", accelerator), capsys)
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert code == 2 and len(errors) == 1 and f"--accelerator {accelerator}: torch " in errors[0], err
+    assert not (out / "checkpoints").exists()
+
+
+def test_the_gpu_check_lets_an_apple_gpu_through(dataset_dir, tmp_path, capsys, monkeypatch):
+    """Lightning's "gpu" is CUDA or Apple's MPS: a machine with MPS alone is not refused as one
+    without a GPU (whatever Lightning then makes of it on this machine is its own)."""
+    from othello_learn.train.train import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    code, err = _run(main, _args(dataset_dir, tmp_path / "run", "--max-steps", "1", "--accelerator", "gpu"), capsys)
+    assert "sees no GPU" not in err, err
+
+
+def test_a_trainer_setting_lightning_refuses_is_named_without_the_device_flags(dataset_dir, tmp_path, capsys):
+    """Only Lightning's errors about devices name --accelerator and --devices: another refused
+    trainer setting would send the user to flags they never gave or got right."""
+    from othello_learn.train.train import main
+
+    code, err = _run(main, _args(dataset_dir, tmp_path / "run", "--max-steps", "1",
+                                 "--set", "trainer.gradient_clip_algorithm=bogus"), capsys)
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert code == 2 and len(errors) == 1 and "trainer settings: " in errors[0], err
+    assert "gradient_clip_algorithm" in errors[0] and "--accelerator" not in errors[0] and "--devices" not in errors[0]
+
+
+def test_the_resumed_progress_bar_is_drawn_at_its_place_before_the_next_batch(dataset_dir, tmp_path, capsys,
+                                                                                monkeypatch):
+    """A resumed bar is redrawn at the batches already done at once: the person watching sees
+    "3/N" where it stands, not the epoch start's "0/N" until the next batch ends."""
+    import re
+
+    from othello_learn.train.train import train
+
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)  # (other tests set it)
+    out = tmp_path / "run"
+    bar_on = ("--set", "trainer.enable_progress_bar=true", "--set", "trainer.val_check_interval=1.0")
+    train(_args(dataset_dir, out, "--max-steps", "3", *bar_on))
+    capsys.readouterr()
+    train(_args(dataset_dir, out, "--max-steps", "5", *bar_on))
+    frames = re.split(r"[\r\n]", capsys.readouterr().out)
+    places = [int(m.group(1)) for f in frames if (m := re.match(r"Epoch 0: .*\| (\d+)/\d+ \[", f))]
+    assert [p for p in places if p][:1] == [3] and places[-1] == 5, places  # then batches 4 and 5
+
+
+def test_same_dataset_holds_a_copy_the_same_and_any_other_byte_or_year_table_not(dataset_dir, tmp_path):
+    """A copy (copytree: the same sizes and modification times) is the same data, whatever its
+    summary says of the source folder; one differing byte of either data file, even one with the
+    same size and time, or another year table is not; a folder that is not a readable dataset
+    (no summary, one that is not JSON or not a table) is not the same data either, not a crash."""
+    import json
+    import shutil
+
+    from othello_learn.data.dataset import same_dataset
+
+    def copy(name, edit=None):
+        d = tmp_path / name
+        shutil.copytree(dataset_dir, d)
+        if edit is not None:
+            summary = json.loads((d / "summary.json").read_text())
+            (d / "summary.json").write_text(edit(summary) if callable(edit) else edit)
+        return d
+
+    assert same_dataset(dataset_dir, dataset_dir) and same_dataset(dataset_dir, copy("copy"))
+    assert same_dataset(copy("moved", lambda s: json.dumps({**s, "source": "/elsewhere/wthor"})), dataset_dir)
+
+    games = copy("games")
+    text = (games / "games.csv").read_text()
+    (games / "games.csv").write_text(text.replace(",WTH_2001.wtb,", ",WTH_2001.wtx,", 1))
+    assert not same_dataset(dataset_dir, games)
+
+    flipped = copy("flipped")
+    data = bytearray((flipped / "positions.npy").read_bytes())
+    data[-1] ^= 1  # the last record's last byte, its result
+    (flipped / "positions.npy").write_bytes(bytes(data))
+    st = os.stat(dataset_dir / "positions.npy")
+    os.utime(flipped / "positions.npy", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(flipped / "positions.npy").st_size == st.st_size
+    assert not same_dataset(dataset_dir, flipped)
+
+    def shift(s):  # 2001's last 60 positions counted as 2002's: a split by years reads other data
+        years = s["years"]
+        years["2001"]["position_range"][1] -= 60
+        years["2002"]["position_range"][0] -= 60
+        return json.dumps(s)
+
+    assert not same_dataset(dataset_dir, copy("years", shift))
+    for name, summary in (("cut", '{"format_version": 1, "years": {'), ("text", '"a dataset"'), ("list", "[1, 2]")):
+        assert not same_dataset(dataset_dir, copy(name, summary)) and not same_dataset(tmp_path / name, dataset_dir)
+    (tmp_path / "empty").mkdir()
+    assert not same_dataset(dataset_dir, tmp_path / "empty")
+
+
+@pytest.mark.parametrize("accelerator, mps, named", [
+    ("bogus", False, "trainer settings: --accelerator bogus --devices 1: "),
+    ("cuda", True, "--accelerator cuda: torch "),  # Apple's GPU is "gpu" or "mps" to Lightning, not "cuda"
+])
+def test_an_accelerator_torch_does_not_know_or_lacks_is_one_line_naming_it(dataset_dir, tmp_path, capsys, monkeypatch,
+                                                                           accelerator, mps, named):
+    """"bogus" (or "tpu") reached torch.device in the automatic precision: a traceback."""
+    from othello_learn.train.train import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1", "--accelerator", accelerator), capsys)
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert code == 2 and len(errors) == 1 and named in errors[0], err
+    assert not (out / "checkpoints").exists()

@@ -606,6 +606,28 @@ def test_a_split_of_years_with_a_gap_leaves_the_gap_out(dataset_dir):
         ds.positions_of({2003, 2004, 2005})  # (train.py and evaluate.py name their setting: test_train_faults)
 
 
+
+def test_the_positions_of_years_come_in_year_order_whatever_the_sets_order(tmp_path):
+    """{2001, 2008} iterates 2008 first (a set of ints goes by hash, not size): the positions of
+    two years apart are still the earlier year's, then the later's, as stored and as a replay of
+    the raw files gives them, for the training split and for evaluate.py --years alike."""
+    from othello_learn.data.dataset import WthorDataset
+
+    rng = random.Random(5)
+    for year in (2001, 2008):
+        games = [ref.random_game(rng) for _ in range(3)]
+        moves = [[m for _, _, m in rec if m != 64] for rec, _, _ in games]
+        wtb.write_wtb(tmp_path / f"WTH_{year}.wtb", wtb.make_games(moves), year)
+    assert build_main(["--wthor-dir", str(tmp_path), "--out", str(tmp_path / "ds"), "--quiet"]) == 0
+    years = {2001, 2008}
+    assert list(years) != sorted(years), "the set must iterate out of order for the test to mean anything"
+    ds = WthorDataset(tmp_path / "ds")
+    want = np.concatenate([ds.positions[ds.year_slice(2001)], ds.positions[ds.year_slice(2008)]])
+    assert np.array_equal(ds.positions_of(years), want)
+    dm = WthorDataModule(tmp_path / "ds", train_years="2001,2008", val_years="2008", test_years="2008")
+    dm.setup()
+    assert np.array_equal(dm.splits["train"], want)
+
 def test_a_subset_of_training_positions_has_no_repeats(dataset_dir):
     full = _dm(dataset_dir).splits["train"]
     sub = _dm(dataset_dir, train_positions=300).splits["train"]

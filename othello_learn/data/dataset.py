@@ -464,11 +464,16 @@ def same_dataset(a, b) -> bool:
         return True
     try:
         summaries = [json.loads((d / "summary.json").read_text()) for d in (a, b)]
-        for s in summaries:
-            s.pop("source", None)
+    except (OSError, ValueError):  # not both datasets: not the same data
+        return False
+    if not all(isinstance(s, dict) for s in summaries):
+        return False
+    for s in summaries:
+        s.pop("source", None)
+    try:
         return summaries[0] == summaries[1] and all(
             filecmp.cmp(a / name, b / name, shallow=False) for name in ("games.csv", "positions.npy"))
-    except (OSError, ValueError, AttributeError):  # not both datasets: not the same data
+    except OSError:
         return False
 
 

@@ -43,7 +43,12 @@ def usable_device(name: str, flag: str = "--device") -> torch.device:
 
 def auto_precision(device: str | torch.device) -> str:
     """The Lightning precision string of the fast path on ``device`` ("cpu", "cuda", "auto", ...)."""
-    kind = torch.device("cuda" if torch.cuda.is_available() else "cpu").type if str(device) in ("auto", "gpu") else torch.device(device).type
+    name = str(device).lower()
+    try:
+        kind = torch.device("cuda" if torch.cuda.is_available() else "cpu").type if name in ("auto", "gpu") \
+            else torch.device(name).type
+    except RuntimeError:  # a name torch does not know (Lightning's "tpu", a typo): the caller's check names it
+        return FP32
     if kind == "cuda":
         return BF16 if torch.cuda.is_bf16_supported() else "16-mixed"
     if kind == "cpu":

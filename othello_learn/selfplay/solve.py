@@ -192,10 +192,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
     check_seed(args.seed)
-    check_input(args.positions, "positions")
     if args.json is not None:
         check_output(args.json, "--json")
     check_distinct({"--json": args.json}, {"positions": args.positions})
+    check_input(args.positions, "positions")
     obf = read_obf(args.positions)  # a bad file costs nothing: read before loading any network
     try:
         player = make_program(args.player)

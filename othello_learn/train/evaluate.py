@@ -271,11 +271,11 @@ def evaluate_command(argv=None) -> dict:
         check_plot_path(plot_path, "--plot")
     if args.export is not None:
         check_output(args.export, "--export")
-    check_input(args.checkpoint, "--checkpoint")
-    check_input(args.wthor_dir, "--wthor-dir", folder=True)
     check_distinct({"--json": args.json, "--plot": plot_path, "--export": args.export},
                    {"--checkpoint": args.checkpoint})
     usable_device(args.device)
+    check_input(args.checkpoint, "--checkpoint")
+    check_input(args.wthor_dir, "--wthor-dir", folder=True)
     try:
         years = parse_years(args.years)
     except ValueError as e:

@@ -654,8 +654,9 @@ def _train(args) -> dict:
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         callbacks = ([ValidateAtEnd(), best, saver] + ([LearningRateMonitor("step")] if logger else [])
                      + ([ResumedProgressBar()] if trainer_cfg.get("enable_progress_bar", True) else []))
-        if str(args.accelerator).lower() in ("gpu", "cuda") and not (torch.cuda.is_available()
-                                                                     or torch.backends.mps.is_available()):
+        accelerator = str(args.accelerator).lower()  # Lightning reads it in any case; "gpu": CUDA or Apple's MPS
+        if ((accelerator == "cuda" and not torch.cuda.is_available())
+                or (accelerator == "gpu" and not (torch.cuda.is_available() or torch.backends.mps.is_available()))):
             raise UserError(f"--accelerator {args.accelerator}: torch {torch.__version__} sees no GPU on this machine; "
                             "use --accelerator cpu (or auto)")
         requested = trainer_cfg.get("precision", "auto")
@@ -671,7 +672,8 @@ def _train(args) -> dict:
                                 logger=logger, callbacks=callbacks, use_distributed_sampler=False,
                                 plugins=[AtomicCheckpointIO()], **trainer_cfg)
         except (MisconfigurationException, ValueError, TypeError) as e:
-            flags = f"--accelerator {args.accelerator} --devices {args.devices}" if "devices" in str(e) else ""
+            device_error = "devices" in str(e) or "accelerator" in str(e)
+            flags = f"--accelerator {args.accelerator} --devices {args.devices}" if device_error else ""
             raise UserError(f"trainer settings{': ' + flags if flags else ''}: {one_line(e)}") from e
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
         # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
