@@ -239,14 +239,14 @@ def test_the_progress_bar_of_a_mid_epoch_resume_shows_its_epoch_length_and_place
     from othello_learn.train.train import train
 
     seen = []
-    original = checkpoints.ResumedProgressBar.on_train_start
+    original = checkpoints.TrainingProgressBar.on_train_start
 
     def record(self, trainer, pl_module):
         original(self, trainer, pl_module)
         bar = self.train_progress_bar
         seen.append((bar.desc, bar.n, bar.initial, bar.total, trainer.num_training_batches))
 
-    monkeypatch.setattr(checkpoints.ResumedProgressBar, "on_train_start", record)
+    monkeypatch.setattr(checkpoints.TrainingProgressBar, "on_train_start", record)
     out = tmp_path / "run"
     bar_on = ("--set", "trainer.enable_progress_bar=true")
     train(_args(dataset_dir, out, "--max-steps", "3", "--set", "trainer.val_check_interval=1.0", *bar_on))
@@ -1259,6 +1259,23 @@ def test_the_resumed_progress_bar_is_drawn_at_its_place_before_the_next_batch(da
     frames = re.split(r"[\r\n]", capsys.readouterr().out)
     places = [int(m.group(1)) for f in frames if (m := re.match(r"Epoch 0: .*\| (\d+)/\d+ \[", f))]
     assert [p for p in places if p][:1] == [3] and places[-1] == 5, places  # then batches 4 and 5
+    assert "budget=" not in "".join(frames)  # no time budget, none shown
+
+
+def test_the_progress_bar_shows_what_is_left_of_the_time_budget(dataset_dir, tmp_path, capsys, monkeypatch):
+    """The bar's time left is the epoch's: with --max-minutes 1 it promised an hour. The budget's
+    own time left is shown beside it, counted down from the budget."""
+    import re
+
+    from othello_learn.train.train import train
+
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    capsys.readouterr()
+    train(_args(dataset_dir, tmp_path / "run", "--max-steps", "3", "--max-minutes", "2",
+                "--set", "trainer.enable_progress_bar=true"))
+    left = [int(h) * 3600 + int(m) * 60 + int(s)
+            for h, m, s in re.findall(r"budget=(\d+):(\d\d):(\d\d)", capsys.readouterr().out)]
+    assert left and all(60 < t <= 120 for t in left) and left == sorted(left, reverse=True), left
 
 
 def test_same_dataset_holds_a_copy_the_same_and_any_other_byte_or_year_table_not(dataset_dir, tmp_path):

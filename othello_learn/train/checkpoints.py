@@ -6,8 +6,8 @@ truncated ``last.ckpt`` for the rerun to trip on, and every one it reads is load
 with ``weights_only=True``. ``LastCheckpoint`` is the one place that decides when the
 resumable state is saved: every N steps (and at least every few minutes), after each
 validation, at the end of training, and when training is interrupted (an exception,
-Ctrl-C, SIGTERM at the end of a session) with progress not yet saved. ``ResumedProgressBar``
-shows a run resumed mid-epoch as one that never stopped.
+Ctrl-C, SIGTERM at the end of a session) with progress not yet saved. ``TrainingProgressBar``
+shows a run resumed mid-epoch as one that never stopped, and what is left of its time budget.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint, Timer, TQDMProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
@@ -83,13 +83,14 @@ def _damaged(path: str) -> str | None:
     return None
 
 
-class ResumedProgressBar(TQDMProgressBar):
-    """Lightning's bar, also after a mid-epoch resume: Lightning does not call
-    ``on_train_epoch_start`` for the epoch it resumes, so the bar of a resumed run read
-    ``Training: 1171/?``, without its epoch, its length or the time left, for the rest
-    of the epoch (the long CPU recipes are resumed across sessions: the bar most often seen).
-    It now starts at the batches already done, and its rate and time left count only the
-    batches trained since the resume."""
+class TrainingProgressBar(TQDMProgressBar):
+    """Lightning's bar with two fixes for long CPU runs. ``budget``: the time left of
+    ``--max-minutes`` (over the resumes, as Lightning's timer counts it) beside the epoch's
+    time left, which alone promised hours to a run stopping in minutes. And a run resumed
+    mid-epoch is shown where it stands: Lightning does not call ``on_train_epoch_start`` for
+    the epoch it resumes, so the bar read ``Training: 1171/?`` (no epoch, length or time left)
+    until the next epoch; it now starts at the batches already done, its rate and time left
+    counting only the batches trained since (the long recipes are resumed across sessions)."""
 
     def on_train_start(self, trainer, pl_module) -> None:
         super().on_train_start(trainer, pl_module)
@@ -99,6 +100,15 @@ class ResumedProgressBar(TQDMProgressBar):
             bar = self.train_progress_bar
             bar.n = bar.last_print_n = bar.initial = done
             bar.refresh()
+
+    def get_metrics(self, trainer, pl_module) -> dict:
+        items = super().get_metrics(trainer, pl_module)
+        timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+        left = None if timer is None else timer.time_remaining()
+        if left is not None:
+            m, s = divmod(max(0, round(left)), 60)
+            items["budget"] = f"{m // 60}:{m % 60:02d}:{s:02d}"
+        return items
 
 
 class ValidateAtEnd(Callback):

@@ -585,7 +585,7 @@ def _train(args) -> dict:
     from othello_learn.models.fastpath import resolve
     from othello_learn.models.nets import NetConfig, check_carried, grow_network, load_network, save_network
     from othello_learn.train.checkpoints import (AtomicCheckpointIO, BestCheckpoint, LastCheckpoint,
-                                                 ResumedProgressBar, ValidateAtEnd)
+                                                 TrainingProgressBar, ValidateAtEnd)
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
     cfg, origin = _read_config(args.config, args.set)
@@ -653,7 +653,7 @@ def _train(args) -> dict:
         logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         callbacks = ([ValidateAtEnd(), best, saver] + ([LearningRateMonitor("step")] if logger else [])
-                     + ([ResumedProgressBar()] if trainer_cfg.get("enable_progress_bar", True) else []))
+                     + ([TrainingProgressBar()] if trainer_cfg.get("enable_progress_bar", True) else []))
         accelerator = str(args.accelerator).lower()  # Lightning reads it in any case; "gpu": CUDA or Apple's MPS
         if ((accelerator == "cuda" and not torch.cuda.is_available())
                 or (accelerator == "gpu" and not (torch.cuda.is_available() or torch.backends.mps.is_available()))):
