@@ -300,16 +300,11 @@ class StopOnce:
         self.raised: type[KeyboardInterrupt] | None = None
         self.caught = False  # the block caught the stop itself and reported it (stop_signals_raise)
 
-    @staticmethod
-    def exception_for(signum: int) -> type[KeyboardInterrupt]:
-        if signum == signal.SIGTERM:
-            return Terminated
-        return HangUp if signum == getattr(signal, "SIGHUP", None) else KeyboardInterrupt
-
     def __call__(self, signum, frame):
         if not self.done:
             self.done = True
-            self.raised = self.exception_for(signum)
+            self.raised = (Terminated if signum == signal.SIGTERM else
+                           HangUp if signum == getattr(signal, "SIGHUP", None) else KeyboardInterrupt)
             raise self.raised
 
 

@@ -565,8 +565,9 @@ class WthorDataset:
                 merged[-1][1] = hi
             else:
                 merged.append([lo, hi])
-        parts = [self.positions[lo:hi] for lo, hi in merged]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else self.positions[:0]
+        if len(merged) == 1:
+            return self.positions[merged[0][0]:merged[0][1]]
+        return np.concatenate([self.positions[lo:hi] for lo, hi in merged] or [self.positions[:0]])
 
     def split(self, name: str, splits: dict | None = None) -> np.ndarray:
         """Positions of a named split (``train``/``val``/``test`` by default)."""
