@@ -20,6 +20,7 @@ import torch  # noqa: E402
 from othello.files import run_main  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import augment  # noqa: E402
+from othello_learn.models.fastpath import default_device  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -31,7 +32,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     dm = WthorDataModule(args.data, batch_size=args.batch_size, num_workers=args.workers)
     dm.setup()
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = default_device()
     rates, aug_ms = [], []
     it = iter(dm.train_dataloader())
     for _ in range(3):

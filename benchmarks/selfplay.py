@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     ap.add_argument("--encoder", default="raw")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--searches", default="puct,gumbel")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", default=fastpath.default_device())
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     net = build_network(NetConfig(args.arch, encoder=args.encoder, depth=args.blocks, blocks=args.blocks,

@@ -31,7 +31,7 @@ import torch  # noqa: E402
 from othello.files import run_main  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
-from othello_learn.models.fastpath import FP32, auto_precision, autocast, prepare  # noqa: E402
+from othello_learn.models.fastpath import FP32, auto_precision, autocast, default_device, prepare  # noqa: E402
 from othello_learn.models.losses import move_losses  # noqa: E402
 from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
 from othello_learn.train.train import load_config  # noqa: E402
@@ -135,7 +135,7 @@ def main(argv=None) -> None:
         torch.set_num_threads(args.threads)
     cfg = load_config(args.config, [])
     bs = args.batch_size or cfg["data"].get("batch_size", 256)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = default_device()
     precision = auto_precision(device) if args.precision == "auto" else args.precision
     dm = WthorDataModule(args.data, batch_size=bs)
     dm.setup()

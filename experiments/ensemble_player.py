@@ -17,7 +17,7 @@ import torch
 
 from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network
-from othello_learn.selfplay.nn_players import default_device
+from othello_learn.models.fastpath import default_device
 from othello_learn.selfplay.players import Player
 from othello_learn.selfplay.registry import register_player
 from othello_learn.train.evaluate import predict
@@ -27,7 +27,7 @@ class EnsemblePlayer(Player):
     uses_history = True
 
     def __init__(self, nets, tta=1):
-        self.device = default_device()
+        self.device = torch.device(default_device())
         self.nets = [n.to(self.device).eval() for n in nets]
         self.tta = tta
 

@@ -21,6 +21,12 @@ FP32 = "32-true"
 BF16 = "bf16-mixed"
 
 
+def default_device() -> str:
+    """The device a network runs on when the user names none: the GPU where torch sees
+    one, else the CPU (every command's ``--device`` default, and the arena's players)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def cpu_has_bf16() -> bool:
     """True when this CPU has native bf16 dot products (AVX512-BF16 or AMX)."""
     try:
@@ -45,7 +51,7 @@ def auto_precision(device: str | torch.device) -> str:
     """The Lightning precision string of the fast path on ``device`` ("cpu", "cuda", "auto", ...)."""
     name = str(device).lower()
     try:
-        kind = torch.device("cuda" if torch.cuda.is_available() else "cpu").type if name in ("auto", "gpu") \
+        kind = torch.device(default_device()).type if name in ("auto", "gpu") \
             else torch.device(name).type
     except RuntimeError:  # a name torch does not know (Lightning's "tpu", a typo): the caller's check names it
         return FP32

@@ -43,7 +43,7 @@ from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atom
                            write_json)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
-from othello_learn.models.fastpath import usable_device
+from othello_learn.models.fastpath import default_device, usable_device
 from othello_learn.models.nets import (NetConfig, TrainingCheckpointError, build_network, grow_network, load_network,
                                        read_checkpoint, save_network)
 from othello_learn.plots import pyplot, save_figure
@@ -136,7 +136,7 @@ class RunConfig:
                            "as before, with depth for self-play to fill", limits=(0, None, True), saved_default=0)
     grow_width: int = opt(0, "channels added to every layer of the --init network, read with weight 0 at first: it "
                           "plays as before, with width for self-play to fill", limits=(0, None, True), saved_default=0)
-    device: str = opt("cuda" if torch.cuda.is_available() else "cpu", "torch device", resumable=True)
+    device: str = opt(default_device(), "torch device", resumable=True)
     seed: int = opt(0, "root of every generation's seeds", limits=(0, None, True))
     logger: str = opt("wandb", "per-generation statistics to W&B, or none", resumable=True, choices=["wandb", "none"])
     wandb_online: bool = opt(False, "stream to your W&B account instead of offline files", resumable=True)

@@ -13,15 +13,12 @@ import torch
 
 from othello.states import HISTORY, NO_MOVE, PASS, States
 from othello_learn.models.batch import from_arrays, from_states
+from othello_learn.models.fastpath import default_device
 from othello_learn.models.nets import load_network
 
 from .gumbel import GumbelConfig, GumbelMCTS
 from .mcts import BatchedMCTS, Evaluator, MCTSConfig
 from .players import Player, spec_int
-
-
-def default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _states(batch: dict) -> States:
@@ -33,7 +30,7 @@ class PolicyPlayer(Player):
     uses_history = True
 
     def __init__(self, net, device=None):
-        self.device = torch.device(device) if device else default_device()
+        self.device = torch.device(device or default_device())
         self.net = net.to(self.device).eval()
         self.name = "policy"
 
@@ -51,7 +48,7 @@ class SearchPlayer(Player):
     uses_history = True
 
     def __init__(self, net, config: MCTSConfig | GumbelConfig, device=None):
-        self.device = torch.device(device) if device else default_device()
+        self.device = torch.device(device or default_device())
         self.evaluator = Evaluator(net.to(self.device), self.device)
         self.config = config
         gumbel = isinstance(config, GumbelConfig)

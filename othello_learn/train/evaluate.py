@@ -43,7 +43,7 @@ from othello.files import (ArgumentParser, UserError, at_least, check_distinct, 
 from othello.symmetry import SQUARE_MAP, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import SYMMETRY_GROUPS, from_records, transform_batch
-from othello_learn.models.fastpath import autocast, prepare, resolve, usable_device
+from othello_learn.models.fastpath import autocast, default_device, prepare, resolve, usable_device
 from othello_learn.models.nets import is_training_checkpoint, read_checkpoint, save_network, temper_policy
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn import HOME, HOME_HELP
@@ -240,7 +240,7 @@ def evaluate_command(argv=None) -> dict:
                     help="symmetries averaged at test time (default: %(default)s)")
     ap.add_argument("--batch-size", type=at_least(1), default=2048,
                     help="positions a forward pass (default: %(default)s)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+    ap.add_argument("--device", default=default_device(),
                     help="torch device (default: cuda when there is a GPU, else cpu)")
     ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16"],
                     help="auto: bf16 autocast + channels_last where the device has fast bf16 (as in training), "
