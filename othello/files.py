@@ -184,6 +184,16 @@ def at_least(low: int | float, kind=int, above: bool = False):
     return parse
 
 
+def seed_arg(text: str) -> int:
+    """An argparse ``type`` for every command's ``--seed``: numpy's legacy seeding and
+    ``torch.manual_seed`` take 0 to 2**32 - 1, and beyond that they fail with a traceback
+    after the work has been set up."""
+    value = at_least(0)(text)
+    if value >= 2**32:
+        raise argparse.ArgumentTypeError(f"must be below 2**32 (numpy's seeds), got {text}")
+    return value
+
+
 def check_output(path: str | os.PathLike, flag: str, folder: bool = False) -> None:
     """Refuse an output path that cannot be written before the work that would fill it:
     a folder given for a file (or a file for a ``folder``), a path under a file, or a

@@ -1,5 +1,5 @@
 """Bad settings that users type, refused by the commands in one line (exit 2) before any
-work: output paths that cannot be written, negative seeds, a human where no one can
+work: output paths that cannot be written, seeds numpy cannot take, a human where no one can
 answer, a device this machine lacks, a plot format matplotlib cannot write."""
 
 import pytest
@@ -11,7 +11,10 @@ from othello_learn.models.fastpath import usable_device
 
 def _run(main, argv, capsys):
     capsys.readouterr()
-    code = run_main(main, argv)
+    try:
+        code = run_main(main, argv)
+    except SystemExit as e:  # argparse's own refusal of a value its ``type`` rejects
+        code = e.code
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     return code, err
@@ -63,9 +66,11 @@ def test_a_plot_name_matplotlib_cannot_write_is_refused_first(tmp_path, capsys, 
     ("selfplay.play", []), ("selfplay.nboard", ["--player", "random"]),
     ("selfplay.solve", ["/no/such.obf", "--player", "random"]), ("selfplay.arena", ["--a", "random", "--b", "random"]),
 ])
-def test_a_negative_seed_is_refused(command, argv, capsys):
-    code, err = _run(_command(command), argv + ["--seed", "-1"], capsys)
-    assert code == 2 and "--seed must be 0 or more, got -1" in err
+@pytest.mark.parametrize("seed,problem", [("-1", "must be at least 0, got -1"),
+                                          ("4294967296", "must be below 2**32 (numpy's seeds), got 4294967296")])
+def test_a_seed_numpy_cannot_take_is_refused(command, argv, seed, problem, capsys):
+    code, err = _run(_command(command), argv + ["--seed", seed], capsys)
+    assert code == 2 and f"--seed: {problem}" in err
 
 
 @pytest.mark.parametrize("command,argv", [

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.files import (ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main,
-                           stop_signals_raise, write_json)
+from othello.files import (ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main, seed_arg,
+                          stop_signals_raise, write_json)
 from othello.game import IllegalMoveError
 from othello.notation import PASS, format_transcript, square_name
 from othello.states import States
 from othello_learn.selfplay.elo import MatchResult
 from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings
-from othello_learn.selfplay.players import HumanQuit, Player, check_seed, close_players
+from othello_learn.selfplay.players import HumanQuit, Player, close_players
 from othello_learn.selfplay.registry import SPEC_KINDS, make_player
 
 
@@ -223,7 +223,7 @@ def main(argv=None) -> int:
     parser.add_argument("--b", required=True, help="player B's spec, as --a")
     parser.add_argument("--games", type=int, default=100, help="number of games (default 100)")
     parser.add_argument("--json", type=Path, help="write the result here as JSON")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the openings and the players' draws (default 0)")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the openings and the players' draws (default 0)")
     parser.add_argument("--opening-plies", type=int, default=None,
                         help=f"random plies before the players take over (default {FEW_OPENING_PLIES}, or "
                              f"{MANY_OPENING_PLIES} for more than {2 * FEW_OPENINGS} games: one distinct opening a pair)")
@@ -280,7 +280,6 @@ def check_settings(args) -> None:
     if args.opening_plies is not None and not 0 <= args.opening_plies <= MAX_OPENING_PLIES:
         raise UserError(f"--opening-plies must be 0..{MAX_OPENING_PLIES} (a game has at most 60 moves), "
                         f"got {args.opening_plies}")
-    check_seed(args.seed)
     if args.games_out is not None and args.games_out.suffix.lower() not in (".csv", ".ggf"):
         raise UserError(f"--games-out {args.games_out}: expected a .csv or .ggf file name")
     for flag, path in (("--json", args.json), ("--games-out", args.games_out)):

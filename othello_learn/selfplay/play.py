@@ -22,13 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, atomic_write, check_input, check_output, run_main, stop_signals_raise
+from othello.files import (ArgumentParser, UserError, atomic_write, check_input, check_output, run_main, seed_arg,
+                          stop_signals_raise)
 from othello.formats import FormatError, play_with_passes
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
 from othello.states import last_actions
 from othello_learn import HOME
-from othello_learn.selfplay.players import HumanQuit, Player, check_seed, close_players, network_of
+from othello_learn.selfplay.players import HumanQuit, Player, close_players, network_of
 from othello_learn.selfplay.registry import SPEC_KINDS, make_program
 
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
@@ -390,9 +391,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                         help="play on from the position these moves from the start lead to (a transcript such as "
                              "f5d6c3d3c4, passes inferred, or a game --save wrote, to resume it): they open the "
                              "saved game and cannot be undone; default: none, the start position")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the opponent's random choices (default 0)")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
-    check_seed(args.seed)
     if args.start.lower().endswith(".ggf"):
         check_input(args.start, "--start")
     try:

@@ -12,17 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import UserError
 
 _SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
-
-
-def check_seed(seed: int, flag: str = "--seed") -> int:
-    """A command's seed: numpy's generators take 0 or more, and a negative one should be
-    one line naming the flag, not numpy's traceback once the players are loaded."""
-    if seed < 0:
-        raise UserError(f"{flag} must be 0 or more, got {seed}")
-    return seed
 
 
 def spec_int(text: str, what: str, least: int | None = None) -> int:

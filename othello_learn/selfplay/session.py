@@ -9,8 +9,8 @@ import signal
 import sys
 from collections.abc import Callable
 
-from othello.files import ArgumentParser, UserError, stdout_to_devnull, stop_signals_raise
-from othello_learn.selfplay.players import Player, check_seed
+from othello.files import ArgumentParser, UserError, seed_arg, stdout_to_devnull, stop_signals_raise
+from othello_learn.selfplay.players import Player
 from othello_learn.selfplay.registry import PlayerSpecError, make_program
 
 
@@ -57,9 +57,8 @@ def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> in
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
     parser.add_argument("--name", help=f"{name_help} (default: 'othello-learn SPEC')")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
-    check_seed(args.seed)
     # A GUI's or referee's kill unwinds, so the finally below runs; a second SIGTERM while an
     # external engine is closed is ignored (the handler stays for the close), not a death
     # that leaves it running. The player starts inside the block: a kill while an external

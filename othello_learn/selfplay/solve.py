@@ -32,13 +32,14 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import ArgumentParser, UserError, check_distinct, check_input, check_output, run_main, write_json
+from othello.files import (ArgumentParser, UserError, check_distinct, check_input, check_output, run_main, seed_arg,
+                          write_json)
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, parse_square, square_name
 from othello.states import States
 from othello_learn.selfplay.analysis import Analyst
-from othello_learn.selfplay.players import Player, check_seed
+from othello_learn.selfplay.players import Player
 from othello_learn.selfplay.registry import PlayerSpecError, make_program
 
 TOP = 3
@@ -189,9 +190,8 @@ def main(argv=None) -> int:
                         "optionally with Edax's scored moves ('... X; g8:+18; h1:+12;'), which grade the answers")
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the answers here as a list of records")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the player's random tie-breaks (default 0)")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
-    check_seed(args.seed)
     if args.json is not None:
         check_output(args.json, "--json")
     check_distinct({"--json": args.json}, {"positions": args.positions})

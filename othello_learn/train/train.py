@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello.files import (ArgumentParser, UserError, at_least, atomic_write, check_input, check_output, one_line,
-                           remove_stale_temps, run_main, write_json)
+                          remove_stale_temps, run_main, seed_arg, write_json)
 from othello_learn import HOME, HOME_HELP
 
 
@@ -328,13 +328,6 @@ def log_test_results(logger, test: dict) -> None:
     logger.experiment.log({"test/phases": wandb.Table(columns=["moves", "accuracy"], data=rows)})
 
 
-def _seed(text: str) -> int:
-    value = at_least(0)(text)
-    if value >= 2**32:
-        raise argparse.ArgumentTypeError(f"must be below 2**32 (numpy's seeds), got {text}")
-    return value
-
-
 def _one_device(text: str):
     """``--devices``: 1 (or auto, which is 1 here) or one device's index as ``[N]`` / ``N,``. Several
     devices would make Lightning start this script again per device, and each copy would meet
@@ -376,7 +369,7 @@ def parse_args(argv=None):
                         "training on several devices at once is not supported")
     p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
-    p.add_argument("--seed", type=_seed, default=0,
+    p.add_argument("--seed", type=seed_arg, default=0,
                    help="seed of the data order, subsets and initial weights (default: 0)")
     p.add_argument("--checkpoint-every", type=at_least(1), default=2000,
                    help="steps between saves of OUT/checkpoints/last.ckpt (default: 2000)")
