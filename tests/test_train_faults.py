@@ -1273,9 +1273,50 @@ def test_the_progress_bar_shows_what_is_left_of_the_time_budget(dataset_dir, tmp
     capsys.readouterr()
     train(_args(dataset_dir, tmp_path / "run", "--max-steps", "3", "--max-minutes", "2",
                 "--set", "trainer.enable_progress_bar=true"))
+    printed = capsys.readouterr()
     left = [int(h) * 3600 + int(m) * 60 + int(s)
-            for h, m, s in re.findall(r"budget=(\d+):(\d\d):(\d\d)", capsys.readouterr().out)]
+            for h, m, s in re.findall(r"budget=(\d+):(\d\d):(\d\d)", printed.out)]
     assert left and all(60 < t <= 120 for t in left) and left == sorted(left, reverse=True), left
+    assert "training stopped at step 3: max_steps=3 reached" in printed.err
+
+
+def test_the_run_says_which_limit_stopped_it(dataset_dir, tmp_path, capsys):
+    """Lightning reads "`max_epochs=1` reached" when the time budget ends the epoch midway: the
+    run names the budget instead (the steps: above; the epochs: ``stop_reason`` below)."""
+    from othello_learn.train.train import main, train
+
+    capsys.readouterr()
+    # 0.06 s: Lightning's whole seconds would make it 0, spent before the first step
+    summary = train(_args(dataset_dir, tmp_path / "budget", "--max-epochs", "-1", "--max-minutes", "0.001"))
+    err = capsys.readouterr().err
+    assert "the time budget (--max-minutes, trainer.max_time) is spent" in err and "max_epochs" not in err, err
+    assert summary["global_step"] >= 1
+    code, err = _run(main, _args(dataset_dir, tmp_path / "none", "--set", "trainer.max_time=00:00:00:00"), capsys)
+    assert code == 2 and "training stopped before its first step, the time budget" in err and "no network" in err
+
+
+def test_stop_reason_names_the_limit_that_ended_fit():
+    """In Lightning's order: steps, then the time budget, then the epochs (counted as done
+    whenever fit stops, so they cannot tell which ended it)."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.callbacks import Timer
+
+    from othello_learn.train.train import stop_reason
+
+    class Spent(Timer):
+        def time_remaining(self, stage=None):
+            return self.left
+
+    def trainer(step, max_steps=-1, left=None):
+        timer = Spent(duration={"seconds": 60})
+        timer.left = left
+        return SimpleNamespace(global_step=step, max_steps=max_steps, max_epochs=3, callbacks=[timer])
+
+    assert stop_reason(trainer(10, max_steps=10, left=-1.0)) == "max_steps=10 reached"
+    assert stop_reason(trainer(9, max_steps=10, left=0.0)) == "the time budget (--max-minutes, trainer.max_time) is spent"
+    assert stop_reason(trainer(9, max_steps=10, left=5.0)) == "max_epochs=3 reached"
+    assert stop_reason(trainer(9, left=None)) == "max_epochs=3 reached"
 
 
 def test_same_dataset_holds_a_copy_the_same_and_any_other_byte_or_year_table_not(dataset_dir, tmp_path):

@@ -553,10 +553,12 @@ def _ignore_lightning_noise() -> None:
 
 
 class _NoTips:
-    """A logging filter: Lightning's advertisement for its cloud logger, printed at every Trainer."""
+    """A logging filter on Lightning's info lines: the advertisement for its cloud logger, printed
+    at every Trainer, and its line on why ``fit`` stopped, which reads "`max_epochs=1` reached"
+    when the time budget stopped the epoch midway (``stop_reason`` says what did)."""
 
     def filter(self, record) -> bool:
-        return not str(record.msg).startswith("\N{ELECTRIC LIGHT BULB} Tip:")
+        return not str(record.msg).startswith(("\N{ELECTRIC LIGHT BULB} Tip:", "`Trainer.fit` stopped: `max_"))
 
 
 def _drop_lightning_tips() -> None:
@@ -565,6 +567,21 @@ def _drop_lightning_tips() -> None:
     log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, _NoTips) for f in log.filters):
         log.addFilter(_NoTips())
+
+
+def stop_reason(trainer) -> str:
+    """Which limit ended ``trainer.fit``: the steps, the time budget or the epochs, in the order
+    Lightning checks them (the budget ends an epoch midway, and Lightning then counts the epoch
+    as done and names max_epochs)."""
+    from lightning.pytorch.callbacks import Timer
+
+    if trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps:
+        return f"max_steps={trainer.max_steps} reached"
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    left = None if timer is None else timer.time_remaining()
+    if left is not None and left <= 0:
+        return "the time budget (--max-minutes, trainer.max_time) is spent"
+    return f"max_epochs={trainer.max_epochs} reached"
 
 
 def _train(args) -> dict:
@@ -589,7 +606,9 @@ def _train(args) -> dict:
             cfg[section][name] = getattr(args, key)
             origin[(section, name)] = Origin(f"from --{key.replace('_', '-')}")
     if args.max_minutes is not None:
-        cfg["trainer"]["max_time"] = {"seconds": round(args.max_minutes * 60)}
+        # Lightning's Timer counts whole seconds: under half a second would round to a budget spent
+        # before the first step, and a run with no step has no checkpoint to export
+        cfg["trainer"]["max_time"] = {"seconds": max(1, round(args.max_minutes * 60))}
         origin[("trainer", "max_time")] = Origin("from --max-minutes")
     cfg["trainer"].setdefault("max_epochs", 10)
     init = None
@@ -677,7 +696,10 @@ def _train(args) -> dict:
                 warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
             _ignore_lightning_noise()
             trainer.fit(model, datamodule=dm, ckpt_path=resume)
-
+        reason = stop_reason(trainer)
+        print(f"training stopped at step {trainer.global_step}: {reason}", file=sys.stderr)
+        if not best.best_model_path and not last.exists():  # e.g. trainer.max_time: 0 in a config
+            raise UserError(f"{args.out}: training stopped before its first step, {reason}: no network to export")
         best_path = best.best_model_path or str(last.resolve())  # absolute, as Lightning's is
         score = best.best_model_score  # None when no validation ran (JSON null, not NaN, which strict parsers refuse)
         summary = {"best_checkpoint": best_path, "best_val_acc": None if score is None else float(score),
