@@ -317,6 +317,13 @@ class StopOnce:
                            HangUp if signum == getattr(signal, "SIGHUP", None) else KeyboardInterrupt)
             raise self.raised
 
+    def check(self) -> None:
+        """Raise again a stop that was swallowed on its way out (``stop_signals_raise``): a
+        long-lived loop calls it between its units of work, so that it ends there rather
+        than when its input does; any later signal is still ignored."""
+        if self.raised is not None and not self.caught:
+            raise self.raised
+
 
 @contextmanager
 def stop_signals_raise(signals=(signal.SIGTERM,)):
@@ -330,7 +337,9 @@ def stop_signals_raise(signals=(signal.SIGTERM,)):
     A stop whose exception was swallowed on its way out (raised where code catches everything:
     a Cython module's import does, so a SIGTERM that landed in ``np.random``'s first import left
     an engine session serving, to exit 0 at end of input) is raised again when the block ends,
-    unless the block caught it itself (``as stop``: it sets ``stop.caught`` and reports it)."""
+    unless the block caught it itself (``as stop``: it sets ``stop.caught`` and reports it), and
+    sooner by a loop that calls ``stop.check()`` between its units of work (an engine session
+    before each line it reads)."""
     previous = {}
     stop = StopOnce()
     if threading.current_thread() is threading.main_thread():
@@ -338,8 +347,7 @@ def stop_signals_raise(signals=(signal.SIGTERM,)):
                     if sig != signal.SIGINT or signal.getsignal(sig) is signal.default_int_handler}
     try:
         yield stop
-        if stop.raised is not None and not stop.caught:
-            raise stop.raised
+        stop.check()
     finally:
         for sig, handler in previous.items():  # None: a handler not set from Python, which cannot be put back
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)

@@ -740,6 +740,29 @@ def test_cli_refuses_bad_numbers_before_any_work(tmp_path, capsys, flag, value, 
     assert not out.exists()
 
 
+def test_a_stop_swallowed_during_the_match_keeps_its_files_and_exits_as_stopped(tmp_path, monkeypatch, capsys):
+    """Raised again at the end of the signal block, a SIGTERM that something swallowed during
+    the match ended the command before it wrote the finished match's --json and --games-out."""
+    import os
+    import signal
+    import time
+
+    def match_with_a_swallowed_stop(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler runs here, and its Terminated is swallowed
+        except BaseException:
+            pass
+        return play_match(*args, **kwargs)
+
+    monkeypatch.setattr(arena, "play_match", match_with_a_swallowed_stop)
+    out, games = tmp_path / "r.json", tmp_path / "g.csv"
+    code = run_main(arena_main, ["--a", "greedy", "--b", "random", "--games", "2", "--json", str(out),
+                                 "--games-out", str(games), "--quiet"])
+    assert code == 143 and "terminated" in capsys.readouterr().err
+    assert json.loads(out.read_text())["games"] == 2 and games.read_text().count("\n") == 3
+
+
 def test_cli_refuses_a_folder_as_json(tmp_path, capsys):
     code, err = _cli(["--a", "random", "--b", "random", "--games", "2", "--json", str(tmp_path), "--quiet"], capsys)
     assert code == 2 and "is a folder" in err

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from othello.files import Terminated, UserError, atomic_path, atomic_write, run_main, stop_signals_raise
+from othello.files import StopOnce, Terminated, UserError, atomic_path, atomic_write, run_main, stop_signals_raise
 
 
 def test_atomic_write_replaces_whole_files_with_a_plain_mode(tmp_path):
@@ -253,6 +253,32 @@ def test_a_stop_swallowed_on_its_way_out_is_raised_again_when_the_block_ends():
             _signal_self_and_wait()  # a second one is still ignored: the first is being handled
             finished.append(True)
     assert finished and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_session_ends_at_its_next_read_after_a_swallowed_stop():
+    """Raised again only at the block's end, a swallowed SIGTERM left an engine session serving
+    until its input ended, every later SIGTERM ignored: the session checks before each read."""
+    from othello_learn.selfplay.session import serve_lines
+
+    handled = []
+
+    class Engine:
+        def handle(self, line):
+            handled.append(line)
+            if line == "first\n":
+                try:
+                    _signal_self_and_wait()  # lands where code catches everything
+                except BaseException:
+                    pass
+            return True
+
+    with pytest.raises(Terminated):
+        with stop_signals_raise((signal.SIGTERM,)) as stop:
+            serve_lines(Engine(), ["first\n", "second\n", "third\n"], stop=stop)
+    assert handled == ["first\n"]
+    stop = StopOnce()
+    stop.raised, stop.caught = Terminated, True
+    stop.check()  # caught and reported by the block: not raised again
 
 
 def test_a_stop_the_block_caught_and_reported_is_not_raised_again():

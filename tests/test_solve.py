@@ -315,6 +315,25 @@ def test_close_players_closes_each_once_and_all_despite_a_failure():
     assert closed == ["a", "b"]
 
 
+def test_a_second_ctrl_c_during_a_close_still_closes_the_other_players():
+    """An engine's polite close waits seconds, and the arena takes Ctrl-C as Python does: a second
+    one there left the next engine running."""
+    closed = []
+
+    class Closable:
+        def __init__(self, name, error=None):
+            self.name, self.error = name, error
+
+        def close(self):
+            closed.append(self.name)
+            if self.error is not None:
+                raise self.error
+
+    with pytest.raises(KeyboardInterrupt):
+        close_players(Closable("a", KeyboardInterrupt()), Closable("b"))
+    assert closed == ["a", "b"]
+
+
 def test_close_players_raises_the_first_failure_after_closing_the_rest():
     """Of several players that fail to close, the first one's error is the one raised (the
     cause a person looks at first; a later one is often its consequence), after all are tried."""

@@ -260,14 +260,15 @@ def main(argv=None) -> int:
         except HumanQuit as e:
             print(f"match abandoned: {e}", file=sys.stderr)
             return 1
-    # The files first: a reader that stops early (| head) ends us at the print, and the
-    # match's results must not be lost with it.
-    if args.games_out:
-        write_games(args.games_out, result)
-    if args.json:
-        out = result.to_dict()
-        out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=plies)
-        write_json(args.json, out)
+        # The files first, and inside the block: a reader that stops early (| head) ends us at
+        # the print, and a stop something swallowed during the match is raised at the block's
+        # end; the finished match's results must be lost with neither.
+        if args.games_out:
+            write_games(args.games_out, result)
+        if args.json:
+            out = result.to_dict()
+            out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=plies)
+            write_json(args.json, out)
     print(result.summary())
     return 0
 

@@ -290,9 +290,9 @@ class GTPEngine:
         return ""
 
 
-def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0) -> int:
+def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0, stop=None) -> int:
     # a name of one line: an empty line in the answer to ``name`` would end it early
-    return serve_lines(GTPEngine(player, " ".join(name.split()) or "othello-learn", out, err, seed), inp, out)
+    return serve_lines(GTPEngine(player, " ".join(name.split()) or "othello-learn", out, err, seed), inp, out, stop)
 
 
 def main(argv=None) -> int:

@@ -211,8 +211,8 @@ class Engine:
         self.send("status")
 
 
-def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0) -> int:
-    return serve_lines(Engine(player, name, out, err, seed), inp, out)
+def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0, stop=None) -> int:
+    return serve_lines(Engine(player, name, out, err, seed), inp, out, stop)
 
 
 def main(argv=None) -> int:

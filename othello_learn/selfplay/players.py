@@ -76,7 +76,8 @@ class Player:
 
 def close_players(*players: Player) -> None:
     """Close each distinct player that can be closed; every one is tried even
-    when an earlier close fails, and the first failure is raised afterwards."""
+    when an earlier close fails or a second Ctrl-C breaks into it (an engine's
+    polite close waits seconds), and the first failure is raised afterwards."""
     error = None
     seen: set[int] = set()
     for player in players:
@@ -86,7 +87,7 @@ def close_players(*players: Player) -> None:
         seen.add(id(player))
         try:
             close()
-        except Exception as e:  # noqa: BLE001 - keep closing the others
+        except BaseException as e:  # noqa: BLE001 - keep closing the others
             error = error or e
     if error is not None:
         raise error

@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from othello.files import ArgumentParser, UserError, seed_arg, stdout_to_devnull, stop_signals_raise
+from othello.files import ArgumentParser, StopOnce, UserError, seed_arg, stdout_to_devnull, stop_signals_raise
 from othello_learn.selfplay.players import Player
 from othello_learn.selfplay.registry import PlayerSpecError, make_program
 
@@ -34,15 +34,21 @@ def session_player(spec: str) -> Player:
     return player
 
 
-def serve_lines(engine, inp=None, out=None) -> int:
+def serve_lines(engine, inp=None, out=None, stop: StopOnce | None = None) -> int:
     """Feed ``engine.handle`` the input's lines until it returns False (``quit``) or input ends.
     Standard input's bytes that are not text become replacement characters (a command the
-    engine refuses), not a traceback that ends the session."""
+    engine refuses), not a traceback that ends the session. A stop of ``stop`` that something
+    swallowed ends the session before the next read (``StopOnce.check``): a referee's SIGTERM
+    is not lost until its input ends, with every later one ignored."""
     if inp is None and hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
+    lines = iter(inp or sys.stdin)
     try:
-        for line in inp or sys.stdin:
-            if not engine.handle(line):
+        while True:
+            if stop is not None:
+                stop.check()
+            line = next(lines, None)
+            if line is None or not engine.handle(line):
                 break
     except GuiGone:  # the session is over as on quit; run_main's exit flush must not fail on it either
         if out is None:
@@ -52,7 +58,7 @@ def serve_lines(engine, inp=None, out=None) -> int:
 
 def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> int:
     """An engine front-end's command: ``--player``, ``--name``, ``--seed``; the session is
-    ``serve(player, name, seed=...)``."""
+    ``serve(player, name, seed=..., stop=...)``."""
     parser = ArgumentParser(description=doc.split("\n\n")[0], epilog=doc.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
@@ -63,11 +69,11 @@ def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> in
     # external engine is closed is ignored (the handler stays for the close), not a death
     # that leaves it running. The player starts inside the block: a kill while an external
     # engine loads (its process already up) unwinds too, and check() stops that process.
-    with stop_signals_raise((signal.SIGTERM,)):
+    with stop_signals_raise((signal.SIGTERM,)) as stop:
         player = None
         try:
             player = session_player(args.player)
-            return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed)
+            return serve(player, args.name or f"othello-learn {args.player}", seed=args.seed, stop=stop)
         finally:
             if hasattr(player, "close"):  # an external engine's process ends with the session
                 player.close()
