@@ -184,14 +184,20 @@ def at_least(low: int | float, kind=int, above: bool = False):
     return parse
 
 
-def seed_arg(text: str) -> int:
-    """An argparse ``type`` for every command's ``--seed``: numpy's legacy seeding and
-    ``torch.manual_seed`` take 0 to 2**32 - 1, and beyond that they fail with a traceback
+def seed_below(limit: int):
+    """An argparse ``type`` for a command's ``--seed``: 0 up to ``limit`` - 1, what its
+    generators take (``torch.manual_seed``: below 2**64; numpy's legacy seeding, which
+    Lightning's ``seed_everything`` uses: below 2**32); beyond it they fail with a traceback
     after the work has been set up."""
-    value = at_least(0)(text)
-    if value >= 2**32:
-        raise argparse.ArgumentTypeError(f"must be below 2**32 (numpy's seeds), got {text}")
-    return value
+    def parse(text: str) -> int:
+        value = at_least(0)(text)
+        if value >= limit:
+            raise argparse.ArgumentTypeError(f"must be below 2**{limit.bit_length() - 1}, got {text}")
+        return value
+    return parse
+
+
+seed_arg = seed_below(2**64)
 
 
 def check_output(path: str | os.PathLike, flag: str, folder: bool = False) -> None:

@@ -1,5 +1,5 @@
 """Bad settings that users type, refused by the commands in one line (exit 2) before any
-work: output paths that cannot be written, seeds numpy cannot take, a human where no one can
+work: output paths that cannot be written, seeds the generators cannot take, a human where no one can
 answer, a device this machine lacks, a plot format matplotlib cannot write."""
 
 import pytest
@@ -67,8 +67,8 @@ def test_a_plot_name_matplotlib_cannot_write_is_refused_first(tmp_path, capsys, 
     ("selfplay.solve", ["/no/such.obf", "--player", "random"]), ("selfplay.arena", ["--a", "random", "--b", "random"]),
 ])
 @pytest.mark.parametrize("seed,problem", [("-1", "must be at least 0, got -1"),
-                                          ("4294967296", "must be below 2**32 (numpy's seeds), got 4294967296")])
-def test_a_seed_numpy_cannot_take_is_refused(command, argv, seed, problem, capsys):
+                                          ("18446744073709551616", "must be below 2**64, got 18446744073709551616")])
+def test_a_seed_the_generators_cannot_take_is_refused(command, argv, seed, problem, capsys):
     code, err = _run(_command(command), argv + ["--seed", seed], capsys)
     assert code == 2 and f"--seed: {problem}" in err
 
@@ -136,6 +136,7 @@ def test_a_checkpoint_cut_anywhere_is_named_as_truncated(tmp_path, capsys):
 
 @pytest.mark.parametrize("command,argv,needle", [
     ("train.train", ["--seed", "-1"], "--seed: must be at least 0, got -1"),
+    ("train.train", ["--seed", "4294967296"], "--seed: must be below 2**32, got 4294967296"),  # Lightning's seed_everything
     ("train.train", ["--max-steps", "-3"], "--max-steps: must be at least -1"),
     ("train.evaluate", ["--limit", "0"], "--limit"),
     ("data.wthor", ["--years", "abc"], "bad year range 'abc'"),

@@ -256,7 +256,7 @@ def test_the_window_is_the_generation_and_the_window_minus_one_committed_before_
 
 @pytest.mark.parametrize("flag,value", [("--dirichlet-weight", "1"), ("--solve-empties", "14"),
                                         ("--gate-threshold", "1"), ("--resign-threshold", "-1"),
-                                        ("--resign-threshold", "1"), ("--no-resign-fraction", "0"), ("--seed", "4294967295")])
+                                        ("--resign-threshold", "1"), ("--no-resign-fraction", "0"), ("--seed", "18446744073709551615")])
 def test_a_limit_itself_is_allowed_where_inclusive(flag, value):
     RunConfig.from_args(BASE + [flag, value]).check_values()
 

@@ -860,7 +860,7 @@ def test_loop_refuses_a_changed_run_setting(rl_run, capsys, flag, value):
     ("--simulations", "0"), ("--games", "0"), ("--parallel", "0"), ("--window", "0"), ("--generations", "0"),
     ("--train-steps", "0"), ("--batch-size", "-4"), ("--gate-games", "0"), ("--gate-simulations", "0"),
     ("--eval-games", "0"), ("--arch-blocks", "0"), ("--arch-width", "0"), ("--temperature-plies", "-1"),
-    ("--seed", "-1"), ("--seed", "4294967296"), ("--c-puct", "0"), ("--lr", "0"), ("--lr", "nan"), ("--l2", "-1"), ("--lr", "inf"),
+    ("--seed", "-1"), ("--seed", "18446744073709551616"), ("--c-puct", "0"), ("--lr", "0"), ("--lr", "nan"), ("--l2", "-1"), ("--lr", "inf"),
     ("--dirichlet-weight", "1.5"), ("--dirichlet-alpha-scale", "0"), ("--resign-threshold", "-2"),
     ("--no-resign-fraction", "1.5"), ("--solve-empties", "15"), ("--solve-empties", "-1"), ("--gate-threshold", "2"), ("--arch-encoder", "nosuch"),
     ("--eval-vs", "alphabeta:99"), ("--eval-vs", "nosuch"), ("--init", "no/such/file.pt"), ("--device", "nosuch"),

@@ -137,7 +137,7 @@ class RunConfig:
     grow_width: int = opt(0, "channels added to every layer of the --init network, read with weight 0 at first: it "
                           "plays as before, with width for self-play to fill", limits=(0, None, True), saved_default=0)
     device: str = opt(default_device(), "torch device", resumable=True)
-    seed: int = opt(0, "root of every generation's seeds", limits=(0, 2**32 - 1, True))
+    seed: int = opt(0, "root of every generation's seeds", limits=(0, 2**64 - 1, True))
     logger: str = opt("wandb", "per-generation statistics to W&B, or none", resumable=True, choices=["wandb", "none"])
     wandb_online: bool = opt(False, "stream to your W&B account instead of offline files", resumable=True)
     wandb_project: str = opt("othello-learn-rl", "W&B project", resumable=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello.files import (ArgumentParser, UserError, at_least, atomic_write, check_input, check_output, one_line,
-                          remove_stale_temps, run_main, seed_arg, write_json)
+                          remove_stale_temps, run_main, seed_below, write_json)
 from othello_learn import HOME, HOME_HELP
 
 
@@ -369,7 +369,7 @@ def parse_args(argv=None):
                         "training on several devices at once is not supported")
     p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
-    p.add_argument("--seed", type=seed_arg, default=0,
+    p.add_argument("--seed", type=seed_below(2**32), default=0,
                    help="seed of the data order, subsets and initial weights (default: 0)")
     p.add_argument("--checkpoint-every", type=at_least(1), default=2000,
                    help="steps between saves of OUT/checkpoints/last.ckpt (default: 2000)")
