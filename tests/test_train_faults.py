@@ -1262,6 +1262,39 @@ def test_the_resumed_progress_bar_is_drawn_at_its_place_before_the_next_batch(da
     assert "budget=" not in "".join(frames)  # no time budget, none shown
 
 
+def test_a_run_resumed_after_its_epochs_last_batch_draws_the_next_epoch_from_its_start(dataset_dir, tmp_path, capsys,
+                                                                                       monkeypatch):
+    """Saved at an epoch's last batch and stopped in the validation after it, the run resumes
+    into the next epoch, which Lightning still calls a mid-epoch restart: the bar started that
+    epoch at the last one's length, and its rate and time left read negative."""
+    import re
+
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import main, train
+
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    out = tmp_path / "run"
+    args = _args(dataset_dir, out, "--train-positions", "640", "--checkpoint-every", "10", "--max-epochs", "2",
+                 "--set", "trainer.enable_progress_bar=true", "--set", "trainer.val_check_interval=1.0")
+
+    def ctrl_c(self, batch, batch_idx):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(MovePredictor, "validation_step", ctrl_c)
+        handler = signal.getsignal(signal.SIGINT)
+        try:
+            assert _run(main, args, capsys)[0] == 130
+        finally:
+            signal.signal(signal.SIGINT, handler)
+    assert _step(out / "checkpoints" / "last.ckpt") == 10  # 640 positions: 10 batches an epoch
+    train(args)
+    frames = re.split(r"[\r\n]", capsys.readouterr().out)
+    places = [int(m.group(1)) for f in frames if (m := re.match(r"Epoch 1: .*\| (\d+)/10 \[", f))]
+    assert places and places[-1] == 10 and places == sorted(places), places
+    assert not [f for f in frames if re.search(r"<-|-[\d.]+(it|s)/", f)]  # no negative time left or rate
+
+
 def test_the_progress_bar_shows_what_is_left_of_the_time_budget(dataset_dir, tmp_path, capsys, monkeypatch):
     """The bar's time left is the epoch's: with --max-minutes 1 it promised an hour. The budget's
     own time left is shown beside it, counted down from the budget."""

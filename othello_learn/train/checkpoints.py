@@ -97,6 +97,10 @@ class TrainingProgressBar(TQDMProgressBar):
         if trainer.fit_loop.restarted_mid_epoch:
             self.on_train_epoch_start(trainer)
             done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+            if done >= trainer.num_training_batches:
+                # saved at an epoch's last batch and stopped in the validation after it: the run
+                # resumes at the start of the next epoch, which Lightning also calls mid-epoch
+                return
             bar = self.train_progress_bar
             bar.n = bar.last_print_n = bar.initial = done
             bar.refresh()
