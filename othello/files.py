@@ -209,7 +209,7 @@ def check_output(path: str | os.PathLike, flag: str, folder: bool = False) -> No
         raise UserError(f"{flag} {path}: is a file; give a folder")
     if not folder and path.is_dir():
         raise UserError(f"{flag} {path}: is a folder; give a file name")
-    parent = path.parent
+    parent = path if folder and path.is_dir() else path.parent  # an existing output folder is written in itself
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():

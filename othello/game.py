@@ -103,7 +103,8 @@ class Position:
             try:
                 pos = pos.play(sq)
             except IllegalMoveError as e:
-                raise IllegalMoveError(f"move {i + 1} ({square_name(sq)}): {e}", ply=i + 1, reason=str(e)) from None
+                name = square_name(sq) if sq == PASS or 0 <= sq < 64 else sq  # "no such square" says the rest
+                raise IllegalMoveError(f"move {i + 1} ({name}): {e}", ply=i + 1, reason=str(e)) from None
             out.append(sq)
         return out, pos
 

@@ -104,6 +104,8 @@ def test_a_device_this_machine_lacks_is_one_line_naming_the_flag():
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match=r"^--device cuda: not usable on this machine"):
             usable_device("cuda")
+    with pytest.raises(UserError, match=r"^--device meta: holds no data \(torch's meta device\); give cpu or cuda$"):
+        usable_device("meta")  # torch makes tensors there, of shapes only: evaluate ended in a traceback
 
 
 def test_evaluate_refuses_a_missing_device_before_loading(capsys):

@@ -4,6 +4,7 @@ import errno
 import signal
 import time
 import os
+from pathlib import Path
 import stat
 
 import pytest
@@ -231,6 +232,13 @@ def test_check_output_refuses_a_folder_this_user_cannot_write(tmp_path, monkeypa
     monkeypatch.setattr(os, "access", lambda p, mode: False)
     with pytest.raises(UserError, match=r"^--json .*out\.json: cannot write in .* \(permission denied\)$"):
         check_output(tmp_path / "new" / "out.json", "--json")
+    # an existing run folder (train --out, loop --out) is written in itself, its parent aside
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != run)
+    with pytest.raises(UserError, match=r"^--out .*run: cannot write in .*run \(permission denied\)$"):
+        check_output(run, "--out", folder=True)
+    check_output(tmp_path / "other", "--out", folder=True)  # a new one is made in tmp_path, which may be written
 
 
 def _signal_self_and_wait(sig=signal.SIGTERM):

@@ -97,6 +97,9 @@ def test_replay_names_an_illegal_moves_ply_among_the_moves_given():
     assert str(e.value) == f"move {len(bad)} (d4): {e.value.reason}"
     with pytest.raises(IllegalMoveError, match=rf"^move {len(bad)} \(d4\): "):
         Position.from_transcript(format_transcript(bad))
+    with pytest.raises(IllegalMoveError) as e:  # no square at all: naming it failed with a plain ValueError
+        Position().replay([parse_square("f5"), 99])
+    assert (str(e.value), e.value.ply, e.value.reason) == ("move 2 (99): no such square: 99", 2, "no such square: 99")
 
 
 def test_play_with_passes_reads_moves_from_any_iterable():

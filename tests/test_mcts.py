@@ -162,6 +162,11 @@ def test_one_precision_setting_for_every_caller(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
     assert fastpath.resolve("auto", "GPU") == fastpath.resolve("auto", "Cuda") == BF16
     assert fastpath.resolve("auto", "tpu") == fastpath.resolve("auto", "bogus") == FP32
+    # a Mac: Lightning's "auto" and "gpu" train on MPS, which gets fp32, not the CPU's bf16
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(fastpath, "cpu_has_bf16", lambda: True)
+    assert fastpath.resolve("auto", "auto") == fastpath.resolve("auto", "gpu") == FP32
+    assert fastpath.resolve("auto", "cpu") == BF16
 
 
 def test_a_search_of_no_simulations_is_refused():

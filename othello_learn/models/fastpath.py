@@ -44,6 +44,8 @@ def usable_device(name: str, flag: str = "--device") -> torch.device:
         torch.empty(1, device=device)
     except (RuntimeError, AssertionError, ValueError) as e:
         raise UserError(f"{flag} {name}: not usable on this machine ({one_line(e)})") from None
+    if device.type == "meta":  # tensors of shapes only: a network there computes nothing
+        raise UserError(f"{flag} {name}: holds no data (torch's meta device); give cpu or cuda")
     return device
 
 
@@ -51,8 +53,9 @@ def auto_precision(device: str | torch.device) -> str:
     """The Lightning precision string of the fast path on ``device`` ("cpu", "cuda", "auto", ...)."""
     name = str(device).lower()
     try:
-        kind = torch.device(default_device()).type if name in ("auto", "gpu") \
-            else torch.device(name).type
+        # what Lightning's "auto" and "gpu" pick: Apple's MPS (fp32 below), else CUDA, else the CPU
+        kind = ("mps" if torch.backends.mps.is_available() else "cuda" if torch.cuda.is_available() else "cpu") \
+            if name in ("auto", "gpu") else torch.device(name).type
     except RuntimeError:  # a name torch does not know (Lightning's "tpu", a typo): the caller's check names it
         return FP32
     if kind == "cuda":
