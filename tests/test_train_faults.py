@@ -1173,11 +1173,15 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     import argparse
     from types import SimpleNamespace
 
-    from othello_learn.train.train import _seed, check_dataset
+    from othello.files import seed_arg, seed_below
+    from othello_learn.train.train import check_dataset
 
-    assert _seed("4294967295") == 2**32 - 1
+    train_seed = seed_below(2**32)  # train's: Lightning's seed_everything
+    assert train_seed("4294967295") == 2**32 - 1 and seed_arg("18446744073709551615") == 2**64 - 1
     with pytest.raises(argparse.ArgumentTypeError, match="below 2\\*\\*32"):
-        _seed("4294967296")
+        train_seed("4294967296")
+    with pytest.raises(argparse.ArgumentTypeError, match="below 2\\*\\*64"):
+        seed_arg("18446744073709551616")
     dm = SimpleNamespace(setup=lambda: None, train_dataloader=lambda: [0] * 5)
     check_dataset(dm, Path("d"), {"val_check_interval": 5})  # an epoch's 5 batches
     check_dataset(dm, Path("d"), {"val_check_interval": 0.5})  # a fraction of an epoch
