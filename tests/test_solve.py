@@ -297,19 +297,21 @@ def test_match_that_fails_still_closes_engine_processes(started):
     assert started and all(p.poll() is not None for p in started)
 
 
+class _Closable:
+    """A player with a ``close`` that logs its name in ``closed`` and raises ``error`` if given."""
+
+    def __init__(self, name, closed, error=None):
+        self.name, self.closed, self.error = name, closed, error
+
+    def close(self):
+        self.closed.append(self.name)
+        if self.error is not None:
+            raise self.error
+
+
 def test_close_players_closes_each_once_and_all_despite_a_failure():
     closed = []
-
-    class Closable:
-        def __init__(self, name, fail=False):
-            self.name, self.fail = name, fail
-
-        def close(self):
-            closed.append(self.name)
-            if self.fail:
-                raise RuntimeError(f"{self.name} failed")
-
-    a, b = Closable("a", fail=True), Closable("b")
+    a, b = _Closable("a", closed, RuntimeError("a failed")), _Closable("b", closed)
     with pytest.raises(RuntimeError, match="a failed"):
         close_players(a, b, a, object())
     assert closed == ["a", "b"]
@@ -319,18 +321,8 @@ def test_a_second_ctrl_c_during_a_close_still_closes_the_other_players():
     """An engine's polite close waits seconds, and the arena takes Ctrl-C as Python does: a second
     one there left the next engine running."""
     closed = []
-
-    class Closable:
-        def __init__(self, name, error=None):
-            self.name, self.error = name, error
-
-        def close(self):
-            closed.append(self.name)
-            if self.error is not None:
-                raise self.error
-
     with pytest.raises(KeyboardInterrupt):
-        close_players(Closable("a", KeyboardInterrupt()), Closable("b"))
+        close_players(_Closable("a", closed, KeyboardInterrupt()), _Closable("b", closed))
     assert closed == ["a", "b"]
 
 
@@ -338,17 +330,8 @@ def test_close_players_raises_the_first_failure_after_closing_the_rest():
     """Of several players that fail to close, the first one's error is the one raised (the
     cause a person looks at first; a later one is often its consequence), after all are tried."""
     closed = []
-
-    class Failing:
-        def __init__(self, name):
-            self.name = name
-
-        def close(self):
-            closed.append(self.name)
-            raise RuntimeError(f"{self.name} failed")
-
     with pytest.raises(RuntimeError, match="^a failed$"):
-        close_players(Failing("a"), Failing("b"), Failing("c"))
+        close_players(*(_Closable(n, closed, RuntimeError(f"{n} failed")) for n in "abc"))
     assert closed == ["a", "b", "c"]
 
 
