@@ -10,7 +10,6 @@ a sample of games, with the ratio between the two.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import resource
 import statistics
@@ -26,7 +25,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from othello import bitboard as bb  # noqa: E402
-from othello.files import UserError, run_main  # noqa: E402
+from othello.files import ArgumentParser, UserError, at_least, run_main  # noqa: E402
 from othello.notation import wthor_to_square  # noqa: E402
 from othello_learn.data.dataset import find_wtb_files  # noqa: E402
 from othello_learn.data.wtb import read_wtb  # noqa: E402
@@ -50,10 +49,10 @@ def plain_python_replay(move_bytes: np.ndarray) -> int:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wthor-dir", type=Path, default=default_wthor_dir())
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--sample", type=int, default=3000, help="games for the plain Python replay")
+    ap.add_argument("--repeats", type=at_least(1), default=3)
+    ap.add_argument("--sample", type=at_least(1), default=3000, help="games for the plain Python replay")
     args = ap.parse_args(argv)
 
     times = []

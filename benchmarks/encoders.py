@@ -11,7 +11,6 @@ synchronisation, when a GPU is there.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import platform
@@ -26,7 +25,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from othello.files import UserError, run_main  # noqa: E402
+from othello.files import ArgumentParser, UserError, run_main  # noqa: E402
 from othello.notation import PASS  # noqa: E402
 from othello.states import States  # noqa: E402
 from othello_learn.models.batch import from_arrays  # noqa: E402
@@ -87,10 +86,10 @@ def time_encoder(fn, batches, device: str) -> float:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wthor-dir", type=Path, default=None, help="default: ../shared/data/wthor when it exists")
     ap.add_argument("--year", type=int, default=2016)
-    ap.add_argument("--repeats", default="200,50,10", help="repeats per batch size (1, 256, 4096)")
+    ap.add_argument("--repeats", default="200,50,10", help="timed repeats at each batch size 1, 256, 4096: three positive counts (default: %(default)s)")
     ap.add_argument("--devices", default=None,
                     help="default: cpu,cpu:torch and cuda when available; cpu:torch runs the bitboard work with "
                          "torch ops on CPU (the GPU code path) instead of numpy")

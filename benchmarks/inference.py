@@ -10,7 +10,6 @@ engine run a single position).
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -23,17 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from othello import Position  # noqa: E402
-from othello.files import run_main  # noqa: E402
+from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
 from othello_learn.models.batch import from_arrays  # noqa: E402
 from othello_learn.models.nets import NetConfig, build_network, load_network  # noqa: E402
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--depth", type=int, default=10)
+    ap = ArgumentParser()
+    ap.add_argument("--repeats", type=at_least(1), default=300)
+    ap.add_argument("--rounds", type=at_least(1), default=5)
+    ap.add_argument("--threads", type=at_least(1), default=2)
+    ap.add_argument("--depth", type=at_least(1), default=10)
     ap.add_argument("--checkpoints", nargs="+", type=Path, help="time these networks instead of the reference nets")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -17,18 +17,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from othello.files import run_main  # noqa: E402
+from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import augment  # noqa: E402
 from othello_learn.models.fastpath import default_device  # noqa: E402
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser()
+    ap = ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / "data" / "wthor")
-    ap.add_argument("--batch-size", type=int, default=1024)
-    ap.add_argument("--batches", type=int, default=300)
-    ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--batch-size", type=at_least(1), default=1024)
+    ap.add_argument("--batches", type=at_least(1), default=100, help="batches in each of the 3 timed runs")
+    ap.add_argument("--workers", type=at_least(0), default=0)
     args = ap.parse_args(argv)
     dm = WthorDataModule(args.data, batch_size=args.batch_size, num_workers=args.workers)
     dm.setup()
@@ -37,9 +37,9 @@ def main(argv=None) -> None:
     it = iter(dm.train_dataloader())
     for _ in range(3):
         t = time.perf_counter()
-        for _ in range(args.batches // 3):
+        for _ in range(args.batches):
             batch = next(it)
-        rates.append(args.batch_size * (args.batches // 3) / (time.perf_counter() - t))
+        rates.append(args.batch_size * args.batches / (time.perf_counter() - t))
     batch = {k: v.to(device) for k, v in batch.items()}
     for _ in range(20):
         t = time.perf_counter()
@@ -48,7 +48,7 @@ def main(argv=None) -> None:
             torch.cuda.synchronize()
         aug_ms.append((time.perf_counter() - t) * 1e3)
     print(f"train split: {len(dm.splits['train']):,} positions; batch {args.batch_size}, {args.workers} workers, device {device}")
-    print(f"loader: median {statistics.median(rates):,.0f} positions/s over 3 runs of {args.batches // 3} batches "
+    print(f"loader: median {statistics.median(rates):,.0f} positions/s over 3 runs of {args.batches} batches "
           f"({[round(r) for r in rates]}); an epoch of the training years at this rate: "
           f"{len(dm.splits['train']) / statistics.median(rates):.0f} s")
     print(f"D4 augmentation of one batch on {device}: median {statistics.median(aug_ms):.2f} ms")

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from othello.files import UserError, atomic_write, run_main  # noqa: E402
+from othello.files import ArgumentParser, UserError, atomic_write, run_main  # noqa: E402
 from othello_learn.train.curves import load_curve, plot  # noqa: E402
 
 # name -> overrides of the base config (train.py --set items)
@@ -93,7 +93,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", type=Path, default=REPO / "train" / "configs" / "cpu_raw_resnet_fast.yaml",
                     help="base config (default: %(default)s)")

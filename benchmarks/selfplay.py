@@ -17,7 +17,6 @@ residual net with one.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import statistics
 import sys
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from othello.files import run_main  # noqa: E402
+from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
 from othello_learn.models import fastpath  # noqa: E402
 from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
 from othello_learn.selfplay.gumbel import GumbelConfig  # noqa: E402
@@ -60,14 +59,14 @@ def _sync(device) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--games", type=int, default=32)
-    ap.add_argument("--simulations", type=int, default=32)
+    ap = ArgumentParser()
+    ap.add_argument("--games", type=at_least(1), default=32)
+    ap.add_argument("--simulations", type=at_least(1), default=32)
     ap.add_argument("--arch", default="resnet", choices=["reference", "resnet"])
-    ap.add_argument("--blocks", type=int, default=4, help="depth (reference) or residual blocks (resnet)")
-    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--blocks", type=at_least(1), default=4, help="depth (reference) or residual blocks (resnet)")
+    ap.add_argument("--width", type=at_least(1), default=64)
     ap.add_argument("--encoder", default="raw")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least(1), default=3)
     ap.add_argument("--searches", default="puct,gumbel")
     ap.add_argument("--device", default=fastpath.default_device())
     args = ap.parse_args(argv)

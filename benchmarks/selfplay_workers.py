@@ -15,7 +15,6 @@ endgames from ``--solve-empties``: the CPU recipe of RESULTS.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -26,19 +25,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from othello.files import run_main  # noqa: E402
+from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
 from othello_learn.selfplay import loop as rl_loop  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--init", default="random", help="checkpoint with a value head, or random (a 4x64 raw net)")
-    ap.add_argument("--games", type=int, default=512)
-    ap.add_argument("--parallel", type=int, default=256, help="games per part (at once in one process)")
-    ap.add_argument("--simulations", type=int, default=32)
-    ap.add_argument("--solve-empties", type=int, default=10)
-    ap.add_argument("--workers", type=int, default=0, help="the processes to compare with one (0: the loop's default)")
-    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--games", type=at_least(1), default=512)
+    ap.add_argument("--parallel", type=at_least(1), default=256, help="games per part (at once in one process)")
+    ap.add_argument("--simulations", type=at_least(1), default=32)
+    ap.add_argument("--solve-empties", type=at_least(0), default=10)
+    ap.add_argument("--workers", type=at_least(0), default=0, help="the processes to compare with one (0: the loop's default)")
+    ap.add_argument("--rounds", type=at_least(1), default=1)
     ap.add_argument("--device", default="cpu", help="where the network runs (on a GPU, --workers 0 means one process: "
                                                   "name the count to compare)")
     args = ap.parse_args(argv)
@@ -52,8 +51,9 @@ def main(argv=None) -> int:
                 cfg = rl_loop.RunConfig.from_args([
                     "--init", args.init, "--out", str(out), "--games", str(args.games), "--parallel", str(args.parallel),
                     "--simulations", str(args.simulations), "--search", "gumbel", "--no-resign",
-                    "--solve-empties", str(args.solve_empties), "--arch-blocks", "4", "--workers", str(w),
-                    "--device", args.device, "--logger", "none", "--quiet", "--seed", str(r)])
+                    "--solve-empties", str(args.solve_empties), "--workers", str(w),
+                    "--device", args.device, "--logger", "none", "--quiet", "--seed", str(r)]
+                    + (["--arch-blocks", "4"] if args.init == "random" else []))  # a checkpoint brings its own
                 cfg.check()
                 rl_loop.open_run(cfg)
                 rl_loop.self_play(cfg, 1)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from othello.files import run_main  # noqa: E402
+from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
 from othello_learn.models.fastpath import FP32, auto_precision, autocast, default_device, prepare  # noqa: E402
@@ -116,15 +116,15 @@ def profile(setup: Setup, loader, group, steps: int, bs: int) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--config", type=Path, default=REPO / "train/configs/cpu_raw_fast.yaml",
                     help="training config whose model, batch size and symmetries are measured")
     ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor", help="built dataset folder")
-    ap.add_argument("--steps", type=int, default=40, help="timed steps per round")
-    ap.add_argument("--rounds", type=int, default=5, help="timed rounds per setting (after one warm-up round)")
-    ap.add_argument("--batch-size", type=int, help="overrides the config's data.batch_size")
-    ap.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    ap.add_argument("--steps", type=at_least(1), default=40, help="timed steps per round")
+    ap.add_argument("--rounds", type=at_least(1), default=5, help="timed rounds per setting (after one warm-up round)")
+    ap.add_argument("--batch-size", type=at_least(1), help="overrides the config's data.batch_size")
+    ap.add_argument("--threads", type=at_least(1), help="torch threads (default: torch's choice)")
     ap.add_argument("--precision", default="auto", help="the recipe's precision (auto: detected fast path)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the recipe's network")
     ap.add_argument("--compare", action="store_true", help="alternate fp32 eager NCHW baseline and the recipe")

@@ -291,6 +291,19 @@ def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
     assert expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("name, flag", [
+    ("loader", "--batches"), ("selfplay", "--games"), ("train_throughput", "--steps"), ("inference", "--rounds"),
+    ("build_dataset", "--repeats"), ("selfplay_workers", "--games"),
+])
+def test_benchmarks_refuse_a_count_of_zero_before_any_work(capsys, name, flag):
+    """A count of 0 ended in a ZeroDivisionError or an UnboundLocalError after the set-up."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        run_main(_benchmark(name).main, [flag, "0"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {flag}: must be at least 1, got 0" in err and len(err.splitlines()) == 1
+
+
 @pytest.mark.parametrize("module, argv, named", [
     ("othello_learn.train.train", ["--config", "{missing}"], "--config {missing}: no such file"),
     ("othello_learn.train.train", ["--init", "{missing}"], "--init {missing}: no such file"),
