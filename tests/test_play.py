@@ -382,6 +382,34 @@ def test_a_saved_game_resumes_where_it_was_left(tmp_path, capsys):
         assert len(err) == 1 and said in err[0], err
 
 
+def test_a_saved_game_resumes_with_its_colours_and_opponent_unless_told_otherwise(tmp_path, capsys):
+    """The saved game named who played what (PB, PW): resumed without --colour and --opponent,
+    you took black against the default network, which played your side's moves."""
+    from othello import formats
+
+    path, again = tmp_path / "game.ggf", tmp_path / "again.ggf"
+    play.write_ggf(path, [(parse_transcript("f5"), "greedy", "human")])  # you were white
+    out = io.StringIO()
+    assert play.main(["--start", str(path), "--save", str(again)], stdin=io.StringIO("quit\n"), stdout=out) == 0
+    assert f"resuming {path}: you play white against greedy" in out.getvalue() and "You: white" in out.getvalue()
+    [rec] = formats.parse_ggf(again.read_text())
+    assert (rec.black, rec.white) == ("greedy", "human")
+    out = io.StringIO()  # what is given wins
+    assert play.main(["--start", str(path), "--colour", "black", "--opponent", "random"], stdin=io.StringIO("quit\n"),
+                     stdout=out) == 0
+    assert "resuming" not in out.getvalue() and "You: black" in out.getvalue() and "opponent: random" in out.getvalue()
+    gone = tmp_path / "gone.ggf"
+    play.write_ggf(gone, [(parse_transcript("f5"), "human", "policy:no/such.pt")])
+    notgame = tmp_path / "games.csv"
+    notgame.write_text("moves\n")
+    for start, said in ((gone, f"--start {gone}: the saved opponent (give --opponent to choose another): "),
+                        (notgame, f"--start {notgame}: a file, but not a .ggf game")):
+        assert play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("quit\n"), stdout=io.StringIO()),
+                             ["--start", str(start)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
+
+
 def _whole_game() -> str:
     pos, moves = Position(), []
     while not pos.is_over():

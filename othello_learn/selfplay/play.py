@@ -181,9 +181,9 @@ def write_ggf(path, games: list[tuple[list[int], str, str]]) -> None:
     atomic_write(path, "".join(format_ggf(game_record(m, b, w)) + "\n" for m, b, w in games))
 
 
-def saved_moves(path: Path) -> list[int]:
-    """The moves of the one game ``path`` holds (as ``--save`` writes it), to resume it; a file of
-    several games, or one from a set-up board, is a UserError naming it."""
+def saved_game(path: Path):
+    """The one game ``path`` holds (as ``--save`` writes it), to resume it; a file of several
+    games, or one from a set-up board, is a UserError naming it."""
     from othello.formats import parse_ggf
 
     games = parse_ggf(path.read_text(errors="replace"), str(path))  # a FormatError names the file and ply
@@ -191,7 +191,18 @@ def saved_moves(path: Path) -> list[int]:
         raise UserError(f"--start {path}: holds {len(games)} games; give a file with the one game to resume")
     if games[0].start != Position():
         raise UserError(f"--start {path}: the game starts from a set-up board; only games from the start resume here")
-    return games[0].moves
+    return games[0]
+
+
+def saved_sides(record) -> tuple[str, str] | None:
+    """(your colour, the opponent's spec) of a game ``--save`` wrote, where one side is ``human``
+    and the other names a program: a resumed game goes on as it was played."""
+    names = {"black": record.black.strip(), "white": record.white.strip()}
+    human = [colour for colour, name in names.items() if name == "human"]
+    if len(human) != 1:
+        return None
+    other = names["white" if human[0] == "black" else "black"]
+    return (human[0], other) if other else None
 
 
 # --------------------------------------------------------------------------
@@ -376,10 +387,12 @@ class TerminalGame:
 def main(argv=None, stdin=None, stdout=None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--opponent", default=DEFAULT_OPPONENT,
-                        help=f"the opponent's player spec ({SPEC_KINDS}); default {DEFAULT_OPPONENT}")
-    parser.add_argument("--colour", "--color", choices=("black", "white"), default="black",
-                        help="your colour (black moves first); default black")
+    parser.add_argument("--opponent",
+                        help=f"the opponent's player spec ({SPEC_KINDS}); default {DEFAULT_OPPONENT}, or the "
+                             "saved game's opponent with --start GAME.ggf")
+    parser.add_argument("--colour", "--color", choices=("black", "white"),
+                        help="your colour (black moves first); default black, or your colour in the saved game "
+                             "with --start GAME.ggf")
     parser.add_argument("--show-policy", action="store_true",
                         help="show the network's probabilities (percent) on the legal squares on your turn")
     parser.add_argument("--hint-net", metavar="CKPT", help="network for hints and --show-policy "
@@ -393,17 +406,28 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                              "saved game and cannot be undone; default: none, the start position")
     parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the opponent's random choices (default 0)")
     args = parser.parse_args(argv)
+    resumed = None  # (your colour, the opponent's spec) of a saved game
     if args.start.lower().endswith(".ggf"):
         check_input(args.start, "--start")
+    elif Path(args.start).is_file():
+        raise UserError(f"--start {args.start}: a file, but not a .ggf game; give a game --save wrote, or moves")
     try:
-        start = saved_moves(Path(args.start)) if args.start.lower().endswith(".ggf") else parse_transcript(args.start)
+        if args.start.lower().endswith(".ggf"):
+            record = saved_game(Path(args.start))
+            start, resumed = record.moves, saved_sides(record)
+        else:
+            start = parse_transcript(args.start)
     except ValueError as e:
         raise UserError(f"--start: {e}") from None
     inp, out = stdin or sys.stdin, stdout or sys.stdout
     if args.save is not None:  # found before the game, not after it
         check_output(args.save, "--save")
 
-    spec = args.opponent
+    colour = args.colour or (resumed[0] if resumed else "black")
+    spec = args.opponent or (resumed[1] if resumed else DEFAULT_OPPONENT)
+    # where the opponent came from, for its errors: the flag, or the saved game
+    flag = ("--opponent" if args.opponent or not resumed
+            else f"--start {args.start}: the saved opponent (give --opponent to choose another)")
     if spec == DEFAULT_OPPONENT and not Path(spec.split(":", 1)[1]).exists():
         spec = f"policy:{HOME / DEFAULT_OPPONENT.split(':', 1)[1]}"
     if spec.partition(":")[0] == "human":
@@ -414,7 +438,9 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         opponent = make_program(spec, where="as your opponent (you are the human here)")
         opponent.check(keep_running=True)  # an engine that cannot start is found before the first prompt
     except (ValueError, UserError) as e:
-        raise UserError(f"--opponent: {e}") from None
+        raise UserError(f"{flag}: {e}") from None
+    if resumed and (args.colour is None or args.opponent is None):
+        print(f"resuming {args.start}: you play {colour} against {spec}", file=out)
     try:
         hint_net = network_of(opponent)
         if args.hint_net:
@@ -429,7 +455,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         if args.show_policy and hint_net is None:
             raise UserError(f"--show-policy needs a network: {NO_HINT.split(': ', 1)[1]}")
 
-        game = TerminalGame(opponent, args.colour == "black", inp, out, hint_net=hint_net,
+        game = TerminalGame(opponent, colour == "black", inp, out, hint_net=hint_net,
                             show_policy=args.show_policy, seed=args.seed)
         try:
             game.replay(start)
