@@ -37,6 +37,30 @@ def test_resumed_run_joins_all_versions(tmp_path):
     assert (tmp_path / "c.png").stat().st_size > 1000
 
 
+def test_after_a_fresh_start_only_the_new_runs_logs_are_joined(tmp_path, capsys):
+    """--fresh keeps the discarded run's CSV versions and W&B files; joined in, they drew one line
+    through the new run's first validation and the old run's later ones."""
+    from othello_learn.train.train import mark_fresh_start
+
+    run = tmp_path / "run"
+    _version(run, 0, [{"step": 9, "val/acc": 0.30}, {"step": 19, "val/acc": 0.35}, {"step": 29, "val/acc": 0.4}])
+    _version(run, 1, [{"step": 39, "val/acc": 0.45}])  # its resume
+    mark_fresh_start(run)
+    _version(run, 2, [{"step": 9, "val/acc": 0.20}])  # the fresh run, then its own resume
+    _version(run, 3, [{"step": 19, "val/acc": 0.25}])
+    assert load_curve(run)["val/acc"].tolist() == [0.20, 0.25]
+    # W&B: the run files of the id in OUT/wandb_id (--fresh renews it) only
+    wb = tmp_path / "wb"
+    for stamp, run_id, acc in (("20260101_000000", "old", 0.5), ("20260102_000000", "new", 0.2)):
+        _wandb_file(wb / "wandb" / f"offline-run-{stamp}-{run_id}" / f"run-{run_id}.wandb",
+                    [{"trainer/global_step": 9, "val/acc": acc}, {"trainer/global_step": 19 if run_id == "old" else 9}])
+    (wb / "wandb_id").write_text("new\n")
+    assert load_curve(wb)["val/acc"].tolist() == [0.2]
+    (run / "fresh_start.json").write_text("{}")
+    assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 2
+    assert "fresh_start.json: not the record of a --fresh start" in capsys.readouterr().err
+
+
 def test_untimed_runs_and_metric_units(tmp_path):
     run = tmp_path / "old"
     run.mkdir()

@@ -4,7 +4,8 @@ training positions seen and, where the run logged its training time
 logs (``--logger csv``) or, without them, its W&B run files (the default
 logger, offline or online: ``OUT/wandb/*run-*/run-*.wandb``), so a run need
 not be synced to be plotted. A resumed run writes a new CSV version (a new W&B
-run file) each time; all are joined, the later one winning a step both logged.
+run file) each time; all are joined, the later one winning a step both logged; after a
+``--fresh``, only the new run's.
 
     python train/curves.py runs/cpu_raw_long runs/cpu_hc_long --out results/cpu_long_curves.png
     python train/curves.py runs/cpu_value_fast --metric val/value_loss --out value_loss.png
@@ -23,6 +24,7 @@ import yaml
 
 from othello.files import ArgumentParser, UserError, one_line, run_main
 from othello_learn.plots import check_plot_path, pyplot, save_figure
+from othello_learn.train.train import FRESH_START
 
 
 HOURS = "time/hours"
@@ -82,8 +84,12 @@ def wandb_history(path: Path) -> list[dict]:
 
 
 def _wandb_frame(run: Path) -> pd.DataFrame:
-    # run folders are named [offline-]run-YYYYMMDD_HHMMSS-ID: the timestamp orders the resumes
-    files = sorted((run / "wandb").glob("*run-*/run-*.wandb"), key=lambda p: p.parent.name.split("run-", 1)[1])
+    # run folders are named [offline-]run-YYYYMMDD_HHMMSS-ID: the timestamp orders the resumes, and
+    # the ID (OUT/wandb_id, renewed by --fresh) leaves out the runs a --fresh discarded
+    id_path = run / "wandb_id"
+    run_id = id_path.read_text().strip() if id_path.is_file() else ""
+    files = sorted((f for f in (run / "wandb").glob("*run-*/run-*.wandb") if not run_id or f.stem == f"run-{run_id}"),
+                   key=lambda p: p.parent.name.split("run-", 1)[1])
     rows = [row for f in files for row in wandb_history(f) if "trainer/global_step" in row]
     frame = pd.DataFrame(rows)
     return frame.rename(columns={"trainer/global_step": "step"}) if len(frame) else frame
@@ -100,6 +106,13 @@ def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
     if not run.is_dir():
         raise UserError(f"{run}: {'not a folder' if run.exists() else 'no such folder'} (give a train/train.py run folder)")
     logs = sorted((run / "csv").glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
+    fresh = run / FRESH_START
+    if fresh.is_file():  # a --fresh run: only its own logs, not those of the run it discarded
+        try:
+            first = int(json.loads(fresh.read_text())["csv_version"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise UserError(f"{fresh}: not the record of a --fresh start ({one_line(e)})") from None
+        logs = [p for p in logs if int(p.parent.name.split("_")[1]) >= first]
     if logs:
         return pd.concat([_read_csv(p) for p in logs], ignore_index=True), "CSV logs"
     frame = _wandb_frame(run)

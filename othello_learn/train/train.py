@@ -313,6 +313,17 @@ def wandb_run_id(out: Path, fresh: bool = False) -> str:
     return run_id
 
 
+FRESH_START = "fresh_start.json"  # in OUT: where the logs of the run a --fresh began start
+
+
+def mark_fresh_start(out: Path) -> None:
+    """``--fresh`` keeps the discarded run's logs (as its best checkpoints): the new run's CSV
+    logs start at the next version, and ``curves.py`` joins none before it (the W&B files it
+    tells apart by the run id, which ``--fresh`` renews)."""
+    versions = [int(v) for p in (out / "csv").glob("version_*") if (v := p.name.split("_", 1)[1]).isdigit()]
+    write_json(out / FRESH_START, {"csv_version": max(versions, default=-1) + 1})
+
+
 def log_test_results(logger, test: dict) -> None:
     """The test metrics in the W&B run's summary, and the accuracy by game phase as a
     table (one row a phase, in order), which the scalar charts cannot show."""
@@ -662,6 +673,8 @@ def _train(args) -> dict:
         best = BestCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
                               save_top_k=1)
         saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
+        if args.fresh:
+            mark_fresh_start(args.out)
         logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         callbacks = ([ValidateAtEnd(), best, saver] + ([LearningRateMonitor("step")] if logger else [])
