@@ -115,6 +115,8 @@ def test_build_and_load(wthor_dir, tmp_path, games, capsys):
     first = g.loc[200, "first_position"]
     assert ds.positions[first]["game"] == 200 and ds.positions[first]["ply"] == 0
     assert len(ds.split("train", {"train": (2001, 2001)})) == summary["years"]["2001"]["positions"]
+    with pytest.raises(ValueError, match="no year 2000"):  # it returned the years it had, without a word
+        ds.split("train", {"train": (2000, 2001)})
 
 
 def test_years_filter(wthor_dir, tmp_path):

@@ -570,9 +570,10 @@ class WthorDataset:
         return np.concatenate([self.positions[lo:hi] for lo, hi in merged] or [self.positions[:0]])
 
     def split(self, name: str, splits: dict | None = None) -> np.ndarray:
-        """Positions of a named split (``train``/``val``/``test`` by default)."""
+        """Positions of a named split (``train``/``val``/``test`` by default): every year of it,
+        or a ValueError naming those the dataset lacks (``positions_of``), not the part it has."""
         lo, hi = (splits or REFERENCE_SPLIT)[name]
-        return self.positions[self.year_slice(lo, hi)]
+        return self.positions_of(set(range(lo, hi + 1)))
 
     def __len__(self) -> int:
         return len(self.positions)
