@@ -14,32 +14,41 @@ from pathlib import Path
 import pytest
 
 from othello.files import UserError, run_main
+from othello_learn import commands
+from othello_learn.commands import COMMANDS
 from test_training import dataset_dir  # noqa: F401  (the module-scoped tiny dataset: 2001, 2002, 2003)
 
 REPO = Path(__file__).resolve().parents[1]
-COMMANDS = {
-    "othello-dataset": "othello_learn.data.wthor",
-    "othello-train": "othello_learn.train.train",
-    "othello-eval": "othello_learn.train.evaluate",
-    "othello-rl": "othello_learn.selfplay.loop",
-    "othello-arena": "othello_learn.selfplay.arena",
-    "othello-play": "othello_learn.selfplay.play",
-    "othello-engine": "othello_learn.selfplay.nboard",
-    "othello-gtp": "othello_learn.selfplay.gtp_engine",
-    "othello-solve": "othello_learn.selfplay.solve",
-    "othello-curves": "othello_learn.train.curves",
-}
 # Files an example may name that must ship with the repository (run outputs, runs/..., need not).
 SHIPPED = re.compile(r"(?<![\w/])((?:train/configs/[\w.-]+\.ya?ml)|(?:checkpoints/[\w./-]+?\.(?:pt|ckpt)))")
 
 
-def test_every_command_is_a_console_script_calling_its_cli():
+def test_every_command_is_a_console_script_calling_its_cli(monkeypatch):
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {name: f"{module}:cli" for name, module in COMMANDS.items()}
+    assert set(scripts) == set(COMMANDS)
+    started = []
+    monkeypatch.setattr(commands, "start", started.append)
+    for name, target in scripts.items():
+        where, function = target.split(":")
+        assert where == "othello_learn.commands"
+        getattr(commands, function)()
+        assert started[-1] == COMMANDS[name], name
     for module in COMMANDS.values():
         source = (REPO / (module.replace(".", "/") + ".py")).read_text()
-        # the script path and python -m go through the same cli() as the console script
+        # python -m goes through the same cli() as the console script
         assert source.rstrip().endswith('if __name__ == "__main__":\n    cli()'), module
+
+
+def test_a_ctrl_c_while_a_command_loads_is_one_line_and_exit_130(monkeypatch, capsys):
+    """torch takes about two seconds to import: a Ctrl-C then ended in the import's traceback."""
+    def interrupted(module):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands.importlib, "import_module", interrupted)
+    monkeypatch.setattr(sys, "argv", ["othello-train"])
+    with pytest.raises(SystemExit) as e:
+        commands.train()
+    assert e.value.code == 130 and capsys.readouterr().err == "othello-train: interrupted\n"
 
 
 def _help(module: str, capsys, monkeypatch) -> tuple[str, argparse.ArgumentParser]:
@@ -118,9 +127,10 @@ def test_each_documented_script_path_is_a_thin_wrapper_of_its_command(path):
     tree = ast.parse((REPO / path).read_text())
     module = COMMANDS[SCRIPT_PATHS[path]]
     imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
-    assert [(n.module, [a.name for a in n.names]) for n in imports] == [("pathlib", ["Path"]), (module, ["cli"])]
+    assert [(n.module, [a.name for a in n.names]) for n in imports] == [("pathlib", ["Path"]),
+                                                                        ("othello_learn.commands", ["start"])]
     # guarded: a worker process spawned by the loop imports the script as __mp_main__ and must not rerun it
-    assert ast.unparse(tree.body[-1]) == "if __name__ == '__main__':\n    cli()"
+    assert ast.unparse(tree.body[-1]) == f"if __name__ == '__main__':\n    start({module!r})"
     assert not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     assert module in ast.get_docstring(tree) and SCRIPT_PATHS[path] in ast.get_docstring(tree)
 

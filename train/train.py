@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout without ``pip install -e .``
 
-from othello_learn.train.train import cli  # noqa: E402
+from othello_learn.commands import start  # noqa: E402
 
 if __name__ == "__main__":  # not when a spawned worker process imports this file
-    cli()
+    start("othello_learn.train.train")
