@@ -86,9 +86,9 @@ def _stand_in(spec: str) -> str:
 def test_a_readme_command_parses(line, argv, monkeypatch, capsys):
     script = REPO / argv[1]
     assert script.is_file(), f"README.md:{line}: no script {argv[1]}"
-    # the script path is a wrapper of its command module: ``from MODULE import cli``
-    module = next(n.module for n in ast.parse(script.read_text()).body
-                  if isinstance(n, ast.ImportFrom) and [a.name for a in n.names] == ["cli"])
+    # the script path is a wrapper of its command module: ``start("MODULE")``
+    module = next(n.args[0].value for n in ast.walk(ast.parse(script.read_text()))
+                  if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "start")
     try:
         args = _parse(module, argv[2:], monkeypatch)
     except SystemExit:
