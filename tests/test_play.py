@@ -398,6 +398,14 @@ def test_a_saved_game_resumes_with_its_colours_and_opponent_unless_told_otherwis
     assert play.main(["--start", str(path), "--colour", "black", "--opponent", "random"], stdin=io.StringIO("quit\n"),
                      stdout=out) == 0
     assert "resuming" not in out.getvalue() and "You: black" in out.getvalue() and "opponent: random" in out.getvalue()
+    marker = tmp_path / "ran"
+    for program in (f"gtp:touch {marker}", f"endgame:4:nboard:touch {marker}"):  # a game file runs no command
+        hostile = tmp_path / "hostile.ggf"
+        play.write_ggf(hostile, [(parse_transcript("f5"), program, "human")])
+        assert play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("quit\n"), stdout=io.StringIO()),
+                             ["--start", str(hostile)]) == 2
+        assert "starts a program; give it as --opponent to run it" in capsys.readouterr().err
+        assert not marker.exists()
     gone = tmp_path / "gone.ggf"
     play.write_ggf(gone, [(parse_transcript("f5"), "human", "policy:no/such.pt")])
     notgame = tmp_path / "games.csv"

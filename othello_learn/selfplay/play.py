@@ -30,7 +30,7 @@ from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, 
 from othello.states import last_actions
 from othello_learn import HOME
 from othello_learn.selfplay.players import HumanQuit, Player, close_players, network_of
-from othello_learn.selfplay.registry import SPEC_KINDS, make_program
+from othello_learn.selfplay.registry import SPEC_KINDS, make_program, starts_a_program
 
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
@@ -425,6 +425,9 @@ def main(argv=None, stdin=None, stdout=None) -> int:
 
     colour = args.colour or (resumed[0] if resumed else "black")
     spec = args.opponent or (resumed[1] if resumed else DEFAULT_OPPONENT)
+    if not args.opponent and resumed and starts_a_program(spec):  # a game file must not run a command line
+        raise UserError(f"--start {args.start}: the saved opponent {spec!r} starts a program; "
+                        "give it as --opponent to run it")
     # where the opponent came from, for its errors: the flag, or the saved game
     flag = ("--opponent" if args.opponent or not resumed
             else f"--start {args.start}: the saved opponent (give --opponent to choose another)")

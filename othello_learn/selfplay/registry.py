@@ -79,6 +79,16 @@ SPEC_KINDS = ("random, greedy, alphabeta[:D], policy:CKPT, mcts:CKPT[:SIMS], gum
 
 
 INTERACTIVE_KINDS = ("human",)  # kinds that ask a person for moves: not offered where none can answer
+PROGRAM_KINDS = ("nboard", "gtp")  # kinds that start the command they are given
+
+
+def starts_a_program(spec: str) -> bool:
+    """Whether ``spec`` (however wrapped: ``endgame:E:gtp:CMD``) would start an external program: a
+    spec read from a file someone else wrote must not run their command line."""
+    kind, *args = spec.strip().split(":")
+    if kind == "endgame" and len(args) >= 2:
+        return starts_a_program(":".join(args[1:]))
+    return kind in PROGRAM_KINDS
 
 
 def make_player(spec: str, unlisted: tuple[str, ...] = ()):
