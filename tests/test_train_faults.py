@@ -1096,6 +1096,29 @@ def test_a_lost_best_file_forgets_its_score_too(tmp_path, capsys):
     assert "is gone" in capsys.readouterr().err
 
 
+def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path, capsys):
+    """Lightning deletes the best file it replaces: a last.ckpt that records ``../../victim.pt``
+    (tampered, or another run's) had a resumed run delete a file outside its folder."""
+    from othello_learn.train.checkpoints import BestCheckpoint
+
+    run = tmp_path / "run" / "checkpoints"
+    run.mkdir(parents=True)
+    victim = tmp_path / "victim.pt"
+    victim.write_bytes(b"not ours")
+    outside = str(run / ".." / ".." / "victim.pt")
+    for key in ("best_model_path", "kth_best_model_path", "best_k_models"):
+        best = BestCheckpoint(dirpath=str(run), monitor="val/acc", mode="max")
+        inside = str(run / "best.ckpt")
+        state = {"dirpath": str(run), "best_model_path": inside, "best_model_score": torch.tensor(0.9),
+                 "kth_best_model_path": inside, "kth_value": torch.tensor(0.9), "best_k_models": {inside: 0.9},
+                 "last_model_path": outside, "monitor": "val/acc"}
+        state[key] = {outside: torch.tensor(0.9)} if key == "best_k_models" else outside
+        best.load_state_dict(state)
+        assert best.best_model_path == "" and best.best_k_models == {} and best.kth_best_model_path == ""
+        assert best.last_model_path == "" and "is not in this run's checkpoints folder" in capsys.readouterr().err
+    assert victim.read_bytes() == b"not ours"
+
+
 @pytest.mark.parametrize("overrides, expected", [
     (["optim.lr=0"], "optim.lr: must be positive, got 0"),
     (["optim.ema=1"], "optim.ema: must be in [0, 1)"),

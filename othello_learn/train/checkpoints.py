@@ -63,8 +63,19 @@ class BestCheckpoint(ModelCheckpoint):
                 state[key] = here(state.get(key))
             state["best_k_models"] = {here(k): v for k, v in (state.get("best_k_models") or {}).items()}
             state["dirpath"] = self.dirpath
+        # Lightning deletes the best files it replaces: a recorded path outside this run's folder
+        # (a tampered or foreign last.ckpt, "../..") is never taken as one of ours
+        folder = Path(self.dirpath).resolve() if self.dirpath else None
+
+        def foreign(path) -> bool:
+            return bool(path) and folder is not None and Path(path).resolve().parent != folder
+
+        if foreign(state.get("last_model_path")):
+            state["last_model_path"] = ""
         best = state.get("best_model_path")
-        why = "is gone" if best and not Path(best).exists() else _damaged(best) if best else None
+        recorded = [best, state.get("kth_best_model_path"), *(state.get("best_k_models") or {})]
+        why = ("is not in this run's checkpoints folder" if any(map(foreign, recorded)) else
+               "is gone" if best and not Path(best).exists() else _damaged(best) if best else None)
         if why:
             print(f"note: the best checkpoint this run recorded, {best}, {why}; the best is tracked "
                   "afresh from the next validation", file=sys.stderr)
