@@ -551,7 +551,7 @@ def test_an_init_of_another_architecture_names_the_architecture(dataset_dir, tmp
 
 
 @pytest.mark.parametrize("flag,value", [("--batch-size", "0"), ("--checkpoint-every", "0"), ("--max-minutes", "-1"),
-                                        ("--max-minutes", "nan"), ("--checkpoint-minutes", "inf")])
+                                        ("--max-minutes", "nan"), ("--max-minutes", "1e308"), ("--checkpoint-minutes", "inf")])
 def test_bad_numbers_on_the_command_line_exit_2(dataset_dir, tmp_path, capsys, flag, value):
     from othello_learn.train.train import main
 
@@ -596,6 +596,19 @@ def test_the_schema_matches_the_modules():
         from othello_learn.train.train import load_config
         for config in sorted((REPO / "train" / "configs").glob("*.yaml")):
             load_config(config, [])
+
+
+def test_a_config_with_aliases_is_refused_before_they_expand(tmp_path):
+    """Nine levels of nested aliases are 505 bytes, and the error naming the bad value ran out
+    of memory formatting it (eight: a 351 MB "one-line" error)."""
+    from othello_learn.train.train import load_config
+
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    config = tmp_path / "laughs.yaml"
+    config.write_text("\n".join(levels) + "\nmodel:\n  depth: *a8\n")
+    with pytest.raises(UserError, match=r"laughs\.yaml: not valid YAML \(an alias \(\*a0\): configs take plain values"):
+        load_config(config, [])
 
 
 # ---- 4. evaluation --------------------------------------------------------------------------------
@@ -1129,6 +1142,11 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["model.width=true"], "model.width: expected an integer, got True"),
     (["optim.scheduler=a: b: c"], "optim.scheduler: expected one of onecycle, cosine, none, got 'a: b: c'"),
     (["trainer.max_epochs=-1"], "trainer.max_epochs: an open-ended run (max_epochs=-1) needs a time budget"),
+    (["model.width=4097"], "model.width: must be at most 4096, got 4097"),  # the typo's allocation, a traceback
+    (["model.arch=resnet", "model.blocks=1001"], "model.blocks: must be at most 1000, got 1001"),
+    (["model.depth=1001"], "model.depth: must be at most 1000, got 1001"),
+    (["trainer.max_time={minutes: 1e400}"], "trainer.max_time: not a time budget such as {hours: 2}"),
+    (["trainer.max_time={fortnights: 1}"], "trainer.max_time: not a time budget such as {hours: 2}"),
 ])
 def test_each_bound_of_the_config_check_at_its_edge(overrides, expected):
     """Each limit refuses the first value past it and lets the last one inside through
@@ -1148,6 +1166,8 @@ def test_the_config_check_lets_the_edges_inside_through():
     assert cfg["optim"]["ema"] == 0 and cfg["data"]["num_workers"] == 0 and cfg["trainer"]["max_steps"] == -1
     load_config(None, ["trainer.max_epochs=-1", "trainer.max_steps=10"])  # max_steps ends the schedule
     load_config(None, ["trainer.max_epochs=-1", "optim.scheduler=none"])
+    load_config(None, ["model.width=4096", "model.depth=1000", "trainer.max_time={hours: 2}"])
+    load_config(None, ["model.arch=resnet", "model.blocks=1000"])
 
 
 def test_fresh_ignores_a_last_ckpt_of_another_network_and_the_save_interval_is_in_minutes(

@@ -14,6 +14,7 @@ W&B logging is offline by default (no account needed; ``wandb sync`` later),
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import os
@@ -34,7 +35,16 @@ from othello_learn import HOME, HOME_HELP
 
 class _Loader(yaml.SafeLoader):
     """YAML as people write numbers: PyYAML follows YAML 1.1, where ``1e-4`` (no dot) is a
-    string, so ``lr: 1e-4`` or ``--set optim.lr=1e-4`` would be refused as "not a number"."""
+    string, so ``lr: 1e-4`` or ``--set optim.lr=1e-4`` would be refused as "not a number".
+    And without aliases: no config needs them, and nested ones ("billion laughs") make a
+    505-byte file a value whose error message alone runs to gigabytes."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, f"an alias (*{event.anchor}): configs take plain values, "
+                                              "no anchors or aliases", event.start_mark)
+        return super().compose_node(parent, index)
 
 
 _Loader.add_implicit_resolver(
@@ -217,6 +227,17 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
         value = cfg[section].get(key)
         if value is not None and value < low:
             fail(section, key, f"must be at least {low}, got {value!r}")
+    # a typo's extra digits would allocate until memory runs out, then end in a traceback
+    for (section, key), high in {("model", "depth"): 1000, ("model", "blocks"): 1000, ("model", "width"): 4096}.items():
+        value = cfg[section].get(key)
+        if value is not None and value > high:
+            fail(section, key, f"must be at most {high}, got {value!r}")
+    budget = cfg["trainer"].get("max_time")
+    if isinstance(budget, dict):  # Lightning builds a timedelta of it after the set-up, or an OverflowError
+        try:
+            datetime.timedelta(**budget)
+        except (TypeError, ValueError, OverflowError) as e:
+            fail("trainer", "max_time", f"not a time budget such as {{hours: 2}} ({one_line(e)})")
     for key in ("max_epochs", "max_steps"):
         if cfg["trainer"].get(key) == 0:
             fail("trainer", key, "0 trains nothing: give at least 1, or -1 for no limit")
@@ -339,6 +360,13 @@ def log_test_results(logger, test: dict) -> None:
     logger.experiment.log({"test/phases": wandb.Table(columns=["moves", "accuracy"], data=rows)})
 
 
+def _budget_minutes(text: str) -> float:
+    value = at_least(0, float, above=True)(text)
+    if value > 10**7:  # 19 years; 1e308 minutes passed as finite, then overflowed in the timer
+        raise argparse.ArgumentTypeError(f"must be at most 10000000 (19 years), got {text}")
+    return value
+
+
 def _one_device(text: str):
     """``--devices``: 1 (or auto, which is 1 here) or one device's index as ``[N]`` / ``N,``. Several
     devices would make Lightning start this script again per device, and each copy would meet
@@ -370,7 +398,7 @@ def parse_args(argv=None):
     p.add_argument("--wandb-project", default="othello-learn", help="W&B project (default: othello-learn)")
     p.add_argument("--max-epochs", type=at_least(-1), help="overrides trainer.max_epochs (-1: no limit)")
     p.add_argument("--max-steps", type=at_least(-1), help="overrides trainer.max_steps")
-    p.add_argument("--max-minutes", type=at_least(0, float, above=True),
+    p.add_argument("--max-minutes", type=_budget_minutes,
                    help="time budget of the training (validation included); the LR schedule ends with it")
     p.add_argument("--batch-size", type=at_least(1), help="overrides data.batch_size")
     p.add_argument("--train-positions", type=at_least(1), help="train on a random subset of this many positions")
