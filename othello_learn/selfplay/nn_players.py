@@ -18,7 +18,7 @@ from othello_learn.models.nets import load_network
 
 from .gumbel import GumbelConfig, GumbelMCTS
 from .mcts import BatchedMCTS, Evaluator, MCTSConfig
-from .players import Player, spec_int
+from .players import MAX_SIMULATIONS, Player, spec_int
 
 
 def _states(batch: dict) -> States:
@@ -147,7 +147,7 @@ def search_network(kind: str, args: list[str]):
 def mcts_from_args(args):
     if len(args) not in (1, 2):
         raise ValueError("expected mcts:CHECKPOINT[:SIMULATIONS]")
-    sims = spec_int(args[1], "simulations", 1) if len(args) == 2 else 100
+    sims = spec_int(args[1], "simulations", 1, MAX_SIMULATIONS) if len(args) == 2 else 100
     return MCTSPlayer(search_network("mcts", args), sims)
 
 
@@ -168,7 +168,7 @@ def check_considered(k: int, simulations: int) -> int:
 def gumbel_from_args(args):
     if len(args) not in (1, 2, 3):
         raise ValueError("expected gumbel:CHECKPOINT[:SIMULATIONS[:CONSIDERED]]")
-    sims = spec_int(args[1], "simulations", 1) if len(args) >= 2 else 100
+    sims = spec_int(args[1], "simulations", 1, MAX_SIMULATIONS) if len(args) >= 2 else 100
     k = spec_int(args[2], "considered actions (0: automatic)", 0) if len(args) == 3 else 0  # GumbelConfig.considered
     check_considered(k, sims)  # before the network is loaded: a bad spec costs nothing
     return GumbelPlayer(search_network("gumbel", args), sims, max_considered=k)

@@ -16,7 +16,7 @@ from othello import bitboard as bb
 _SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
 
 
-def spec_int(text: str, what: str, least: int | None = None) -> int:
+def spec_int(text: str, what: str, least: int | None = None, most: int | None = None) -> int:
     """A spec's number argument, or a ValueError saying which one is bad and why
     (the registry turns it into one line naming the spec)."""
     try:
@@ -25,7 +25,12 @@ def spec_int(text: str, what: str, least: int | None = None) -> int:
         raise ValueError(f"{what} must be an integer, got {text!r}") from None
     if least is not None and value < least:
         raise ValueError(f"{what} must be >= {least}, got {value}")
+    if most is not None and value > most:
+        raise ValueError(f"{what} must be <= {most}, got {value}")
     return value
+
+
+MAX_SIMULATIONS = 100_000  # a search tree per game is allocated whole: beyond, a typo ends in an allocation error
 
 
 class Player:
