@@ -206,3 +206,27 @@ def test_a_history_row_over_three_blocks_and_a_block_tail_of_padding_are_read(tm
         data = _wandb_file(path, [{"trainer/global_step": 9, "val/acc": 0.3}], pad=pad)
         assert data[32768 - tail:32768] == b"\0" * tail
         assert wandb_history(path) == [{"trainer/global_step": 9, "val/acc": 0.3}]
+
+
+def test_a_tampered_log_or_record_is_one_line_naming_the_run(tmp_path, capsys):
+    """Tracebacks before: no step column (KeyError), a step that is text (TypeError), an infinite
+    batch size or first version (OverflowError); a folder csv/version_x was one line naming nothing."""
+    def refused(run, said):
+        assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
+
+    for name, rows in (("nostep", [{"val/acc": 0.3}]), ("textstep", [{"step": "abc", "val/acc": 0.3}])):
+        run = tmp_path / name
+        _version(run, 0, rows)
+        refused(run, "no numeric 'step' column")
+    run = tmp_path / "run"
+    _version(run, 0, [{"step": 9, "val/acc": 0.3}])
+    (run / "csv" / "version_x").mkdir()  # not Lightning's: passed over
+    assert load_curve(run)["val/acc"].tolist() == [0.3]
+    (run / "config.yaml").write_text("data: {batch_size: .inf}\n")
+    refused(run, "config.yaml: not a training config with data.batch_size")
+    (run / "config.yaml").unlink()
+    (run / "fresh_start.json").write_text('{"csv_version": 1e400}')
+    refused(run, "fresh_start.json: not the record of a --fresh start")
+

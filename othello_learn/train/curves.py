@@ -105,14 +105,15 @@ def _read_csv(path: Path) -> pd.DataFrame:
 def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
     if not run.is_dir():
         raise UserError(f"{run}: {'not a folder' if run.exists() else 'no such folder'} (give a train/train.py run folder)")
-    logs = sorted((run / "csv").glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
+    logs = sorted((p for p in (run / "csv").glob("version_*/metrics.csv") if p.parent.name[8:].isdigit()),
+                  key=lambda p: int(p.parent.name[8:]))  # Lightning's version_N, N from 0
     fresh = run / FRESH_START
     if fresh.is_file():  # a --fresh run: only its own logs, not those of the run it discarded
         try:
             first = int(json.loads(fresh.read_text())["csv_version"])
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, OverflowError) as e:
             raise UserError(f"{fresh}: not the record of a --fresh start ({one_line(e)})") from None
-        logs = [p for p in logs if int(p.parent.name.split("_")[1]) >= first]
+        logs = [p for p in logs if int(p.parent.name[8:]) >= first]
     if logs:
         return pd.concat([_read_csv(p) for p in logs], ignore_index=True), "CSV logs"
     frame = _wandb_frame(run)
@@ -132,8 +133,10 @@ def load_curve(run: Path, metric: str = "val/acc") -> pd.DataFrame:
     try:
         cfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
         batch = int(((cfg or {}).get("data") or {}).get("batch_size", 256))
-    except (yaml.YAMLError, AttributeError, TypeError, ValueError) as e:
+    except (yaml.YAMLError, AttributeError, TypeError, ValueError, OverflowError) as e:
         raise UserError(f"{cfg_path}: not a training config with data.batch_size: {one_line(e)}") from None
+    if "step" not in frame or not pd.api.types.is_numeric_dtype(frame["step"]):
+        raise UserError(f"{run}: its {source} have no numeric 'step' column (not a training log written here?)")
     hours = frame[HOURS] if HOURS in frame else pd.Series(float("nan"), index=frame.index)
     rows = pd.DataFrame({"step": frame["step"], "hours": hours, metric: frame[metric]})
     rows = rows.dropna(subset=[metric]).drop_duplicates("step", keep="last").sort_values("step")
