@@ -580,6 +580,9 @@ def test_a_missing_or_damaged_dataset_is_named(dataset_dir, tmp_path, capsys):
     code, err = _run(main, args, capsys)
     assert code == 2 and f"--data {broken}" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+    (broken / "positions.npy").write_bytes(bytes(range(256)) * 4)  # not .npy: numpy takes it for a pickle
+    code, err = _run(main, args, capsys)  # and its advice was passed on: load it "unsafely" if you trust it
+    assert code == 2 and "not a .npy file of position records" in err and "allow_pickle" not in err, err
 
 
 def test_the_schema_matches_the_modules():

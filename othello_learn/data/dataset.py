@@ -500,6 +500,9 @@ class WthorDataset:
         except FileNotFoundError:
             raise
         except (OSError, ValueError, EOFError) as e:  # cut short: numpy's words only ("mmap length ...")
+            if "allow_pickle" in str(e):  # numpy suggests loading it "unsafely": never, and never advised
+                raise ValueError(f"{records}: not a .npy file of position records (numpy would read it as a "
+                                 "pickle, which is never loaded); rebuild the dataset") from None
             raise ValueError(f"{records}: cannot be read ({e}; damaged or cut short?); rebuild the dataset") from None
         if self.positions.dtype != POSITION_DTYPE:
             raise ValueError(f"{self.path / 'positions.npy'}: unexpected record layout {self.positions.dtype}")
