@@ -314,6 +314,31 @@ def test_benchmarks_refuse_a_count_of_zero_before_any_work(capsys, name, flag):
     assert e.value.code == 2 and f"argument {flag}: must be at least 1, got 0" in err and len(err.splitlines()) == 1
 
 
+def test_the_selfplay_workers_benchmark_starts_from_a_checkpoint(monkeypatch):
+    """The README's command: it passed --arch-blocks, which the loop refuses with --init CKPT."""
+    module = _benchmark("selfplay_workers")
+
+    class Reached(Exception):
+        pass
+
+    def open_run(cfg):  # the settings passed cfg.check(): stop before self-play
+        raise Reached
+
+    monkeypatch.setattr(module.rl_loop, "open_run", open_run)
+    with pytest.raises(Reached):
+        module.main(["--init", str(REPO / "checkpoints" / "best_handcrafted.pt"), "--games", "2", "--parallel", "2",
+                     "--workers", "1"])
+
+
+@pytest.mark.parametrize("name, flag, value, said", [
+    ("inference", "--threads", "0", "must be at least 1, got 0"), ("loader", "--workers", "-1", "must be at least 0, got -1"),
+])
+def test_benchmarks_refuse_other_bad_counts_before_any_work(capsys, name, flag, value, said):
+    with pytest.raises(SystemExit) as e:
+        run_main(_benchmark(name).main, [flag, value])
+    assert e.value.code == 2 and f"argument {flag}: {said}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("module, argv, named", [
     ("othello_learn.train.train", ["--config", "{missing}"], "--config {missing}: no such file"),
     ("othello_learn.train.train", ["--init", "{missing}"], "--init {missing}: no such file"),

@@ -53,7 +53,8 @@ def test_after_a_fresh_start_only_the_new_runs_logs_are_joined(tmp_path, capsys)
     wb = tmp_path / "wb"
     for stamp, run_id, acc in (("20260101_000000", "old", 0.5), ("20260102_000000", "new", 0.2)):
         _wandb_file(wb / "wandb" / f"offline-run-{stamp}-{run_id}" / f"run-{run_id}.wandb",
-                    [{"trainer/global_step": 9, "val/acc": acc}, {"trainer/global_step": 19 if run_id == "old" else 9}])
+                    [{"trainer/global_step": 9, "val/acc": acc}] +
+                    ([{"trainer/global_step": 19, "val/acc": acc + 0.1}] if run_id == "old" else []))
     (wb / "wandb_id").write_text("new\n")
     assert load_curve(wb)["val/acc"].tolist() == [0.2]
     (run / "fresh_start.json").write_text("{}")
@@ -227,6 +228,18 @@ def test_a_tampered_log_or_record_is_one_line_naming_the_run(tmp_path, capsys):
     (run / "config.yaml").write_text("data: {batch_size: .inf}\n")
     refused(run, "config.yaml: not a training config with data.batch_size")
     (run / "config.yaml").unlink()
-    (run / "fresh_start.json").write_text('{"csv_version": 1e400}')
-    refused(run, "fresh_start.json: not the record of a --fresh start")
+    for text in ('{"csv_version": 1e400}', '{"csv_version": null}', "[1]"):
+        (run / "fresh_start.json").write_text(text)
+        refused(run, "fresh_start.json: not the record of a --fresh start")
+
+
+def test_mark_fresh_start_skips_folders_lightning_did_not_number(tmp_path):
+    import json
+
+    from othello_learn.train.train import mark_fresh_start
+
+    for name in ("version_0", "version_3", "version_old"):
+        (tmp_path / "csv" / name).mkdir(parents=True)
+    mark_fresh_start(tmp_path)
+    assert json.loads((tmp_path / "fresh_start.json").read_text()) == {"csv_version": 4}
 

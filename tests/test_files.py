@@ -311,3 +311,33 @@ def test_write_json_writes_indented_json_ending_in_a_newline_atomically(tmp_path
     write_json(path, obj)
     assert path.read_text() == '{\n  "a": [\n    1,\n    2.5\n  ],\n  "b": {\n    "c": null,\n    "d": "\\u00e9"\n  }\n}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]  # no temporary file left
+
+
+def test_engine_main_hands_its_stop_to_the_session():
+    from othello_learn.selfplay.session import engine_main
+
+    seen = {}
+
+    def serve(player, name, seed=0, stop=None):
+        seen.update(stop=stop, seed=seed)
+        return 0
+
+    assert engine_main(["--player", "random", "--seed", "5"], "An engine.\n\nEpilog.", serve, "name") == 0
+    assert isinstance(seen["stop"], StopOnce) and seen["seed"] == 5
+
+
+@pytest.mark.parametrize("module", ["gtp_engine", "nboard"])
+def test_a_session_given_a_swallowed_stop_ends_before_reading(module):
+    import importlib
+    import io
+
+    from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
+
+    serve = importlib.import_module(f"othello_learn.selfplay.{module}").serve
+    stop = StopOnce()
+    stop.raised = Terminated  # a SIGTERM something swallowed
+    out = io.StringIO()
+    with pytest.raises(Terminated):
+        serve(AlphaBetaPlayer(1), "test", io.StringIO("name\nping 1\nquit\n"), out, io.StringIO(), stop=stop)
+    assert out.getvalue() == ""
+

@@ -100,6 +100,9 @@ def test_replay_names_an_illegal_moves_ply_among_the_moves_given():
     with pytest.raises(IllegalMoveError) as e:  # no square at all: naming it failed with a plain ValueError
         Position().replay([parse_square("f5"), 99])
     assert (str(e.value), e.value.ply, e.value.reason) == ("move 2 (99): no such square: 99", 2, "no such square: 99")
+    with pytest.raises(IllegalMoveError) as e:  # a pass is named as one, not as square 64
+        Position().replay([parse_square("f5"), PASS])
+    assert str(e.value).startswith("move 2 (pass): ") and e.value.ply == 2
 
 
 def test_play_with_passes_reads_moves_from_any_iterable():

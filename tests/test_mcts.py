@@ -169,6 +169,15 @@ def test_one_precision_setting_for_every_caller(monkeypatch):
     assert fastpath.resolve("auto", "cpu") == BF16
 
 
+def test_default_device_is_the_gpu_where_torch_sees_one(monkeypatch):
+    from othello_learn.models.fastpath import default_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert default_device() == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_device() == "cpu"
+
+
 def test_a_search_of_no_simulations_is_refused():
     from othello_learn.selfplay.gumbel import GumbelConfig
 

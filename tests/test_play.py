@@ -817,3 +817,29 @@ def test_a_game_saved_under_an_upper_case_name_resumes(tmp_path):
     out = io.StringIO()
     rc = play.main(["--opponent", "greedy", "--start", str(path)], stdin=io.StringIO("quit\n"), stdout=out)
     assert rc == 0 and transcript_of(out.getvalue()) == "f5d6"
+
+
+def test_saved_sides_needs_one_human_and_a_named_program():
+    from othello.formats import GameRecord
+
+    from othello_learn.selfplay.play import saved_sides
+
+    assert saved_sides(GameRecord(black=" human ", white=" greedy ")) == ("black", "greedy")
+    assert saved_sides(GameRecord(black="random", white="human")) == ("white", "random")
+    assert saved_sides(GameRecord(black="human", white="human")) is None
+    assert saved_sides(GameRecord(black="human", white="  ")) is None
+    assert saved_sides(GameRecord(black="greedy", white="random")) is None
+
+
+def test_a_resumed_game_with_one_side_given_says_so_and_names_the_flag_of_a_bad_opponent(tmp_path, capsys):
+    path = tmp_path / "game.ggf"
+    play.write_ggf(path, [(parse_transcript("f5"), "greedy", "human")])  # you were white
+    out = io.StringIO()
+    assert play.main(["--start", str(path), "--opponent", "random"], stdin=io.StringIO("quit\n"), stdout=out) == 0
+    assert f"resuming {path}: you play white against random" in out.getvalue()
+    capsys.readouterr()
+    assert play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("quit\n"), stdout=io.StringIO()),
+                         ["--start", str(path), "--opponent", "policy:no/such.pt"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "error: --opponent: bad player spec" in err and "saved opponent" not in err, err
+

@@ -1378,6 +1378,36 @@ def test_the_run_says_which_limit_stopped_it(dataset_dir, tmp_path, capsys):
     assert code == 2 and "training stopped before its first step, the time budget" in err and "no network" in err
 
 
+def test_lightnings_max_epochs_line_is_dropped_and_its_other_info_kept():
+    import logging
+
+    from othello_learn.train.train import _NoTips
+
+    def record(msg):
+        return logging.LogRecord("lightning.pytorch", logging.INFO, __file__, 1, msg, None, None)
+
+    assert not _NoTips().filter(record("`Trainer.fit` stopped: `max_epochs=1` reached."))
+    assert not _NoTips().filter(record("\N{ELECTRIC LIGHT BULB} Tip: use the cloud"))
+    assert _NoTips().filter(record("GPU available: False, used: False"))
+
+
+def test_train_fresh_records_the_first_csv_version_of_the_new_run(dataset_dir, tmp_path, monkeypatch):
+    import json
+
+    from othello_learn.train.train import parse_args, train
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    out = tmp_path / "run"
+    common = ["--logger", "csv", "--max-steps", "2", "--set", "trainer.val_check_interval=1"]
+    train(_args(dataset_dir, out, *common))
+    assert not (out / "fresh_start.json").exists()
+    train(_args(dataset_dir, out, *common, "--fresh"))
+    assert json.loads((out / "fresh_start.json").read_text()) == {"csv_version": 1}
+    assert parse_args(["--out", "o", "--seed", str(2**32 - 1)]).seed == 2**32 - 1  # train's own seed limit
+    with pytest.raises(SystemExit):
+        parse_args(["--out", "o", "--seed", str(2**32)])
+
+
 def test_stop_reason_names_the_limit_that_ended_fit():
     """In Lightning's order: steps, then the time budget, then the epochs (counted as done
     whenever fit stops, so they cannot tell which ended it)."""
