@@ -185,6 +185,11 @@ def test_a_run_resumes_from_another_folder_with_its_init_named_another_way(tmp_p
     assert loop("checkpoints/warm.pt") == 0
 
 
+def _record(generation: int) -> dict:
+    """The least history record state.json holds (what the Elo plot reads)."""
+    return {"generation": generation, "promoted": False, "elo_best": 0.0}
+
+
 def _generation_2_to_commit(tmp_path, score: float, elo: float):
     """A run folder committed through generation 1 (best gen_0001 at Elo +40, resign threshold
     -0.9) with generation 2's games, net, training and gate files written, ready to commit.
@@ -217,7 +222,7 @@ def _generation_2_to_commit(tmp_path, score: float, elo: float):
     (out / "stats" / "gen_0002_gate.json").write_text(json.dumps({"games": 20, "score": score, "elo": elo}))
     (out / "state.json").write_text(json.dumps({
         "generation": 1, "best": "nets/gen_0001.pt", "trainee": "nets/gen_0001.pt", "elo_best": 40.0,
-        "history": [{"generation": 1}], "wandb_id": "x", "resign_threshold": -0.9}))
+        "history": [{"generation": 1, "promoted": True, "elo_best": 40.0}], "wandb_id": "x", "resign_threshold": -0.9}))
     return RunConfig.from_args(["--init", "random", "--out", str(out)])
 
 
@@ -263,7 +268,8 @@ def test_a_limit_itself_is_allowed_where_inclusive(flag, value):
 
 def _state(**changes):
     base = {"generation": 1, "best": "nets/gen_0000.pt", "trainee": "nets/gen_0001.pt", "elo_best": 0.0,
-            "history": [{}], "wandb_id": "abc", "resign_threshold": -0.9}
+            "history": [{"generation": 1, "promoted": False, "elo_best": 0.0}], "wandb_id": "abc",
+            "resign_threshold": -0.9}
     return {**base, **changes}
 
 
@@ -272,7 +278,11 @@ def _state(**changes):
                                           ({"best": "../elsewhere.pt"}, "best '../elsewhere.pt' is not one of"),
                                           ({"trainee": "nets/gen_1.pt"}, "trainee 'nets/gen_1.pt' is not one of"),
                                           ({"resign_threshold": False}, "no valid 'resign_threshold'"),
-                                          ({"generation": 2}, "generation 2 with 1 history records")])
+                                          ({"generation": 2}, "generation 2 with 1 history records"),
+                                          # the Elo plot read these after a whole generation, in a traceback
+                                          ({"history": [{}]}, "history record 1 lacks its generation"),
+                                          ({"history": [{"generation": 1, "promoted": False, "elo_best": "x"}]},
+                                           "holds a number that is not one")])
 def test_a_state_out_of_shape_is_refused_by_what_is_wrong(tmp_path, changes, said):
     path = tmp_path / "state.json"
     path.write_text(json.dumps(_state()))
@@ -307,7 +317,7 @@ def _run_at(tmp_path, generation: int, extra=()):
                  out / "nets" / "gen_0000.pt")
     (out / "state.json").write_text(json.dumps({
         "generation": generation, "best": "nets/gen_0000.pt", "trainee": "nets/gen_0000.pt", "elo_best": 0.0,
-        "history": [{"generation": g} for g in range(1, generation + 1)], "wandb_id": "x", "resign_threshold": None}))
+        "history": [_record(g) for g in range(1, generation + 1)], "wandb_id": "x", "resign_threshold": None}))
     return RunConfig.from_args(["--init", "random", "--out", str(out), "--device", "cpu", "--quiet", *extra])
 
 
@@ -391,7 +401,7 @@ def _committed(cfg, gen):
     """state.json as commit leaves it after generation ``gen``: its candidate is the trainee."""
     state = json.loads((cfg.out / "state.json").read_text())
     (cfg.out / "state.json").write_text(json.dumps({**state, "generation": gen, "trainee": f"nets/gen_{gen:04d}.pt",
-                                                   "history": [{"generation": g} for g in range(1, gen + 1)]}))
+                                                   "history": [_record(g) for g in range(1, gen + 1)]}))
 
 
 def test_keep_optimizer_may_be_turned_on_and_off_mid_run(tmp_path, capsys):

@@ -320,6 +320,11 @@ STATE_FIELDS = {"generation": int, "best": str, "trainee": str, "elo_best": (int
                 "wandb_id": str}
 
 
+# the numbers of a generation's history record that the run reads back (the Elo plot)
+HISTORY_NUMBERS = ("elo_best", "gate_score", "elo_candidate", "eval_elo", "eval_score", "eval_games", "eval_elo_low",
+                   "eval_elo_high")
+
+
 def read_state(path: Path) -> dict:
     """The run's commit point, checked: a state that does not hold together would
     otherwise fail generations later, or silently train the wrong network."""
@@ -335,6 +340,12 @@ def read_state(path: Path) -> dict:
             raise UserError(f"{path}: corrupt run state ({key} {state[key]!r} is not one of the run's nets): {remedy}")
     if not all(isinstance(h, dict) for h in state["history"]):
         raise UserError(f"{path}: corrupt run state (a history record is not a JSON object): {remedy}")
+    for i, h in enumerate(state["history"], 1):  # what the Elo plot reads, after a whole generation's work
+        numbers = [h.get(k) for k in HISTORY_NUMBERS if h.get(k) is not None]
+        if (h.get("generation") != i or not isinstance(h.get("promoted"), bool) or "elo_best" not in h
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in numbers)):
+            raise UserError(f"{path}: corrupt run state (history record {i} lacks its generation, promotion "
+                            f"or Elo, or holds a number that is not one): {remedy}")
     if not math.isfinite(state["elo_best"]):
         raise UserError(f"{path}: corrupt run state (elo_best {state['elo_best']}): {remedy}")
     threshold = state.get("resign_threshold", "missing")
