@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from othello import bitboard as bb
-from othello.files import run_main
+from othello.files import UserError, run_main
 from othello_learn.models.batch import augment
 from othello_learn.models.nets import NetConfig, build_network, legal_mask, save_network
 from othello_learn.selfplay import loop as rl_loop
@@ -608,6 +608,30 @@ class FakeWandb:
 
     def _finish(self):
         self.finished += 1
+
+
+@pytest.mark.parametrize("field, edit, said", [
+    ("policy", lambda a: np.where(np.arange(a.size).reshape(a.shape) == 5, np.nan, a).astype(a.dtype), "not a finite"),
+    ("value", lambda a: np.full_like(a, np.inf), "not a finite"),
+    ("player", lambda a: a[:10], "field 'player'"),  # the samples no longer line up with their policies
+    ("player", lambda a: a.astype(np.float64), "field 'player' is float64"),  # bitboards lose squares
+    ("outcome", lambda a: a.reshape(-1, 1), "field 'outcome'"),  # a traceback in concat, after self-play
+    ("outcome", lambda a: a * 3, "an outcome beyond"),
+    ("game", lambda a: a + 10**6, "a game the file does not hold"),
+    ("ply", lambda a: a.astype(str), "field 'ply'"),
+])
+def test_a_games_file_out_of_shape_is_refused_naming_what_is_wrong(games, tmp_path, field, edit, said):
+    """Only the keys were checked: a NaN policy trained and committed a NaN network, misaligned
+    samples trained on the wrong targets, a 2-D outcome ended in a traceback."""
+    path = tmp_path / "gen_0001.npz"
+    games.save(path)
+    with np.load(path) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays[field] = edit(arrays[field])
+    np.savez(path, **arrays)
+    with pytest.raises(UserError, match="unreadable self-play games") as e:
+        rl_loop.load_games(path, "a remedy")
+    assert said in str(e.value) and "a remedy" in str(e.value)
 
 
 @pytest.fixture(scope="module")

@@ -68,8 +68,37 @@ class SelfPlayGames:
 
     @classmethod
     def load(cls, path) -> "SelfPlayGames":
+        """The games in ``path``, checked (``check``): a run folder's file may have been edited."""
         with np.load(path) as f:  # never unpickles: object arrays raise
-            return cls(**{k: f[k] for k in f.files if k in cls.__dataclass_fields__})
+            games = cls(**{k: f[k] for k in f.files if k in cls.__dataclass_fields__})
+        games.check()
+        return games
+
+    # the dtype kind of each field: unsigned, signed or unsigned integer, bool, float
+    _KINDS = {"player": "u", "opponent": "u", "history": "iu", "black_to_move": "b", "policy": "f", "outcome": "iu",
+              "ply": "iu", "game": "iu", "value": "f", "winner": "iu", "disc_diff": "iu", "resigned": "b",
+              "no_resign": "b", "length": "iu", "moves": "iu"}
+    _PER_GAME = ("winner", "disc_diff", "resigned", "no_resign", "length", "moves")
+
+    def check(self) -> None:
+        """A ValueError naming the first field out of shape: arrays that do not line up (a sample
+        without its policy), numbers of the wrong kind (bitboards as floats lose squares), a policy
+        or value that is not finite (a NaN network committed as the next generation), outcomes
+        beyond ±1, samples of games the file does not hold."""
+        n, games = len(self.policy), len(self.winner)  # the samples are the targets; the games, their results
+        shapes = {"history": (n, 4), "policy": (n, 64)}
+        for name, kinds in self._KINDS.items():
+            a = getattr(self, name)
+            if a is None:
+                continue
+            want = shapes.get(name, (games,) if name in self._PER_GAME else (n,))
+            ndim = 2 if name in ("history", "policy", "moves") else 1
+            if a.dtype.kind not in kinds or a.shape[:len(want)] != want or a.ndim != ndim:
+                raise ValueError(f"field {name!r} is {a.dtype} {a.shape}, expected {n} samples of {games} games")
+        if not (np.isfinite(self.policy).all() and np.isfinite(self.value).all() and (self.policy >= 0).all()):
+            raise ValueError("a policy or value that is not a finite number (or a negative probability)")
+        if n and (np.abs(self.outcome.astype(np.int64)).max() > 1 or self.game.min() < 0 or self.game.max() >= games):
+            raise ValueError("an outcome beyond ±1, or a sample of a game the file does not hold")
 
     @classmethod
     def concat(cls, parts: list["SelfPlayGames"]) -> "SelfPlayGames":
