@@ -1206,6 +1206,18 @@ def test_the_clean_up_of_parts_leaves_files_it_did_not_write(run_copy):
     assert sorted(p.name for p in parts.iterdir()) == ["part_009.npz"]
 
 
+def test_a_parts_folder_that_is_a_link_is_refused_and_what_it_points_at_kept(run_copy, tmp_path):
+    """Through a link the loop adopted another folder's part files as played, then deleted them."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "part_000.npz").write_bytes(b"not the run's")
+    (run_copy / "games" / "gen_0002").symlink_to(elsewhere)
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(run_copy)])
+    with pytest.raises(UserError, match=r"gen_0002: a link, not a folder of this run's self-play parts"):
+        rl_loop.self_play(cfg, 2)
+    assert (elsewhere / "part_000.npz").read_bytes() == b"not the run's"
+
+
 def test_resign_calibration_with_no_safe_threshold_resigns_nowhere():
     """When even the lowest threshold of the grid resigns wrongly too often, calibration must not
     keep resigning there: it returns -1.0, below every root value (no game resigns), and the

@@ -657,6 +657,9 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
     never played again, the merged file on disk means the stage is done."""
     p = _paths(cfg, gen)
     state = read_state(cfg.out / "state.json")
+    if p["parts"].is_symlink():  # its parts would be adopted as played, then deleted where it points
+        raise UserError(f"{p['parts']}: a link, not a folder of this run's self-play parts: remove the link "
+                        "and rerun the same command")
     if not p["games"].exists():
         print(f"generation {gen}: best {state['best']}, resign threshold "
               f"{'none (--no-resign)' if cfg.no_resign else state['resign_threshold']}", file=sys.stderr)
