@@ -610,7 +610,10 @@ def test_a_config_with_aliases_is_refused_before_they_expand(tmp_path):
     levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
     config = tmp_path / "laughs.yaml"
     config.write_text("\n".join(levels) + "\nmodel:\n  depth: *a8\n")
-    with pytest.raises(UserError, match=r"laughs\.yaml: not valid YAML \(an alias \(\*a0\): configs take plain values"):
+    with pytest.raises(UserError, match=r"laughs\.yaml: not valid YAML \(an alias \(\*a0, line 2\): configs take plain"):
+        load_config(config, [])
+    config.write_text("model:\n  depth: 3\nmodel:\n  arch: resnet\n")  # YAML keeps the last in silence
+    with pytest.raises(UserError, match=r"laughs\.yaml: not valid YAML \('model' is given twice \(line 3\)\)"):
         load_config(config, [])
 
 

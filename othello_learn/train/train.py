@@ -42,9 +42,20 @@ class _Loader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, f"an alias (*{event.anchor}): configs take plain values, "
-                                              "no anchors or aliases", event.start_mark)
+            raise yaml.composer.ComposerError(None, None, f"an alias (*{event.anchor}, line {event.start_mark.line + 1}): "
+                                              "configs take plain values, no anchors or aliases", event.start_mark)
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        """A key given twice is refused: YAML keeps the last in silence (a second ``model:`` section
+        replaced the first whole, and the run trained another network)."""
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice (line {key_node.start_mark.line + 1})", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver(
