@@ -1057,6 +1057,10 @@ def test_state_and_records_edited_out_of_shape_are_named(run_copy, rl_run, capsy
     config = json.loads((run_copy / "config.json").read_text())
     (run_copy / "config.json").write_text(json.dumps({**config, "search": "xyz"}))
     assert "config.json: corrupt run settings (--search must be one of" in _broken(run_copy, capsys)
+    for key, value, said in (("games", "8", "--games must be an integer, got '8'"), ("lr", True, "--lr must be a number"),
+                             ("continuous", 1, "--continuous must be true or false, got 1")):
+        (run_copy / "config.json").write_text(json.dumps({**config, key: value}))  # the setting was not named
+        assert f"config.json: corrupt run settings ({said}" in _broken(run_copy, capsys)
     (run_copy / "config.json").write_text(json.dumps(config))
     (run_copy / "state.json").write_text(json.dumps(rl_run.state_at_interrupt))  # generation 2 not committed
     for name, text, said in (("gen_0002_gate.json", "{}", "no 'games'"), ("gen_0002_train.json", "[1]", "not a JSON"),

@@ -231,6 +231,13 @@ class RunConfig:
         also asked of a run's config.json, which a hand edit could have put out of range)."""
         for f in dataclasses.fields(self):
             v, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
+            # (a hand-edited config.json: "8" for 8 failed in the limits' arithmetic, naming no setting)
+            name = {"typing.Optional[str]": "str"}.get(f.type, f.type)
+            kind = {"int": int, "float": (int, float), "bool": bool, "str": str}.get(name)
+            wrong = kind is not None and (not isinstance(v, kind) or isinstance(v, bool) != (kind is bool))
+            if v is not None and wrong:
+                what = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}[name]
+                raise UserError(f"{flag} must be {what}, got {v!r}")
             if f.metadata["limits"] is not None and v is not None:
                 low, high, low_ok = f.metadata["limits"]
                 if not math.isfinite(v) or (v < low if low_ok else v <= low) or (high is not None and v > high):
