@@ -335,7 +335,7 @@ def test_runs_started_by_the_old_module_resume_and_export(dataset_dir, tmp_path,
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     out = tmp_path / "old"
-    args = ["--data", str(dataset_dir), "--out", str(out), "--logger", "csv", "--no-test",
+    args = ["--data", str(dataset_dir), "--out", str(out), "--logger", "csv", "--no-test", "--train-positions", "640",
             "--set", "model.depth=1", "--set", "model.width=4", "--set", "data.train_years=2001",
             "--set", "data.val_years=2002", "--set", "data.test_years=2003", "--set", "data.batch_size=64",
             "--set", "trainer.enable_progress_bar=false", "--set", "trainer.enable_model_summary=false"]
@@ -381,6 +381,7 @@ def test_weight_averaging_is_what_validation_tests_and_export_see(dataset_dir, t
     monkeypatch.setattr(MovePredictor, "test_step", record_then_test)
     out = tmp_path / "run"
     common = ["--data", str(dataset_dir), "--out", str(out), "--logger", "none", "--precision", "32",
+              "--train-positions", "640",
               "--set", "model.depth=2", "--set", "model.width=8", "--set", "optim.ema=0.9", "--set", "optim.lr=0.01",
               "--set", "data.train_years=2001", "--set", "data.val_years=2002", "--set", "data.test_years=2003",
               "--set", "data.batch_size=64", "--set", "trainer.enable_progress_bar=false",
