@@ -744,7 +744,8 @@ def _train(args) -> dict:
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
         with interrupts_reraised(saver), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
-            if resume:  # the checkpoints it warns of are the ones the run resumes from
+            if resume or args.fresh:  # the checkpoints it warns of: the ones the run resumes from, or the
+                # discarded run's, which --fresh keeps (README)
                 warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
             _ignore_lightning_noise()
             trainer.fit(model, datamodule=dm, ckpt_path=resume)
