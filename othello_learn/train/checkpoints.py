@@ -73,8 +73,11 @@ class BestCheckpoint(ModelCheckpoint):
         if foreign(state.get("last_model_path")):
             state["last_model_path"] = ""
         best = state.get("best_model_path")
-        recorded = [best, state.get("kth_best_model_path"), *(state.get("best_k_models") or {})]
-        why = ("is not in this run's checkpoints folder" if any(map(foreign, recorded)) else
+        outside = [p for p in (best, state.get("kth_best_model_path"), *(state.get("best_k_models") or {}))
+                   if foreign(p)]
+        if outside:
+            best = outside[0]  # named in the note
+        why = ("is not in this run's checkpoints folder" if outside else
                "is gone" if best and not Path(best).exists() else _damaged(best) if best else None)
         if why:
             print(f"note: the best checkpoint this run recorded, {best}, {why}; the best is tracked "
