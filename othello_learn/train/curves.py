@@ -24,7 +24,7 @@ import yaml
 
 from othello.files import ArgumentParser, UserError, one_line, run_main
 from othello_learn.plots import check_plot_path, pyplot, save_figure
-from othello_learn.train.train import FRESH_START
+from othello_learn.train.train import FRESH_START, csv_versions
 
 
 HOURS = "time/hours"
@@ -105,15 +105,15 @@ def _read_csv(path: Path) -> pd.DataFrame:
 def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
     if not run.is_dir():
         raise UserError(f"{run}: {'not a folder' if run.exists() else 'no such folder'} (give a train/train.py run folder)")
-    logs = sorted((p for p in (run / "csv").glob("version_*/metrics.csv") if p.parent.name[8:].isdigit()),
-                  key=lambda p: int(p.parent.name[8:]))  # Lightning's version_N, N from 0
+    versions = csv_versions(run)
     fresh = run / FRESH_START
     if fresh.is_file():  # a --fresh run: only its own logs, not those of the run it discarded
         try:
             first = int(json.loads(fresh.read_text())["csv_version"])
         except (ValueError, KeyError, TypeError, OverflowError) as e:
             raise UserError(f"{fresh}: not the record of a --fresh start ({one_line(e)})") from None
-        logs = [p for p in logs if int(p.parent.name[8:]) >= first]
+        versions = {n: v for n, v in versions.items() if n >= first}
+    logs = [versions[n] / "metrics.csv" for n in sorted(versions) if (versions[n] / "metrics.csv").is_file()]
     if logs:
         return pd.concat([_read_csv(p) for p in logs], ignore_index=True), "CSV logs"
     frame = _wandb_frame(run)

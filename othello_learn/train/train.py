@@ -348,12 +348,16 @@ def wandb_run_id(out: Path, fresh: bool = False) -> str:
 FRESH_START = "fresh_start.json"  # in OUT: where the logs of the run a --fresh began start
 
 
+def csv_versions(out: Path) -> dict[int, Path]:
+    """The CSV logger's folders in OUT, ``csv/version_N`` by N (one per start or resume)."""
+    return {int(p.name[8:]): p for p in (out / "csv").glob("version_*") if p.name[8:].isdigit()}
+
+
 def mark_fresh_start(out: Path) -> None:
     """``--fresh`` keeps the discarded run's logs (as its best checkpoints): the new run's CSV
     logs start at the next version, and ``curves.py`` joins none before it (the W&B files it
     tells apart by the run id, which ``--fresh`` renews)."""
-    versions = [int(v) for p in (out / "csv").glob("version_*") if (v := p.name.split("_", 1)[1]).isdigit()]
-    write_json(out / FRESH_START, {"csv_version": max(versions, default=-1) + 1})
+    write_json(out / FRESH_START, {"csv_version": max(csv_versions(out), default=-1) + 1})
 
 
 def log_test_results(logger, test: dict) -> None:
