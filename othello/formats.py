@@ -328,6 +328,8 @@ class ObfPosition:
                                   "move's disc difference, as in 'g8:+18')")
             if sq in out:
                 raise FormatError(f"{self.what}: {move} is scored twice")
+            if abs(int(value)) > 64:  # a typo (+180 for +18) would grade every answer against it as wrong
+                raise FormatError(f"{self.what}: {item!r}: a disc difference is between -64 and +64")
             out[sq] = int(value)
         return out
 

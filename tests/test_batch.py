@@ -2,6 +2,7 @@
 (othello_learn.models.nets), and the one loss home (othello_learn.models.losses), against slow references."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -188,6 +189,37 @@ def test_exported_networks_round_trip_and_old_exports_load(tmp_path):
                          tmp_path / "bad.pt")
     with pytest.raises(UserError, match="bad.pt: unknown network setting.*colour"):
         load_network(tmp_path / "bad.pt")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"value_head": "yes"}, "value_head must be true or false, got 'yes'"),  # would have built a net with a head
+    ({"encoder": "planes"}, "encoder must be one of handcrafted, raw, got 'planes'"),
+    ({"arch": "transformer"}, "arch must be one of reference, resnet, got 'transformer'"),
+    ({"width": 0}, "width must be a whole number from 1 to 4096, got 0"),
+    ({"blocks": 10**6}, "blocks must be a whole number from 1 to 1000, got 1000000"),  # an allocation, not a net
+    ({"depth": True}, "depth must be a whole number from 1 to 1000, got True"),
+    ({"width": 4.0}, "width must be a whole number from 1 to 4096, got 4.0"),
+])
+def test_a_stored_config_is_checked_setting_by_setting(tmp_path, change, message):
+    """Every way in (a checkpoint's stored dict, train.py's model section, the code) passes
+    NetConfig, which names the setting; a bad encoder used to read as weights that do not fit."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        NetConfig(**{**NetConfig("resnet", blocks=1, width=4).to_dict(), **change})
+    net = build_network(NetConfig("resnet", blocks=1, width=4, value_head=True))
+    save_checkpoint_file({"config": {**net.config.to_dict(), **change}, "state_dict": net.state_dict()},
+                         tmp_path / "odd.pt")
+    with pytest.raises(UserError, match=re.escape(f"odd.pt: {message}")):
+        load_network(tmp_path / "odd.pt")
+
+
+def test_weights_that_are_not_finite_are_refused_on_load(tmp_path):
+    """A run that diverged saves NaN weights; loaded silently they play every move at random."""
+    net = build_network(NetConfig("resnet", blocks=1, width=4, value_head=True))
+    state = net.state_dict()
+    state["value_head.6.bias"] = torch.full_like(state["value_head.6.bias"], float("inf"))
+    save_checkpoint_file({"config": net.config.to_dict(), "state_dict": state}, tmp_path / "diverged.pt")
+    with pytest.raises(UserError, match=r"diverged.pt: weight value_head.6.bias holds NaN or infinite values"):
+        load_network(tmp_path / "diverged.pt")
 
 
 def test_load_network_sends_training_checkpoints_to_train(tmp_path):

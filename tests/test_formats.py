@@ -204,11 +204,14 @@ def test_obf_round_trip_and_edax_lines():
         parse_obf(line + "\n" + "-" * 63 + " X;\n", what="t.obf")
     with pytest.raises(FormatError, match="square a1"):
         parse_obf("Z" + "-" * 63 + " O;")
-    # Scores: free text (no ':') is not one; a field with ':' must be; a pass may be scored.
+    # Scores: free text (no ':') is not one; a field with ':' must be; a pass may be scored; ±64 are the limits.
+    (q,) = parse_obf(line.split(";")[0] + "; h7:+64; g8:-64;")
+    assert q.scores() == {parse_square("h7"): 64, parse_square("g8"): -64}
     (q,) = parse_obf(line.replace("H2:-6;", "FFO #40; pa:-6;"))
     assert q.scores() == {parse_square("g8"): 18, parse_square("h1"): 12, PASS: -6}
     for bad, match in (("h7:abc;", "'h7:abc' is not a score"), ("zz:+3;", "'zz:+3' is not a score"),
-                       ("h7:-6; H7:-8;", "H7 is scored twice")):
+                       ("h7:-6; H7:-8;", "H7 is scored twice"),
+                       ("h7:+180;", "'h7:+180': a disc difference is between -64 and +64")):
         with pytest.raises(FormatError, match=re.escape(f"t.obf line 1: {match}")):
             parse_obf(line.split(";")[0] + "; " + bad, what="t.obf")
 

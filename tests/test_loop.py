@@ -94,6 +94,15 @@ def test_gumbel_considered_is_checked_as_the_player_spec_checks_it(extra, where)
     RunConfig.from_args(BASE + ["--gumbel-considered", "0"]).check()  # automatic: always fine
 
 
+@pytest.mark.parametrize("flag", ["--simulations", "--gate-simulations"])
+def test_simulations_have_the_arena_specs_ceiling(flag):
+    """A search tree per game is allocated whole: a typo's extra digits ended in an allocation
+    error a generation in (the gating match's), not in one line before anything ran."""
+    with pytest.raises(UserError, match=f"^{flag} must be between 1 and 100000, got 1000000$"):
+        RunConfig.from_args(BASE + [flag, "1000000"]).check_values()
+    RunConfig.from_args(BASE + [flag, "100000"]).check_values()
+
+
 def test_seeds_are_independent_streams_per_generation_stage_and_part():
     cfg = RunConfig.from_args(BASE + ["--games", "10", "--parallel", "4"])
     s1, s2 = generation_seeds(cfg, 1), generation_seeds(cfg, 2)

@@ -593,3 +593,20 @@ def test_a_dataset_with_an_impossible_ply_or_range_is_refused_on_opening(tmp_pat
         dataset.WthorDataset(_tiny_dataset(tmp_path / "ply", [good[0], {"move": 43, "ply": 60}], [0, 2]))
     with pytest.raises(ValueError, match=r"year 2001: no valid position_range \(found \[0, 3\]; 2 positions\)"):
         dataset.WthorDataset(_tiny_dataset(tmp_path / "range", good, [0, 3]))
+
+
+def test_years_whose_position_ranges_overlap_are_refused_on_opening(tmp_path):
+    """A hand-edited summary whose 2016 reaches into 2015's positions would put the same games in the
+    validation and the test split; ranges that touch, and a year with none, are what a build writes."""
+    good = [{"move": 37, "ply": 0}, {"move": 43, "ply": 1}, {"move": 19, "ply": 0}]
+    folder = _tiny_dataset(tmp_path / "d", good, [0, 2])
+    summary = json.loads((folder / "summary.json").read_text())
+    year = summary["years"]["2001"]
+    summary["years"] = {"2002": {**year, "position_range": [2, 2]}, "2001": year,
+                        "2003": {**year, "position_range": [2, 3]}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    assert dataset.WthorDataset(folder).split("x", {"x": (2003, 2003)})["move"].tolist() == [19]
+    summary["years"]["2003"]["position_range"] = [1, 3]
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match=r"d/summary.json: year 2003's position_range \[1, 3\] overlaps year 2001's"):
+        dataset.WthorDataset(folder)

@@ -523,6 +523,14 @@ class WthorDataset:
                     and str(year).isdigit()):
                 raise ValueError(f"{self.path / 'summary.json'}: year {year}: no valid position_range "
                                  f"(found {r!r}; {n:,} positions); rebuild the dataset")
+        end, previous = 0, None  # stored by year: ranges that overlap would put a year's positions in two splits
+        for year, v in sorted(years.items(), key=lambda item: int(item[0])):
+            lo, hi = v["position_range"]
+            if lo < end:
+                raise ValueError(f"{self.path / 'summary.json'}: year {year}'s position_range {[lo, hi]} overlaps "
+                                 f"year {previous}'s (positions are stored by year); rebuild the dataset")
+            if hi > end:
+                end, previous = hi, year
         for start in range(0, n, chunk):  # one read of each chunk for all three fields
             records = self.positions[start:start + chunk]
             for name, lo, hi in (("move", 0, 63), ("ply", 0, 59), ("history", -1, 64)):

@@ -124,6 +124,11 @@ class ResNet(MoveNet):
 ARCHITECTURES = {"reference": ReferenceNet, "resnet": ResNet}
 
 
+# The largest sizes a config may ask for: beyond them a typo's extra digits would allocate until
+# memory runs out and end in a traceback (train.py's config check reads them from here).
+SIZE_LIMITS = {"depth": 1000, "blocks": 1000, "width": 4096}
+
+
 @dataclass(frozen=True)
 class NetConfig:
     """What a network is: stored with its weights (as a plain dict) so it can be rebuilt.
@@ -135,6 +140,21 @@ class NetConfig:
     width: int = 64
     blocks: int = 6
     value_head: bool = False
+
+    def __post_init__(self):
+        """Checked here, the one place every config passes (train.py's YAML, a checkpoint's
+        stored dict, the loop's --init random): a stored ``"value_head": "yes"`` or a bad
+        encoder is an error naming the setting, not a net built wrong or a misleading misfit."""
+        if self.arch not in ARCHITECTURES:
+            raise ValueError(f"arch must be one of {', '.join(sorted(ARCHITECTURES))}, got {self.arch!r}")
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {', '.join(sorted(ENCODERS))}, got {self.encoder!r}")
+        for key, high in SIZE_LIMITS.items():
+            value = getattr(self, key)
+            if type(value) is not int or not 1 <= value <= high:  # bool is an int; a typo's digits allocate until OOM
+                raise ValueError(f"{key} must be a whole number from 1 to {high}, got {value!r}")
+        if type(self.value_head) is not bool:
+            raise ValueError(f"value_head must be true or false, got {self.value_head!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -277,6 +297,9 @@ def network_from_state(cfg: NetConfig, state_dict: dict, path) -> MoveNet:
         net.load_state_dict(state_dict)
     except (TypeError, ValueError, RuntimeError) as e:
         raise UserError(f"{path}: weights do not fit the network its config describes ({_first_line(e)})") from e
+    for name, tensor in net.state_dict().items():  # a diverged run's weights would play, silently, at random
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise UserError(f"{path}: weight {name} holds NaN or infinite values (saved from a run that diverged?)")
     return net.eval()
 
 

@@ -53,6 +53,7 @@ from othello_learn.selfplay.gumbel import TARGET_Q, GumbelConfig
 from othello_learn.selfplay.learner import OptimizerStateError, policy_sharpness, train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
 from othello_learn.selfplay.nn_players import PolicyPlayer, check_considered, search_player
+from othello_learn.selfplay.players import MAX_SIMULATIONS
 from othello_learn.selfplay.registry import make_program
 from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
 
@@ -78,7 +79,7 @@ class RunConfig:
     games: int = opt(2048, "self-play games per generation", limits=(1, None, True))
     # A part is one file of --parallel games: a change mid-generation would replay or skip games.
     parallel: int = opt(512, "games played at once (one part file each)", limits=(1, None, True))
-    simulations: int = opt(100, "MCTS simulations per move in self-play", limits=(1, None, True))
+    simulations: int = opt(100, "MCTS simulations per move in self-play", limits=(1, MAX_SIMULATIONS, True))
     # On a CPU the tree search is single-threaded numpy between network calls: processes of one thread each
     # keep every core busy where one process of N threads leaves them waiting (1.40x games/hour on 2 cores:
     # benchmarks/selfplay_workers.py).
@@ -122,7 +123,8 @@ class RunConfig:
                                "loop keeps its optimizer), instead of a fresh Adam each generation", resumable=True,
                                saved_default=False)
     gate_games: int = opt(200, "games of the gating match", resumable=True, limits=(1, None, True))
-    gate_simulations: int = opt(50, "simulations per move in gating matches", resumable=True, limits=(1, None, True))
+    gate_simulations: int = opt(50, "simulations per move in gating matches", resumable=True,
+                                limits=(1, MAX_SIMULATIONS, True))
     gate_threshold: float = opt(0.55, "score the candidate needs to become the best", resumable=True,
                                 limits=(0, 1, True))
     continuous: bool = opt(False, "no gating: the trainee is always the best")

@@ -207,7 +207,7 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
     from othello_learn.models.batch import SYMMETRY_GROUPS
     from othello_learn.data.dataset import parse_years
     from othello_learn.models.encoders import ENCODERS
-    from othello_learn.models.nets import ARCHITECTURES
+    from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS
 
     origin = origin or {}
 
@@ -239,10 +239,10 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
         if value is not None and value < low:
             fail(section, key, f"must be at least {low}, got {value!r}")
     # a typo's extra digits would allocate until memory runs out, then end in a traceback
-    for (section, key), high in {("model", "depth"): 1000, ("model", "blocks"): 1000, ("model", "width"): 4096}.items():
-        value = cfg[section].get(key)
+    for key, high in SIZE_LIMITS.items():
+        value = cfg["model"].get(key)
         if value is not None and value > high:
-            fail(section, key, f"must be at most {high}, got {value!r}")
+            fail("model", key, f"must be at most {high}, got {value!r}")
     budget = cfg["trainer"].get("max_time")
     if isinstance(budget, dict):  # Lightning builds a timedelta of it after the set-up, or an OverflowError
         try:
