@@ -1154,6 +1154,17 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["model.depth=1001"], "model.depth: must be at most 1000, got 1001"),
     (["trainer.max_time={minutes: 1e400}"], "trainer.max_time: not a time budget such as {hours: 2}"),
     (["trainer.max_time={fortnights: 1}"], "trainer.max_time: not a time budget such as {hours: 2}"),
+    # Lightning's: a modulo by zero a step in, leaving a run folder behind; "has to be ... an int" for -1
+    (["trainer.val_check_interval=0"], "trainer.val_check_interval: must be a whole number of batches (at least 1) "
+                                       "or a fraction of an epoch (above 0 to 1.0), got 0"),
+    (["trainer.val_check_interval=0.0"], "trainer.val_check_interval: must be a whole number"),
+    (["trainer.val_check_interval=1.5"], "trainer.val_check_interval: must be a whole number"),
+    (["trainer.limit_train_batches=0"], "trainer.limit_train_batches: must be a whole number of batches (at least 1)"),
+    (["trainer.limit_val_batches=-1"], "trainer.limit_val_batches: must be a whole number of batches (at least 0) "
+                                       "or a fraction of an epoch (0.0 to 1.0), got -1"),
+    (["trainer.limit_val_batches=1.01"], "trainer.limit_val_batches: must be a whole number"),
+    (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches: must be at least 1, got 0"),
+    (["trainer.num_sanity_val_steps=-2"], "trainer.num_sanity_val_steps: must be at least -1, got -2"),
 ])
 def test_each_bound_of_the_config_check_at_its_edge(overrides, expected):
     """Each limit refuses the first value past it and lets the last one inside through
@@ -1171,6 +1182,9 @@ def test_the_config_check_lets_the_edges_inside_through():
     cfg = load_config(None, ["optim.lr=1e-9", "optim.ema=0", "optim.label_smoothing=0.99", "data.num_workers=0",
                              "trainer.max_steps=-1", "trainer.max_epochs=1", "model.width=1"])
     assert cfg["optim"]["ema"] == 0 and cfg["data"]["num_workers"] == 0 and cfg["trainer"]["max_steps"] == -1
+    load_config(None, ["trainer.val_check_interval=1", "trainer.limit_train_batches=1.0", "trainer.limit_val_batches=0",
+                       "trainer.accumulate_grad_batches=1", "trainer.num_sanity_val_steps=-1"])
+    load_config(None, ["trainer.val_check_interval=1.0", "trainer.limit_val_batches=0.0"])
     load_config(None, ["trainer.max_epochs=-1", "trainer.max_steps=10"])  # max_steps ends the schedule
     load_config(None, ["trainer.max_epochs=-1", "optim.scheduler=none"])
     load_config(None, ["model.width=4096", "model.depth=1000", "trainer.max_time={hours: 2}"])

@@ -252,6 +252,21 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
     for key in ("max_epochs", "max_steps"):
         if cfg["trainer"].get(key) == 0:
             fail("trainer", key, "0 trains nothing: give at least 1, or -1 for no limit")
+    # Lightning's own checks end in a traceback (val_check_interval=0: a modulo by zero a step in) or
+    # in words that do not fit (-1 "has to be ... an int"): a count of batches, or a fraction of them
+    for key, zero in (("val_check_interval", False), ("limit_train_batches", False), ("limit_val_batches", True)):
+        value = cfg["trainer"].get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int) and value < (0 if zero else 1) or isinstance(value, float) and not (
+                (0 <= value if zero else 0 < value) and value <= 1):
+            fail("trainer", key, f"must be a whole number of batches (at least {0 if zero else 1}) or a fraction "
+                 f"of an epoch ({'0.0' if zero else 'above 0'} to 1.0), got {value!r}")
+    for key, low in (("accumulate_grad_batches", 1), ("log_every_n_steps", 1), ("check_val_every_n_epoch", 1),
+                     ("num_sanity_val_steps", -1)):
+        value = cfg["trainer"].get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < low:
+            fail("trainer", key, f"must be at least {low}, got {value!r}")
     if cfg["optim"].get("lr", 1.0) <= 0:
         fail("optim", "lr", f"must be positive, got {cfg['optim']['lr']!r}")
     if not 0 <= cfg["optim"].get("ema", 0.0) < 1:
