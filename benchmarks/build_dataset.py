@@ -29,7 +29,7 @@ from othello.files import ArgumentParser, UserError, at_least, run_main  # noqa:
 from othello.notation import wthor_to_square  # noqa: E402
 from othello_learn.data.dataset import find_wtb_files  # noqa: E402
 from othello_learn.data.wtb import read_wtb  # noqa: E402
-from othello_learn.data.wthor import default_wthor_dir  # noqa: E402
+from othello_learn.data.wthor import NO_WTHOR_DIR, default_wthor_dir  # noqa: E402
 
 
 def plain_python_replay(move_bytes: np.ndarray) -> int:
@@ -50,10 +50,15 @@ def plain_python_replay(move_bytes: np.ndarray) -> int:
 
 def main(argv=None) -> None:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--wthor-dir", type=Path, default=default_wthor_dir())
-    ap.add_argument("--repeats", type=at_least(1), default=3)
-    ap.add_argument("--sample", type=at_least(1), default=3000, help="games for the plain Python replay")
+    ap.add_argument("--wthor-dir", type=Path, help="the WTH_YYYY.wtb files (default: $OTHELLO_WTHOR_DIR, else "
+                                                   "../shared/data/wthor)")
+    ap.add_argument("--repeats", type=at_least(1), default=3, help="timed builds (default: %(default)s)")
+    ap.add_argument("--sample", type=at_least(1), default=3000,
+                    help="games for the plain Python replay (default: %(default)s)")
     args = ap.parse_args(argv)
+    args.wthor_dir = args.wthor_dir or default_wthor_dir()
+    if args.wthor_dir is None:
+        raise UserError(NO_WTHOR_DIR)
 
     times = []
     with tempfile.TemporaryDirectory() as tmp:

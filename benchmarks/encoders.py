@@ -30,6 +30,7 @@ from othello.notation import PASS  # noqa: E402
 from othello.states import States  # noqa: E402
 from othello_learn.models.batch import from_arrays  # noqa: E402
 from othello_learn.models.encoders import ENCODERS  # noqa: E402
+from othello_learn.models.fastpath import usable_device  # noqa: E402
 
 BATCH_SIZES = (1, 256, 4096)
 
@@ -119,6 +120,11 @@ def main(argv=None) -> None:
     player, opponent, history, black = (x[order] for x in data)
     devices = args.devices.split(",") if args.devices else ["cpu", "cpu:torch"] + (
         ["cuda"] if torch.cuda.is_available() else [])
+    for name in devices:  # before the timing, not a traceback after the first device's
+        device, _, backend = name.partition(":")
+        if backend not in ("", "torch"):
+            raise UserError(f"--devices {args.devices}: {name!r}: the backend after ':' can only be torch (cpu:torch)")
+        usable_device(device, "--devices")
 
     print(machine())
     print(f"positions: {source} ({n:,}); median over repeats of the time per call, each repeat a different batch")

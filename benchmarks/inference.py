@@ -1,7 +1,7 @@
 """Benchmark: latency of one move prediction (encoding included) with the
 reference 10x64 network, raw and handcrafted planes, batch of one position.
 
-    python benchmarks/inference.py [--repeats 300] [--rounds 5] [--threads 2] [--depth 10]
+    python benchmarks/inference.py [--repeats 300] [--rounds 5] [--threads N] [--depth 10]
     python benchmarks/inference.py --checkpoints checkpoints/best_raw.pt checkpoints/best_handcrafted.pt
 
 With ``--checkpoints``, the shipped networks instead (fp32, as play and the
@@ -28,11 +28,13 @@ from othello_learn.models.nets import NetConfig, build_network, load_network  # 
 
 
 def main(argv=None) -> None:
-    ap = ArgumentParser()
-    ap.add_argument("--repeats", type=at_least(1), default=300)
-    ap.add_argument("--rounds", type=at_least(1), default=5)
-    ap.add_argument("--threads", type=at_least(1), default=2)
-    ap.add_argument("--depth", type=at_least(1), default=10)
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=at_least(1), default=300, help="timed predictions a round (default: %(default)s)")
+    ap.add_argument("--rounds", type=at_least(1), default=5, help="rounds; their medians' spread is reported "
+                                                                  "(default: %(default)s)")
+    ap.add_argument("--threads", type=at_least(1), default=torch.get_num_threads(),
+                    help="torch threads (default: torch's, which follows OMP_NUM_THREADS: %(default)s here)")
+    ap.add_argument("--depth", type=at_least(1), default=10, help="the reference net's layers (default: %(default)s)")
     ap.add_argument("--checkpoints", nargs="+", type=Path, help="time these networks instead of the reference nets")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -17,6 +17,7 @@ residual net with one.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import statistics
 import sys
@@ -29,10 +30,14 @@ import torch  # noqa: E402
 
 from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
 from othello_learn.models import fastpath  # noqa: E402
-from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
+from othello_learn.models.encoders import ENCODERS  # noqa: E402
+from othello_learn.models.nets import ARCHITECTURES, NetConfig, build_network  # noqa: E402
 from othello_learn.selfplay.gumbel import GumbelConfig  # noqa: E402
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig  # noqa: E402
 from othello_learn.selfplay.selfplay import SelfPlayConfig, play_games  # noqa: E402
+
+
+SEARCHES = ("puct", "gumbel")
 
 
 class Timed:
@@ -58,18 +63,31 @@ def _sync(device) -> None:
         torch.cuda.synchronize()
 
 
+def _searches(text: str) -> list[str]:
+    """--searches: known names only, checked before the first timed round (not a KeyError after it)."""
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in SEARCHES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {' and '.join(SEARCHES)}, got {text!r}")
+    return names
+
+
 def main(argv=None) -> int:
-    ap = ArgumentParser()
-    ap.add_argument("--games", type=at_least(1), default=32)
-    ap.add_argument("--simulations", type=at_least(1), default=32)
-    ap.add_argument("--arch", default="resnet", choices=["reference", "resnet"])
-    ap.add_argument("--blocks", type=at_least(1), default=4, help="depth (reference) or residual blocks (resnet)")
-    ap.add_argument("--width", type=at_least(1), default=64)
-    ap.add_argument("--encoder", default="raw")
-    ap.add_argument("--rounds", type=at_least(1), default=3)
-    ap.add_argument("--searches", default="puct,gumbel")
-    ap.add_argument("--device", default=fastpath.default_device())
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--games", type=at_least(1), default=32, help="games played at once (default: %(default)s)")
+    ap.add_argument("--simulations", type=at_least(1), default=32, help="per move (default: %(default)s)")
+    ap.add_argument("--arch", default="resnet", choices=sorted(ARCHITECTURES), help="(default: %(default)s)")
+    ap.add_argument("--blocks", type=at_least(1), default=4,
+                    help="depth (reference) or residual blocks (resnet) (default: %(default)s)")
+    ap.add_argument("--width", type=at_least(1), default=64, help="(default: %(default)s)")
+    ap.add_argument("--encoder", default="raw", choices=sorted(ENCODERS), help="(default: %(default)s)")
+    ap.add_argument("--rounds", type=at_least(1), default=3, help="alternating rounds, medians reported "
+                                                                  "(default: %(default)s)")
+    ap.add_argument("--searches", type=_searches, default="puct,gumbel",
+                    help="comma-separated, of puct and gumbel (default: %(default)s)")
+    ap.add_argument("--device", default=fastpath.default_device(), help="(default: %(default)s)")
     args = ap.parse_args(argv)
+    fastpath.usable_device(args.device)
     torch.manual_seed(0)
     net = build_network(NetConfig(args.arch, encoder=args.encoder, depth=args.blocks, blocks=args.blocks,
                                   width=args.width, value_head=True)).to(args.device).eval()
@@ -78,7 +96,7 @@ def main(argv=None) -> int:
     if fast != fastpath.FP32:
         evaluators[fast] = Evaluator(copy.deepcopy(net), args.device, precision=fast)
     configs = {"puct": MCTSConfig(simulations=args.simulations), "gumbel": GumbelConfig(simulations=args.simulations)}
-    searches = args.searches.split(",")
+    searches = args.searches
     sp = SelfPlayConfig(resign_threshold=None)
     for ev in evaluators.values():  # warm-up (oneDNN kernels, allocator)
         play_games(ev, min(8, args.games), MCTSConfig(simulations=2), sp, progress=False)

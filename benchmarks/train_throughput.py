@@ -28,10 +28,10 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
+from othello.files import ArgumentParser, UserError, at_least, run_main  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
-from othello_learn.models.fastpath import FP32, auto_precision, autocast, default_device, prepare  # noqa: E402
+from othello_learn.models.fastpath import FP32, autocast, default_device, prepare, resolve  # noqa: E402
 from othello_learn.models.losses import move_losses  # noqa: E402
 from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
 from othello_learn.train.train import load_config  # noqa: E402
@@ -136,7 +136,10 @@ def main(argv=None) -> None:
     cfg = load_config(args.config, [])
     bs = args.batch_size or cfg["data"].get("batch_size", 256)
     device = default_device()
-    precision = auto_precision(device) if args.precision == "auto" else args.precision
+    try:
+        precision = resolve(args.precision, device)  # "bf17" ran, as fp32, labelled "recipe (bf17)"
+    except ValueError as e:
+        raise UserError(f"--{e}") from None
     dm = WthorDataModule(args.data, batch_size=bs)
     dm.setup()
     loader = iter(dm.train_dataloader())

@@ -292,6 +292,11 @@ def test_every_benchmark_runs_through_run_main():
     ("encoders", ["--repeats", "3"], "--repeats 3: expected 3 positive counts"),
     ("encoders", ["--repeats", "1,0,2"], "--repeats 1,0,2: expected 3 positive counts"),
     ("inference", ["--checkpoints", "no/such.pt"], "no/such.pt"),
+    # tracebacks before: a KeyError after the first timed round, torch's AssertionError, a ValueError
+    ("selfplay", ["--device", "nowhere"], "--device nowhere: not usable on this machine"),
+    ("encoders", ["--devices", "cpu,gpu"], "--devices gpu: not usable on this machine"),
+    ("encoders", ["--devices", "cpu:numpy"], "'cpu:numpy': the backend after ':' can only be torch"),
+    ("train_throughput", ["--precision", "bf17"], "--precision 'bf17': expected auto, 32, bf16 or one of"),  # ran as fp32
 ])
 def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
     module = _benchmark(name)
@@ -299,6 +304,26 @@ def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
     assert run_main(module.main, argv) == 2
     err = capsys.readouterr().err
     assert expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name, argv, expected", [
+    ("selfplay", ["--searches", "puct,gumbl"], "argument --searches: expected a comma-separated list of puct and gumbel"),
+    ("selfplay", ["--encoder", "hc"], "argument --encoder: invalid choice: 'hc'"),
+])
+def test_benchmark_flags_are_checked_as_they_are_parsed(capsys, name, argv, expected):
+    with pytest.raises(SystemExit) as e:
+        run_main(_benchmark(name).main, argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and expected in err and len(err.splitlines()) == 1
+
+
+def test_the_dataset_benchmark_without_wthor_files_says_how_to_give_them(capsys, monkeypatch):
+    """It passed the string "None" on to the builder, which then failed in two lines."""
+    module = _benchmark("build_dataset")
+    monkeypatch.setattr(module, "default_wthor_dir", lambda: None)
+    assert run_main(module.main, []) == 2
+    err = capsys.readouterr().err
+    assert "no --wthor-dir given" in err and "--download" not in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("name, flag", [

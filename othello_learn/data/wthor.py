@@ -32,6 +32,10 @@ DOWNLOAD_URL = "https://www.ffothello.org/wthor/base_zip/WTH_{year}.ZIP"
 WTHOR_ENV = "OTHELLO_WTHOR_DIR"
 
 
+NO_WTHOR_DIR = (f"no --wthor-dir given, ${WTHOR_ENV} is not set and ../shared/data/wthor does not exist; pass "
+                f"--wthor-dir DIR (or set ${WTHOR_ENV})")
+
+
 def default_wthor_dir() -> Path | None:
     """``$OTHELLO_WTHOR_DIR``, set once where the files live away from the checkout, else
     ``../shared/data/wthor`` beside the current folder or the checkout, else None."""
@@ -146,9 +150,7 @@ def _run(parser, args, years) -> int:
     if wthor_dir is None:
         wthor_dir = default_wthor_dir()
         if wthor_dir is None:
-            parser.error(f"no --wthor-dir given, ${WTHOR_ENV} is not set and ../shared/data/wthor does not "
-                         f"exist; pass --wthor-dir DIR (or set ${WTHOR_ENV}), or --download --wthor-dir DIR to fetch "
-                         "the files")
+            parser.error(NO_WTHOR_DIR + ", or --download --wthor-dir DIR to fetch the files")
 
     start = time.perf_counter()
     result = build(wthor_dir, years, progress=not args.quiet, warn=warn)
