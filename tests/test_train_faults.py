@@ -1514,3 +1514,28 @@ def test_an_accelerator_torch_does_not_know_or_lacks_is_one_line_naming_it(datas
     errors = [line for line in err.splitlines() if "error:" in line]
     assert code == 2 and len(errors) == 1 and named in errors[0], err
     assert not (out / "checkpoints").exists()
+
+
+def test_a_rerun_with_no_test_keeps_the_test_results_of_the_same_best_checkpoint(dataset_dir, tmp_path, capsys):
+    """Rerunning a finished command with --no-test rewrote metrics.json without its "test" section."""
+    import json
+
+    from othello_learn.train.train import earlier_test, main
+
+    argv = _args(dataset_dir, tmp_path / "run", "--max-steps", "2")
+    argv.remove("--no-test")
+    assert _run(main, argv, capsys)[0] == 0
+    metrics = tmp_path / "run" / "metrics.json"
+    first = json.loads(metrics.read_text())
+    code, err = _run(main, argv + ["--no-test"], capsys)
+    assert code == 0 and "--no-test: kept the test results" in err, err
+    again = json.loads(metrics.read_text())
+    assert again["best_checkpoint"] == first["best_checkpoint"] and again["test"] == first["test"]
+    # not kept: another checkpoint, other data, or a best checkpoint written after them (a --fresh run's name)
+    best, cfg = first["best_checkpoint"], first["config"]
+    assert earlier_test(metrics, best, cfg) == first["test"]
+    assert earlier_test(metrics, best + "x", cfg) is None
+    assert earlier_test(metrics, best, {**cfg, "data": {**cfg["data"], "test_years": "2002"}}) is None
+    os.utime(best, (metrics.stat().st_mtime + 5,) * 2)
+    assert earlier_test(metrics, best, cfg) is None
+    assert earlier_test(tmp_path / "none.json", best, cfg) is None

@@ -778,7 +778,13 @@ def _train(args) -> dict:
                    "config": cfg, "global_step": trainer.global_step}
         if args.init is not None:
             summary["init"] = str(args.init)
-        if not args.no_test:
+        if args.no_test:
+            earlier = earlier_test(args.out / "metrics.json", best_path, cfg)
+            if earlier is not None:
+                summary["test"] = earlier
+                print(f"--no-test: kept the test results {args.out / 'metrics.json'} had for this same best "
+                      "checkpoint", file=sys.stderr)
+        else:
             with interrupts_reraised(saver), warnings.catch_warnings():
                 _ignore_lightning_noise()
                 result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
@@ -790,6 +796,23 @@ def _train(args) -> dict:
             logger.experiment.finish()  # else a second train() in this process logs into this W&B run
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
     return summary
+
+
+def earlier_test(metrics: Path, best_path: str, cfg: dict) -> dict | None:
+    """The test results ``metrics`` holds for ``best_path`` itself, to keep through a rerun with
+    --no-test (rewriting metrics.json without them would lose them): only when that checkpoint
+    was not rewritten since they were (a --fresh run can reuse its name) and the data settings
+    are the same; else None."""
+    try:
+        earlier = json.loads(metrics.read_text())
+        tested_after = metrics.stat().st_mtime >= Path(best_path).stat().st_mtime
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(earlier, dict) and isinstance(earlier.get("test"), dict) and tested_after
+            and earlier.get("best_checkpoint") == best_path
+            and isinstance(earlier.get("config"), dict) and earlier["config"].get("data") == cfg["data"]):
+        return None
+    return earlier["test"]
 
 
 def main(argv=None) -> int:
