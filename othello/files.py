@@ -386,6 +386,20 @@ def _stdout_gone() -> bool:
         return False
 
 
+LOG_REDRAW_SECONDS = 60.0
+
+
+def bar_pacing(stream=None) -> dict:
+    """tqdm's keyword arguments for a progress bar on ``stream`` (stderr by default). On a
+    terminal a redraw replaces the last; in a log file each one is more text (a training's test
+    alone drew 471), so there a bar is redrawn at most once a minute: the file still shows how
+    a long run goes."""
+    stream = sys.stderr if stream is None else stream
+    if getattr(stream, "isatty", lambda: False)():
+        return {}
+    return {"mininterval": LOG_REDRAW_SECONDS, "maxinterval": LOG_REDRAW_SECONDS}
+
+
 def _close_progress_bars() -> None:
     """The stop message starts a line of its own. Progress bars a stop left open are closed (a
     bar of ``leave=False`` is cleared with a carriage return, which a terminal honours); in a

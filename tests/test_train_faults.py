@@ -1318,7 +1318,10 @@ def test_the_resumed_progress_bar_is_drawn_at_its_place_before_the_next_batch(da
 
     from othello_learn.train.train import train
 
+    from othello_learn.train import checkpoints
+
     monkeypatch.delenv("TQDM_DISABLE", raising=False)  # (other tests set it)
+    monkeypatch.setattr(checkpoints, "bar_pacing", lambda stream: {})  # drawn as on a terminal
     out = tmp_path / "run"
     bar_on = ("--set", "trainer.enable_progress_bar=true", "--set", "trainer.val_check_interval=1.0")
     train(_args(dataset_dir, out, "--max-steps", "3", *bar_on))
@@ -1539,3 +1542,43 @@ def test_a_rerun_with_no_test_keeps_the_test_results_of_the_same_best_checkpoint
     os.utime(best, (metrics.stat().st_mtime + 5,) * 2)
     assert earlier_test(metrics, best, cfg) is None
     assert earlier_test(tmp_path / "none.json", best, cfg) is None
+
+
+def test_progress_bars_in_a_log_file_are_redrawn_once_a_minute(monkeypatch):
+    """A 25-second training logged to a file was 14 KB of redraws (the test alone 471): off a terminal
+    every bar, tqdm's and Lightning's, is redrawn at most once a minute, and at its end, its count
+    kept current in between."""
+    import io
+
+    from othello.files import LOG_REDRAW_SECONDS, bar_pacing
+    from othello_learn.train import checkpoints
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    class Bar:  # what the pacing sees of a tqdm bar
+        def __init__(self, total):
+            self.n, self.total, self.drawn = 0, total, []
+
+        def refresh(self):
+            self.drawn.append(self.n)
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    monkeypatch.setattr(sys, "stdout", Terminal())  # where Lightning draws its bars
+    assert bar_pacing() == {} and checkpoints.TrainingProgressBar()._pace == 0
+    bar = checkpoints.TrainingProgressBar()._paced(Bar(3))
+    for bar.n in (1, 2, 3):
+        bar.refresh()
+    assert bar.drawn == [1, 2, 3]
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert bar_pacing() == {"mininterval": LOG_REDRAW_SECONDS, "maxinterval": LOG_REDRAW_SECONDS}
+    assert checkpoints.TrainingProgressBar()._pace == 0  # stdout is still the terminal
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    clock = [1000.0]
+    monkeypatch.setattr(checkpoints.time, "monotonic", lambda: clock[0])
+    bar = checkpoints.TrainingProgressBar()._paced(Bar(300))
+    for bar.n in range(1, 301):  # a batch a second
+        clock[0] += 1
+        bar.refresh()
+    assert bar.drawn == [1, 61, 121, 181, 241, 300]

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.files import (ArgumentParser, UserError, atomic_write, check_distinct, check_output, run_main, seed_arg,
-                          stop_signals_raise, write_json)
+from othello.files import (ArgumentParser, UserError, atomic_write, bar_pacing, check_distinct, check_output, run_main,
+                          seed_arg, stop_signals_raise, write_json)
 from othello.game import IllegalMoveError
 from othello.notation import PASS, format_transcript, square_name
 from othello.states import States
@@ -145,7 +145,7 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
     from tqdm import tqdm
 
     with tqdm(total=games, disable=not progress, file=sys.stderr, desc=f"{a.name} vs {b.name}",
-              unit="game", leave=False) as bar:
+              unit="game", leave=False, **bar_pacing()) as bar:
         while not done.all():
             idx = np.nonzero(~done)[0]
             legal = state[idx].legal_actions()  # [n, 65]: a game that must pass has only the pass

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from othello.files import bar_pacing
 from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays
 from othello_learn.models.losses import entropy, l2_penalty, move_losses
@@ -114,7 +115,7 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
 
     t0 = last_save = time.monotonic()
     for step in trange(start, steps, initial=start, total=steps, disable=not progress, desc="training",
-                       leave=False):
+                       leave=False, file=sys.stderr, **bar_pacing()):
         idx = rng.integers(0, len(games.player), batch_size)
         batch = to_device_batch(games, idx, device)
         if symmetries:

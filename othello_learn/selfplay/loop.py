@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atomic_write, check_output,
+from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atomic_write, bar_pacing, check_output,
                            describe_os_error, one_line, remove_stale_temps, run_main, stop_signals_raise, temp_target,
                            write_json)
 from othello_learn.lock import RunLock
@@ -789,7 +789,7 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
                                                    threads, os.getpid()), name=f"self-play worker {i}")
              for i in range(workers)]
     bar = tqdm(total=sum(n for _, n, _ in todo), unit="game", desc=f"self-play ({workers} processes)",
-               disable=cfg.quiet)
+               disable=cfg.quiet, file=sys.stderr, **bar_pacing())
     try:
         # Started first: starting the resource tracker unblocks the two signals (and so would undo this block).
         resource_tracker.ensure_running()

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import atomic_path
+from othello.files import atomic_path, bar_pacing
 from othello.notation import PASS, format_transcript
 from othello.states import States
 
@@ -158,7 +158,8 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
 
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=B, disable=not progress, desc="self-play", unit="game", file=sys.stderr, leave=False)
+    bar = tqdm(total=B, disable=not progress, desc="self-play", unit="game", file=sys.stderr, leave=False,
+               **bar_pacing())
     while not done.all():
         live = (~done).nonzero().squeeze(1)
         now = state[live]

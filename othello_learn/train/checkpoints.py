@@ -12,6 +12,7 @@ shows a run resumed mid-epoch as one that never stopped, and what is left of its
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint, T
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
-from othello.files import UserError
+from othello.files import UserError, bar_pacing
 from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
 
 
@@ -104,7 +105,46 @@ class TrainingProgressBar(TQDMProgressBar):
     mid-epoch is shown where it stands: Lightning does not call ``on_train_epoch_start`` for
     the epoch it resumes, so the bar read ``Training: 1171/?`` (no epoch, length or time left)
     until the next epoch; it now starts at the batches already done, its rate and time left
-    counting only the batches trained since (the long recipes are resumed across sessions)."""
+    counting only the batches trained since (the long recipes are resumed across sessions).
+    In a log file (Lightning draws on stdout; not a terminal) a bar is redrawn at most once a
+    minute and at its end, as ``bar_pacing`` paces the other commands' bars (Lightning redraws
+    by an explicit refresh, which tqdm's own pacing does not hold back)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._pace = bar_pacing(sys.stdout).get("mininterval", 0.0)
+
+    def _paced(self, bar):
+        """``bar`` with its redraws held to one a ``_pace``, its count kept current (a redraw
+        skipped, not a count: the next one, a postfix's or the end's, shows where it stands)."""
+        if not self._pace:
+            return bar
+        refresh, drawn = bar.refresh, [-math.inf]
+
+        def paced_refresh(*args, **kwargs):
+            now = time.monotonic()
+            if now - drawn[0] >= self._pace or (bar.total is not None and bar.n >= bar.total):
+                drawn[0] = now
+                return refresh(*args, **kwargs)
+            return None
+
+        bar.refresh = paced_refresh
+        return bar
+
+    def init_sanity_tqdm(self):
+        return self._paced(super().init_sanity_tqdm())
+
+    def init_train_tqdm(self):
+        return self._paced(super().init_train_tqdm())
+
+    def init_validation_tqdm(self):
+        return self._paced(super().init_validation_tqdm())
+
+    def init_test_tqdm(self):
+        return self._paced(super().init_test_tqdm())
+
+    def init_predict_tqdm(self):
+        return self._paced(super().init_predict_tqdm())
 
     def on_train_start(self, trainer, pl_module) -> None:
         super().on_train_start(trainer, pl_module)
