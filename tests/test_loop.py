@@ -75,6 +75,10 @@ def test_the_policy_target_reaches_the_search_and_needs_gumbel(tmp_path):
     with pytest.raises(UserError, match="^--policy-target absolute .* searches with puct .*: add --search gumbel"):
         rl_loop.main(["--init", "random", "--out", str(tmp_path / "rl"), "--policy-target", "absolute"])
     assert not (tmp_path / "rl").exists(), "refused before anything is written"
+    # so is the number of moves Gumbel search samples, which PUCT would ignore in silence
+    with pytest.raises(UserError, match="^--gumbel-considered 4 sets .* searches with puct: add --search gumbel"):
+        rl_loop.main(["--init", "random", "--out", str(tmp_path / "rl"), "--gumbel-considered", "4"])
+    assert not (tmp_path / "rl").exists()
 
 
 @pytest.mark.parametrize("flag,value", [("--search", "alphabeta"), ("--logger", "csv"), ("--arch-encoder", "x"),
@@ -266,6 +270,12 @@ def test_the_window_is_the_generation_and_the_window_minus_one_committed_before_
     generation 0, which has no games."""
     cfg = RunConfig.from_args(BASE + ["--window", str(window)])
     assert rl_loop._window_paths(cfg, gen) == [cfg.out / "games" / f"gen_{i:04d}.npz" for i in expected]
+
+
+def test_an_infinite_value_is_named_as_one():
+    """--lr inf read "must be more than 0, got inf"."""
+    with pytest.raises(UserError, match="^--lr must be a finite number, got inf$"):
+        RunConfig.from_args(BASE + ["--lr", "inf"]).check_values()
 
 
 @pytest.mark.parametrize("flag,value", [("--dirichlet-weight", "1"), ("--solve-empties", "14"),

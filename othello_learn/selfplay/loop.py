@@ -243,6 +243,8 @@ class RunConfig:
             if f.metadata["limits"] is not None and v is not None:
                 low, high, low_ok = f.metadata["limits"]
                 if not math.isfinite(v) or (v < low if low_ok else v <= low) or (high is not None and v > high):
+                    if not math.isfinite(v):
+                        raise UserError(f"{flag} must be a finite number, got {v}")
                     if high is not None:
                         want = f"between {low} and {high}"
                     else:
@@ -584,7 +586,7 @@ def open_run(cfg: RunConfig) -> dict:
         for f in dataclasses.fields(cfg):
             if getattr(cfg, f.name) is None and not f.metadata["resumable"]:
                 setattr(cfg, f.name, getattr(saved, f.name))
-        _check_policy_target(cfg)
+        _check_gumbel_only(cfg)
         changed = cfg.fixed_changes(saved)
         if changed:
             raise UserError(f"{out} was started with different {', '.join(changed)} "
@@ -609,7 +611,7 @@ def open_run(cfg: RunConfig) -> dict:
     net = initial_network(cfg)
     if cfg.search is None:
         cfg.search = DEFAULT_SEARCH
-    _check_policy_target(cfg)
+    _check_gumbel_only(cfg)
     if cfg.init != "random":  # saved absolute: a resume from another folder finds the same file
         cfg.init = os.path.abspath(cfg.init)
     if not cfg_path.exists():
@@ -622,10 +624,14 @@ def open_run(cfg: RunConfig) -> dict:
     return state
 
 
-def _check_policy_target(cfg: RunConfig) -> None:
+def _check_gumbel_only(cfg: RunConfig) -> None:
+    """The Gumbel settings, given to a PUCT run, would be ignored in silence."""
     if cfg.policy_target != "rescaled" and cfg.search != "gumbel":
         raise UserError(f"--policy-target {cfg.policy_target} sets Gumbel search's improved-policy target, and this "
                         f"run searches with {cfg.search} (its target is the visit counts): add --search gumbel")
+    if cfg.gumbel_considered and cfg.search != "gumbel":
+        raise UserError(f"--gumbel-considered {cfg.gumbel_considered} sets how many root moves Gumbel search samples, "
+                        f"and this run searches with {cfg.search}: add --search gumbel")
 
 
 def _paths(cfg: RunConfig, gen: int) -> dict:
