@@ -418,12 +418,16 @@ def test_a_saved_game_resumes_with_its_colours_and_opponent_unless_told_otherwis
         assert len(err) == 1 and said in err[0], err
 
 
-def _whole_game() -> str:
+def _whole_moves() -> list[int]:
     pos, moves = Position(), []
     while not pos.is_over():
         mv = (pos.legal_moves() or [PASS])[0]
         pos, moves = pos.play(mv), moves + [mv]
-    return format_transcript(moves)
+    return moves
+
+
+def _whole_game() -> str:
+    return format_transcript(_whole_moves())
 
 
 @pytest.mark.parametrize("start,message", [("f5d6x9", "'x' where a move"), ("f5f5", "ply 2 (f5): f5 is not legal here (legal: "),
@@ -437,6 +441,26 @@ def test_a_bad_start_is_one_line_before_the_first_prompt(start, message, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--start" in err[0] and message in err[0], err
     assert out.getvalue() == ""
+
+
+def test_a_finished_saved_game_is_one_error_without_a_resuming_line(tmp_path, capsys):
+    """Resuming a finished game printed "resuming ...: you play white against greedy" before its error."""
+    path = tmp_path / "done.ggf"
+    play.write_ggf(path, [(_whole_moves(), "greedy", "human")])
+    out = io.StringIO()
+    rc = play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("quit\n"), stdout=out), ["--start", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "the game is over after these moves" in err[0], err
+    assert out.getvalue() == ""
+
+
+def test_a_save_name_that_start_could_not_resume_is_refused_before_the_game(tmp_path, capsys):
+    out = io.StringIO()
+    rc = play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("quit\n"), stdout=out),
+                       ["--opponent", "greedy", "--save", str(tmp_path / "game.txt")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "game.txt: a game is saved as GGF" in err[0] and "ending in .ggf" in err[0]
+    assert out.getvalue() == "" and not (tmp_path / "game.txt").exists()
 
 
 def test_save_ggf_round_trips(tmp_path):

@@ -421,6 +421,9 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         raise UserError(f"--start: {e}") from None
     inp, out = stdin or sys.stdin, stdout or sys.stdout
     if args.save is not None:  # found before the game, not after it
+        if args.save.suffix.lower() != ".ggf":  # --start resumes only a .ggf
+            raise UserError(f"--save {args.save}: a game is saved as GGF, and --start resumes only a .ggf file; "
+                            "give a name ending in .ggf")
         check_output(args.save, "--save")
 
     colour = args.colour or (resumed[0] if resumed else "black")
@@ -442,8 +445,6 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         opponent.check(keep_running=True)  # an engine that cannot start is found before the first prompt
     except (ValueError, UserError) as e:
         raise UserError(f"{flag}: {e}") from None
-    if resumed and (args.colour is None or args.opponent is None):
-        print(f"resuming {args.start}: you play {colour} against {spec}", file=out)
     try:
         hint_net = network_of(opponent)
         if args.hint_net:
@@ -466,6 +467,8 @@ def main(argv=None, stdin=None, stdout=None) -> int:
             raise UserError(str(e)) from None
         if game.position.is_over():
             raise UserError(f"--start {args.start}: the game is over after these moves")
+        if resumed and (args.colour is None or args.opponent is None):  # once it can go on, not before an error
+            print(f"resuming {args.start}: you play {colour} against {spec}", file=out)
         # Also around the save: a SIGTERM there unwinds through atomic_write, no temp file left.
         # SIGHUP (the terminal closed) is taken too, so a game is not lost with its window.
         with stop_signals_raise((signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())):
