@@ -387,6 +387,23 @@ def test_a_full_disk_loses_nothing(wthor_dir, tmp_path, monkeypatch, stage, caps
     assert _dataset_bytes(out) == before and _listing(tmp_path) == ["ds", "wthor"]
 
 
+def test_a_build_folder_that_cannot_be_made_is_named_as_the_out_folder(wthor_dir, tmp_path, monkeypatch, capsys):
+    """Where the checks pass and mkdir still fails (root in /proc), the error named the hidden
+    ".ds.build.PID" folder beside --out, a path the user never gave."""
+    real_mkdir = type(tmp_path).mkdir
+
+    def refused(self, *args, **kwargs):
+        if ".build." in self.name:
+            raise OSError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tmp_path), "mkdir", refused)
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet", "--years", "2001"]) == 2
+    err = _one_line_error(capsys, "permission denied", out)
+    assert ".build." not in err and _listing(tmp_path) == ["wthor"]
+
+
 def test_the_new_files_reach_the_disk_before_the_old_dataset_goes(wthor_dir, tmp_path, monkeypatch):
     """The swap renames the new folder in and deletes the old one: after a power loss the
     renames may stand with the data still in the page cache, so each file is synced first."""

@@ -424,7 +424,10 @@ def write(result: BuildResult, out, log=None, recovered: bool = False) -> Path:
     check_replaceable(out)
     tmp = out.with_name(f".{out.name}.build.{os.getpid()}")
     old = out.with_name(f".{out.name}.old.{os.getpid()}")
-    tmp.mkdir()
+    try:
+        tmp.mkdir()
+    except OSError as e:  # named for the folder asked for, not the hidden build folder beside it
+        raise OSError(e.errno, e.strerror or str(e), str(given)) from e
     moved_aside = False
     try:
         with _writing(out, "positions.npy"):
