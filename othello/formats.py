@@ -145,7 +145,10 @@ class GameRecord:
         return cls(moves=moves, start=start or Position(), **kw)
 
 
-_GGF_PROP_RE = re.compile(r"([A-Z]+)\[((?:\\.|[^\]\\])*)\]", re.S)
+_GGF_PROP_RE = re.compile(r"([A-Za-z]+)\[((?:\\.|[^\]\\])*)\]", re.S)  # names in any case, as Edax reads them
+# GGS's game types: an optional "s" (synchro: a pair of games, colours swapped), the board size, then
+# flags: "k" komi, "r<N>" a random start of N discs, "a" anti (fewer discs wins), as GGS writes them
+_GGF_TYPE_RE = re.compile(r"(s?)(\d+)((?:[a-z]\d*)*)")
 _KNOWN = {"PB": "black", "PW": "white", "RB": "black_rating", "RW": "white_rating",
           "PC": "place", "DT": "date", "TI": "time_control"}
 
@@ -192,15 +195,18 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
     raw_moves: list[tuple[bool, str]] = []
     board = None
     for key, value in _GGF_PROP_RE.findall(inner):
-        value = _unescape(value)
+        key, value = key.upper(), _unescape(value)
         if key in ("B", "W"):
             raw_moves.append((key == "B", value))
         elif key == "GM":
             if value.strip().lower() != "othello":
                 raise FormatError(f"{what}: GM[{value}] is not an Othello game")
         elif key == "TY":
-            if not value.strip().startswith("8") or value.strip()[1:2].isdigit():
+            kind = _GGF_TYPE_RE.fullmatch(value.strip().lower())
+            if not kind or kind.group(2) != "8":
                 raise FormatError(f"{what}: TY[{value}]: only 8x8 Othello is supported")
+            if "a" in re.findall(r"[a-z]", kind.group(3)):  # its results would read as their opposite
+                raise FormatError(f"{what}: TY[{value}]: anti Othello (fewer discs wins) is not supported")
             if value.strip() != "8":
                 rec.tags[key] = value
         elif key == "BO":

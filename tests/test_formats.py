@@ -130,6 +130,9 @@ def test_ggf_other_start_position():
     ("(;GM[Othello]TY[8]" + START_BO + "B[f5]B[d6];)", "ply 2"),        # black twice, white can move
     ("(;GM[Othello]TY[8]" + START_BO + "B[f5]W[z9];)", "ply 2"),        # not a move
     ("(;GM[Othello]TY[10]B[f5];)", "TY[10]"),
+    ("(;GM[Othello]TY[s10r20]B[f5];)", "TY[s10r20]: only 8x8"),
+    ("(;GM[Othello]TY[8a]B[f5];)", "TY[8a]: anti Othello"),             # its RE would read as the opposite
+    ("(;GM[Othello]TY[s8r20a]B[f5];)", "anti Othello"),
     ("(;GM[Chess]TY[8]B[f5];)", "GM[Chess]"),
     ("(;GM[Othello]TY[8]BO[8 ---- *]B[f5];)", "64 squares"),
     ("(;GM[Othello]TY[8]B[f5]", "never ends"),
@@ -158,6 +161,11 @@ def test_a_ggs_archive_line_with_its_game_count_and_a_board_in_rows():
     assert games[0].start == Position() and games[0].times[0] == 4.09
     with pytest.raises(FormatError, match="outside any game: '1x'"):
         parse_ggf(f"1x {game}")
+    # a synchro match's games are typed "s8" (with flags: "s8r20", a random start of 20 discs), and
+    # property names may come in lower case (Edax reads them so)
+    synchro = parse_ggf(f"2 {game.replace('TY[8]', 'TY[s8r20]')}{game.replace('TY[8]', 'TY[s8]').lower()}\n")
+    assert [g.final for g in synchro] == [Position.from_transcript("f5d6")] * 2
+    assert synchro[0].tags["TY"] == "s8r20" and synchro[1].tags["TY"] == "s8"
 
 
 @settings(max_examples=40, deadline=None)
