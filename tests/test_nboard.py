@@ -44,7 +44,7 @@ def test_piped_session_end_to_end():
                        input="\n".join(script) + "\n", capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
-    assert out[:3] == ["set myname othello-learn alphabeta:1"] * 2 + ["pong 1"]
+    assert out[:3] == ["set myname othello-learn-alphabeta:1"] * 2 + ["pong 1"]  # one word: NBoard reads one
     pos = Position.from_transcript("f5f6d3c5")
     searches = [line.split() for line in out if line.startswith("search ")]
     assert 1 <= len(searches) <= 3 and all(parse_square(s[1]) in pos.legal_moves() for s in searches)
@@ -53,6 +53,19 @@ def test_piped_session_end_to_end():
     assert parse_square(moves[1]) in pos.play("e6").legal_moves()  # the move was followed
     assert "learned" in out and out.index("pong 2") < out.index("=== " + out[-2].split()[1])
     assert "frobnicate" in r.stderr and "z9" in r.stderr
+
+
+def test_the_name_is_one_word_and_noise_is_quoted_short():
+    """NBoard reads ``set myname``'s name as one word (two engines here read "othello-learn");
+    a GUI's line of any length is quoted on stderr in at most ECHO x 2 characters; bytes that
+    are no move are an unknown command, shown as they are."""
+    out = io.StringIO()
+    err = io.StringIO()
+    serve(make_player("random"), "my  engine 2", io.StringIO("nboard 2\n" + "x" * 100_000 + "\n\x01\x02\n"), out, err)
+    assert out.getvalue().splitlines() == ["set myname my-engine-2"]
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 2 and len(lines[0]) < 450 and lines[0].endswith("...")
+    assert lines[1] == "nboard: ignored unknown command: '\\x01\\x02'"
 
 
 def test_bad_player_spec_is_one_line_exit_2():

@@ -39,14 +39,13 @@ from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
 from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player
-from othello_learn.selfplay.session import GuiGone, engine_main, serve_lines
+from othello_learn.selfplay.session import ECHO, GuiGone, engine_main, serve_lines
 
 COMMANDS = ("protocol_version", "name", "version", "known_command", "list_commands", "quit", "boardsize",
             "clear_board", "komi", "play", "genmove", "reg_genmove", "undo", "showboard", "final_score",
             "time_settings", "time_left", "list_games", "set_game", "grhino-setup_board")
 # Quarry asks list_games (and set_game) to tell an Othello engine from a Go one, as gtp-rhino answers.
 GAME = "Othello"
-ECHO = 200  # characters of a bad command quoted on stderr
 COLOURS = {"b": True, "black": True, "w": False, "white": False}
 
 

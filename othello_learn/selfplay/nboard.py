@@ -42,7 +42,7 @@ from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
 from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player
-from othello_learn.selfplay.session import GuiGone, engine_main, serve_lines
+from othello_learn.selfplay.session import ECHO, GuiGone, engine_main, serve_lines
 
 
 def move_text(sq: int) -> str:
@@ -76,7 +76,7 @@ class Engine:
 
     def __init__(self, player: Player, name: str, out=None, err=None, seed: int = 0):
         self.analyst = Analyst(player, seed)
-        self.name = name
+        self.name = "-".join(name.split()) or "othello-learn"  # NBoard reads the name as one word
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.game = GameRecord()
@@ -94,6 +94,8 @@ class Engine:
             raise GuiGone from None
 
     def warn(self, msg: str) -> None:
+        if len(msg) > 2 * ECHO:  # a GUI's line quoted whole (a 100 kB game) is noise in its log
+            msg = msg[:2 * ECHO] + "..."
         self.err.write(f"nboard: {msg}\n")
         self.err.flush()
 
@@ -109,7 +111,7 @@ class Engine:
             handler = getattr(self, f"cmd_{cmd}", None)
             if handler is not None:
                 handler(rest)
-            elif len(cmd) == 2 and cmd != "go":  # NBoard 1.1 sent a bare "F5" for "move F5"
+            elif len(cmd) == 2 and cmd.isalnum() and cmd != "go":  # NBoard 1.1 sent a bare "F5" for "move F5"
                 self.cmd_move(cmd)
             else:
                 self.warn(f"ignored unknown command: {line.strip()!r}")

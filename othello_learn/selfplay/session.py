@@ -14,6 +14,9 @@ from othello_learn.selfplay.players import Player
 from othello_learn.selfplay.registry import PlayerSpecError, make_program
 
 
+ECHO = 200  # characters of a bad command quoted on stderr: a GUI may send a line of any length
+
+
 class GuiGone(Exception):
     """Our output was closed (the GUI or referee quit without ``quit``): the session ends quietly."""
 
