@@ -182,6 +182,11 @@ def test_a_refusal_and_an_unended_answer_name_the_position():
     with pytest.raises(EngineError, match=r"refused 'genmove white': not now, after f5"):
         refuses.select(*_f5(), moves=[[37]])
     refuses.close()
+    resigns = make_player(f"gtp:timeout=20:{FAKE} --resign")  # GTP allows it; games here are played out
+    with pytest.raises(EngineError, match=r"resigned: games here are played to the end.*turn the engine's "
+                                          r"resignation off, after f5"):
+        resigns.select(*_f5(), moves=[[37]])
+    resigns.close()
     noblank = make_player(f"gtp:timeout=0.5:{FAKE} --noblank")
     with pytest.raises(EngineError, match=r"never ended the answer with an empty line"):
         noblank.check()

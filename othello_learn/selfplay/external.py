@@ -261,6 +261,9 @@ class ExternalPlayer(Player):
                 self.restarts += 1
                 print(f"note: {self._fail(f'failed ({e})', start, moves)}; restarting it "
                       "(once; a second failure ends the match, game or session)", file=sys.stderr)
+        if text.strip().lower() == "resign":  # GTP allows it; every game here is played out to its end
+            raise self._fail("resigned: games here are played to the end, for their disc difference; "
+                             "turn the engine's resignation off", start, moves)
         try:
             sq = parse_move(text)
         except FormatError:

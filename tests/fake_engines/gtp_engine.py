@@ -4,7 +4,8 @@ with its lowest legal square (or ``pass``). Misbehaviours on request:
 process (the one that creates FILE), ``--illegal`` answers an occupied square,
 ``--chatty`` writes comment lines forever instead of a move, ``--die-after N``
 exits at its (N+1)-th genmove, ``--refuse-genmove`` answers it with an error,
-``--noblank`` ends no answer with the empty line GTP requires, ``--pid-file F``
+``--noblank`` ends no answer with the empty line GTP requires, ``--resign`` answers
+``genmove`` with ``resign`` (as GTP allows), ``--pid-file F``
 writes its process id to F, ``--slow-start S`` then waits S seconds before reading
 (an engine loading its book)."""
 
@@ -26,6 +27,7 @@ ap.add_argument("--chatty", action="store_true")
 ap.add_argument("--die-after", type=int)
 ap.add_argument("--refuse-genmove", action="store_true")
 ap.add_argument("--noblank", action="store_true")
+ap.add_argument("--resign", action="store_true")
 ap.add_argument("--pid-file")
 ap.add_argument("--slow-start", type=float, default=0.0)
 ap.add_argument("--starts-file", help="append a line each time the engine starts")
@@ -85,6 +87,9 @@ for line in sys.stdin:
             sys.exit(1)
         if args.refuse_genmove:
             answer("not now", ok=False)
+            continue
+        if args.resign:
+            answer("resign")
             continue
         while args.chatty:
             sys.stdout.write("# thinking\n")
