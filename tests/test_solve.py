@@ -238,7 +238,12 @@ def test_beyond_its_range_an_endgame_player_answers_as_its_alphabeta(tmp_path, c
         assert run_main(main, [str(obf), "--player", spec, "--json", str(tmp_path / "a.json")]) == 0
         answers.append((capsys.readouterr().out, json.loads((tmp_path / "a.json").read_text())))
     assert answers[0] == answers[1]
-    assert all(r["eval"] is not None for r in answers[0][1] if r["move"] not in (None, "PA"))
+    assert all(r["eval"] is not None for r in answers[0][1] if r["move"] is not None)
+    # a forced pass too: minus the search value after it, as the NBoard engine's hint gives it
+    from othello_learn.selfplay.analysis import Analyst
+
+    [forced] = [(i, r) for i, r in enumerate(answers[1][1]) if r["move"] == "PA"]
+    assert forced[1]["eval"] == Analyst(make_player("alphabeta:2")).pass_eval(positions()[forced[0]], [])
 
 
 def test_a_scored_move_that_is_not_legal_is_one_error_naming_the_position(tmp_path, capsys):

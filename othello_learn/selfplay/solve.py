@@ -129,6 +129,8 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
         if analyst.exact(pos) or (probs is None and sq != PASS):
             # a solver's exact result (over its network's guess), alpha-beta's search value, None for the rest
             rec["eval"] = analyst.root_eval(pos, [])
+        elif probs is None:  # a forced pass, valued as the NBoard engine's hint and go value it
+            rec["eval"] = analyst.pass_eval(pos, [])
     return records
 
 
