@@ -10,7 +10,7 @@ import pytest
 
 from othello.formats import GameRecord, format_ggf
 from othello.game import Position
-from othello.notation import PASS, parse_square
+from othello.notation import PASS, parse_square, square_name
 from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
 from othello_learn.selfplay.nboard import Engine, serve
 from othello_learn.selfplay.registry import make_player
@@ -160,6 +160,41 @@ def test_go_gives_the_chosen_move_the_evaluation_hint_gives_it():
     assert ev == pytest.approx(-64 * child_value, abs=0.006)
     root_value = best_move(net_player.net, rec.final, last_actions(rec.moves))[2]
     assert abs(ev - 64 * root_value) > 0.1  # the position's own value, which go gave before, differs here
+
+
+@pytest.mark.parametrize("kind", ["gumbel", "mcts"])
+def test_a_search_players_hints_show_its_search_and_agree_with_its_move(kind):
+    """A search player's hints were its raw policy: it played another move than the first one,
+    with another evaluation. Now one search per position: its move first with the evaluation go
+    gives it, then by visits; a visited move is valued by its mean backed-up value, an
+    unvisited one by the network as a policy player values it."""
+    import numpy as np
+
+    rec = GameRecord.from_transcript("f5d6c3d3c4")
+    player = make_player(f"{kind}:checkpoints/cpu_rl_warm_long.pt:16")
+    out, _ = session(player, [f"set game {format_ggf(rec)}", "hint 20", "go"])
+    hints = [line.split(maxsplit=5) for line in out if line.startswith("search ")]
+    move, ev = next(line for line in out if line.startswith("=== "))[4:].split("/")[:2]
+    assert len(hints) == len(rec.final.legal_moves()) and hints[0][1:3] == [move, ev]
+    visits = [int(h[5].split()[1]) for h in hints]
+    assert visits[1:] == sorted(visits[1:], reverse=True) and sum(visits) >= 15 and all("search" in h[5] for h in hints)
+    if kind == "mcts":
+        assert visits[0] == max(visits)  # PUCT plays its most visited move
+    # the values are the search's: one fresh search, seeded alike, gives the same
+    from othello.states import last_actions
+
+    pos = rec.final
+    chosen, n, q = player.analyse(pos.player, pos.opponent, pos.black_to_move, np.random.default_rng(0),
+                                  history=last_actions(rec.moves)[None])
+    assert square_name(chosen).upper() == move
+    for h in hints:
+        sq = parse_square(h[1])
+        if n[sq]:
+            assert float(h[2]) == pytest.approx(64 * q[sq], abs=0.006)
+    policy_hints = dict(line.split()[1:3] for line in session(make_player("policy:checkpoints/cpu_rl_warm_long.pt"),
+                                                             [f"set game {format_ggf(rec)}", "hint 20"])[0]
+                        if line.startswith("search "))
+    assert 0 in visits and all(policy_hints[h[1]] == h[2] for h, k in zip(hints, visits) if k == 0)
 
 
 def test_an_endgame_player_in_its_range_gives_exact_results_from_go_hint_and_analyze():

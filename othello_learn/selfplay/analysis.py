@@ -23,8 +23,9 @@ class Analyst:
 
     ``choose`` is the player's own move (its ``select``); ``hints`` ranks the
     legal moves by what the player can say about them: the policy (with the
-    value of each child when there is a value head) for network players, one
-    search per move for alpha-beta, one exact solve per move where an
+    value of each child when there is a value head) for ``policy:``, the one search
+    ``choose`` reads too for ``mcts:`` and ``gumbel:`` (its move first, then by visits),
+    one search per move for alpha-beta, one exact solve per move where an
     ``endgame:E:SPEC`` player solves; for the rest, which cannot rank moves, only
     the move they would play."""
 
@@ -34,8 +35,10 @@ class Analyst:
         self.net = network_of(player)
         inner = before_solves(player)
         self.ab = inner if isinstance(inner, AlphaBetaPlayer) else None  # the search to evaluate with, if any
+        self.search = inner if callable(getattr(inner, "analyse", None)) else None  # mcts: / gumbel:
         self.device = None if self.net is None else next(self.net.parameters()).device
         self._last_choice = None
+        self._last_search = None
 
     # -- networks
     def net_out(self, s: States):
@@ -90,6 +93,16 @@ class Analyst:
             return None if evals is None else float(evals[0])
         return None
 
+    def searched(self, pos: Position, moves: list[int]):
+        """A search player's ``analyse`` of ``pos`` (its move, root visits, root values), once
+        for a position and its moves: ``hint`` and then ``go`` read one search, so the move
+        played is the hint ranked first, with the same evaluation."""
+        key = (pos.player, pos.opponent, pos.black_to_move, tuple(moves))
+        if self._last_search is None or self._last_search[0] != key:
+            self._last_search = key, self.search.analyse(pos.player, pos.opponent, pos.black_to_move, self.rng,
+                                                         history=last_actions(moves)[None])
+        return self._last_search[1]
+
     def depth(self, pos: Position) -> int:
         """The plies behind a hint's evaluation in ``pos``: every empty square for a solve,
         alpha-beta's depth, 1 for a network's look at each child (a GUI shows it beside the eval)."""
@@ -113,6 +126,8 @@ class Analyst:
         return sq
 
     def _select(self, pos: Position, moves: list[int], start: Position | None) -> int:
+        if self.search is not None and not self.exact(pos):
+            return self.searched(pos, moves)[0]
         extra = {"history": last_actions(moves)[None]} if getattr(self.player, "uses_history", False) else {}
         if getattr(self.player, "uses_moves", False) and start is not None:
             # An external engine is told the game, not just the board: a GTP engine can only
@@ -159,7 +174,7 @@ class Analyst:
         rows = self._rows(pos, moves, legal)
         if rows is None:  # nothing to rank: the one move the player would play, with no evaluation to give
             return [(self.choose(pos, moves, start), 0.0, f"{self.player.name}'s move (no evaluation)")]
-        rows.sort(key=lambda r: -r[3])
+        rows.sort(key=lambda r: r[3], reverse=True)  # stable: ties keep the order of the squares
         return [(sq, 0.0 if ev is None else ev, text) for sq, ev, text, _ in rows[: max(n, 1)]]
 
     def _rows(self, pos: Position, moves: list[int], squares: list[int]):
@@ -182,10 +197,20 @@ class Analyst:
             children = [pos.play(sq) for sq in squares]
             hist = np.stack([last_actions(moves + [sq]) for sq in squares])
             _, child_evals = self.net_evals(children, hist)
+            searched = self.searched(pos, moves) if self.search is not None else None
             for i, sq in enumerate(squares):
                 p = float(probs[0, sq])
                 ev = None if child_evals is None else 0.0 - float(child_evals[i])
-                rows.append((sq, ev, f"policy {p:.3f}", p))
+                if searched is None:
+                    rows.append((sq, ev, f"policy {p:.3f}", p))
+                    continue
+                # the search's view: its move first, then by visits; a visited move's mean backed-up
+                # value, an unvisited one's network value as a policy player gives it
+                chosen, visits, q = searched
+                n = int(visits[sq])
+                if n:
+                    ev = 64.0 * float(q[sq])
+                rows.append((sq, ev, f"search {n} visits, policy {p:.3f}", (sq == chosen, n, p)))
         else:
             return None
         return rows

@@ -16,6 +16,7 @@ from othello_learn.models.batch import from_arrays, from_states
 from othello_learn.models.fastpath import default_device
 from othello_learn.models.nets import load_network
 
+from . import tree as T
 from .gumbel import GumbelConfig, GumbelMCTS
 from .mcts import BatchedMCTS, Evaluator, MCTSConfig
 from .players import MAX_SIMULATIONS, Player, spec_int
@@ -55,6 +56,10 @@ class SearchPlayer(Player):
         self.name = f"gumbel:{config.simulations}:{config.considered}" if gumbel else f"mcts:{config.simulations}"
 
     def select(self, player, opponent, black_to_move, rng, history=None):
+        return self._search(player, opponent, black_to_move, rng, history)[1].cpu().numpy().astype(np.int64)
+
+    def _search(self, player, opponent, black_to_move, rng, history=None):
+        """(the searched trees, the move of each game)."""
         n = len(player)
         games = torch.arange(n, device=self.device)
         states = _states(from_arrays(player, opponent, black_to_move, history, self.device))
@@ -63,12 +68,25 @@ class SearchPlayer(Player):
             tree.set_roots(games, states)
             # No noise at evaluation; a jitter far below any score gap only breaks exact ties at random.
             tree.search(games, gumbel=torch.from_numpy(rng.random((n, 65))).to(self.device) * 1e-9)
-            return tree.choose_action(games).cpu().numpy().astype(np.int64)
+            return tree, tree.choose_action(games)
         tree = BatchedMCTS(self.evaluator, n, self.config)
         tree.set_roots(games, states)
         tree.search(games, noise=False)
         jitter = torch.from_numpy(rng.random((n, 64))).to(self.device) * 1e-6
-        return tree.choose_action(games, tiebreak=tree.tree.prior[games, 0, :64] + jitter).cpu().numpy().astype(np.int64)
+        return tree, tree.choose_action(games, tiebreak=tree.tree.prior[games, 0, :64] + jitter)
+
+    def analyse(self, player: int, opponent: int, black_to_move: bool, rng, history=None):
+        """One position searched as ``select`` searches it: (its move, the root's visits [65] and
+        each action's mean backed-up value [65], the side to move's view, NaN where unvisited).
+        What an engine's hints show of the search, so that they agree with the move it plays."""
+        tree, action = self._search(np.array([player], dtype=np.uint64), np.array([opponent], dtype=np.uint64),
+                                    np.array([black_to_move]), rng, history)
+        games = torch.zeros(1, dtype=torch.long, device=self.device)
+        visits = T.root_visits(tree.tree, games)[0]
+        child = tree.tree.children[0, T.ROOT]
+        value_sum = tree.tree.value_sum[0, child.clamp(min=0)]  # the mover into the child: the side to move
+        q = torch.where(visits > 0, value_sum / visits.clamp(min=1), torch.full_like(visits, float("nan")))
+        return int(action[0]), visits.cpu().numpy(), q.double().cpu().numpy()
 
 
 def MCTSPlayer(net, simulations: int = 100, device=None, c_puct: float = 1.5) -> SearchPlayer:
