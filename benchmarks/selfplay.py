@@ -31,7 +31,7 @@ import torch  # noqa: E402
 from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
 from othello_learn.models import fastpath  # noqa: E402
 from othello_learn.models.encoders import ENCODERS  # noqa: E402
-from othello_learn.models.nets import ARCHITECTURES, NetConfig, build_network  # noqa: E402
+from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS, NetConfig, build_network  # noqa: E402
 from othello_learn.selfplay.gumbel import GumbelConfig  # noqa: E402
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig  # noqa: E402
 from othello_learn.selfplay.selfplay import SelfPlayConfig, play_games  # noqa: E402
@@ -77,9 +77,9 @@ def main(argv=None) -> int:
     ap.add_argument("--games", type=at_least(1), default=32, help="games played at once (default: %(default)s)")
     ap.add_argument("--simulations", type=at_least(1), default=32, help="per move (default: %(default)s)")
     ap.add_argument("--arch", default="resnet", choices=sorted(ARCHITECTURES), help="(default: %(default)s)")
-    ap.add_argument("--blocks", type=at_least(1), default=4,
+    ap.add_argument("--blocks", type=at_least(1, most=SIZE_LIMITS["blocks"]), default=4,
                     help="depth (reference) or residual blocks (resnet) (default: %(default)s)")
-    ap.add_argument("--width", type=at_least(1), default=64, help="(default: %(default)s)")
+    ap.add_argument("--width", type=at_least(1, most=SIZE_LIMITS["width"]), default=64, help="(default: %(default)s)")
     ap.add_argument("--encoder", default="raw", choices=sorted(ENCODERS), help="(default: %(default)s)")
     ap.add_argument("--rounds", type=at_least(1), default=3, help="alternating rounds, medians reported "
                                                                   "(default: %(default)s)")

@@ -168,9 +168,11 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def at_least(low: int | float, kind=int, above: bool = False):
+def at_least(low: int | float, kind=int, above: bool = False, most: int | float | None = None):
     """An argparse ``type``: a number of ``kind`` no smaller than ``low`` (with
-    ``above``, greater than it: a time budget of 0 minutes is as wrong as -1)."""
+    ``above``, greater than it: a time budget of 0 minutes is as wrong as -1), and no
+    larger than ``most`` where given (a network size, whose typo would allocate until
+    memory runs out)."""
     def parse(text: str):
         try:
             value = kind(text)
@@ -180,6 +182,8 @@ def at_least(low: int | float, kind=int, above: bool = False):
             raise argparse.ArgumentTypeError(f"must be {'above' if above else 'at least'} {low}, got {text}")
         if value == float("inf"):  # a budget or interval that never comes
             raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most}, got {text}")
         return value
     return parse
 

@@ -309,6 +309,9 @@ def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
 @pytest.mark.parametrize("name, argv, expected", [
     ("selfplay", ["--searches", "puct,gumbl"], "argument --searches: expected a comma-separated list of puct and gumbel"),
     ("selfplay", ["--encoder", "hc"], "argument --encoder: invalid choice: 'hc'"),
+    # NetConfig's ValueError, a traceback: a network size past nets.SIZE_LIMITS
+    ("selfplay", ["--blocks", "2000"], "argument --blocks: must be at most 1000, got 2000"),
+    ("inference", ["--depth", "1001"], "argument --depth: must be at most 1000, got 1001"),
 ])
 def test_benchmark_flags_are_checked_as_they_are_parsed(capsys, name, argv, expected):
     with pytest.raises(SystemExit) as e:

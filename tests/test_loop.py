@@ -79,6 +79,14 @@ def test_the_policy_target_reaches_the_search_and_needs_gumbel(tmp_path):
     with pytest.raises(UserError, match="^--gumbel-considered 4 sets .* searches with puct: add --search gumbel"):
         rl_loop.main(["--init", "random", "--out", str(tmp_path / "rl"), "--gumbel-considered", "4"])
     assert not (tmp_path / "rl").exists()
+    # a resumed PUCT run keeps its search: there the remedy is to drop the setting
+    run = tmp_path / "puct"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(RunConfig.from_args(BASE + ["--out", str(run), "--search",
+                                                                            "puct"]).to_json()))
+    with pytest.raises(UserError, match=r"^--gumbel-considered 4 .* searches with puct: drop --gumbel-considered "
+                                        r"\(a resumed run keeps the search it started with\)$"):
+        rl_loop.main(BASE + ["--out", str(run), "--gumbel-considered", "4"])
 
 
 @pytest.mark.parametrize("flag,value", [("--search", "alphabeta"), ("--logger", "csv"), ("--arch-encoder", "x"),
@@ -276,6 +284,18 @@ def test_an_infinite_value_is_named_as_one():
     """--lr inf read "must be more than 0, got inf"."""
     with pytest.raises(UserError, match="^--lr must be a finite number, got inf$"):
         RunConfig.from_args(BASE + ["--lr", "inf"]).check_values()
+    # a count of 400 digits passed, made the run folder, then overflowed in numpy a generation in
+    with pytest.raises(UserError, match="^--games must be at most 2147483647, got 1000"):
+        RunConfig.from_args(BASE + ["--games", "1" + "0" * 400]).check_values()
+    with pytest.raises(UserError, match="^--arch-width must be between 1 and 4096, got 5000$"):
+        RunConfig.from_args(BASE + ["--arch-width", "5000"]).check_values()
+
+
+def test_a_network_grown_past_the_size_limits_is_one_line(tmp_path):
+    with pytest.raises(UserError, match=r"^--grow-blocks 0 / --grow-width 5000 on --init \S+: the grown network's "
+                                        r"width must be a whole number from 1 to 4096, got 5064$"):
+        rl_loop.main(["--init", "checkpoints/best_value.pt", "--out", str(tmp_path / "rl"), "--grow-width", "5000"])
+    assert not (tmp_path / "rl").exists()
 
 
 @pytest.mark.parametrize("flag,value", [("--dirichlet-weight", "1"), ("--solve-empties", "14"),

@@ -197,6 +197,15 @@ def test_a_search_players_hints_show_its_search_and_agree_with_its_move(kind):
     assert 0 in visits and all(policy_hints[h[1]] == h[2] for h, k in zip(hints, visits) if k == 0)
 
 
+def test_a_search_player_without_a_value_head_gives_no_evaluation():
+    """Its search values every position 0 (a finished game its sign): shown, they read as evaluations."""
+    rec = GameRecord.from_transcript("f5d6")
+    out, _ = session(make_player("mcts:checkpoints/cpu_raw.pt:8"), [f"set game {format_ggf(rec)}", "hint 3", "go"])
+    go = next(line for line in out if line.startswith("=== "))
+    assert go.split("/")[1] == ""  # go's field empty, as for any player without an evaluation
+    assert all(line.split()[2] == "0.00" for line in out if line.startswith("search "))
+
+
 def test_an_endgame_player_in_its_range_gives_exact_results_from_go_hint_and_analyze():
     from test_formats import random_game
 

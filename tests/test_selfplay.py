@@ -162,6 +162,28 @@ def test_training_lowers_the_loss(games, tiny_net, precision):
         train_network(build_network(NetConfig("reference", depth=1, width=4)), games, steps=1)
 
 
+def test_a_training_that_diverges_stops_and_saves_nothing(games, tiny_net, tmp_path, monkeypatch):
+    """Its NaN weights were saved, then refused on every load, and the rerun diverged the same way:
+    it now stops at the first loss that is not a number, with nothing written."""
+    import copy
+
+    from othello_learn.selfplay import learner
+
+    real = learner.losses
+
+    def diverging(net, batch, l2, value_weight):
+        parts = real(net, batch, l2, value_weight)
+        return {**parts, "loss": parts["loss"] * (float("nan") if calls.append(1) or len(calls) >= 3 else 1.0)}
+
+    calls = []
+    monkeypatch.setattr(learner, "losses", diverging)
+    state, out = tmp_path / "t.training", tmp_path / "opt.pt"
+    with pytest.raises(learner.TrainingDiverged, match="^training diverged at step 3 of 10 \\(loss nan\\)$"):
+        train_network(copy.deepcopy(tiny_net), games, steps=10, batch_size=16, seed=0, state_path=state,
+                      optimizer_out=out, precision="32-true")
+    assert not state.exists() and not out.exists()
+
+
 def test_value_weight_scales_the_value_loss_and_zero_leaves_the_head(games, tiny_net):
     """--value-weight: the loss is policy + w x value (+ L2), and with w = 0 (and no L2) the value head's
     weights get no update while the rest of the net trains."""

@@ -208,7 +208,7 @@ class Analyst:
                 # value, an unvisited one's network value as a policy player gives it
                 chosen, visits, q = searched
                 n = int(visits[sq])
-                if n:
+                if n and child_evals is not None:  # without a value head its values are 0s: no evaluation
                     ev = 64.0 * float(q[sq])
                 rows.append((sq, ev, f"search {n} visits, policy {p:.3f}", (sq == chosen, n, p)))
         else:

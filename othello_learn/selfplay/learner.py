@@ -9,6 +9,7 @@ optimizer stay fp32."""
 from __future__ import annotations
 
 import copy
+import math
 import sys
 import time
 from pathlib import Path
@@ -127,6 +128,8 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
         opt.step()
         for k, v in parts.items():
             totals[k] = totals.get(k, 0.0) + float(v.detach())
+        if not math.isfinite(totals["loss"]):  # its NaN weights would be saved, then refused on every load
+            raise TrainingDiverged(f"training diverged at step {step + 1} of {steps} (loss {float(parts['loss'])})")
         if state_path is not None and step + 1 < steps and time.monotonic() - last_save >= save_every_s:
             save_checkpoint_file({"fingerprint": fingerprint, "step": step + 1, "net": net.state_dict(),
                                   "optimizer": opt.state_dict(), "numpy_rng": rng.bit_generator.state,
@@ -137,6 +140,10 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
     if optimizer_out is not None:
         save_checkpoint_file(opt.state_dict(), optimizer_out)
     return {**{k: v / max(steps, 1) for k, v in totals.items()}, "seconds": seconds_before + time.monotonic() - t0}
+
+
+class TrainingDiverged(ArithmeticError):
+    """The loss stopped being a number: nothing of the training is saved."""
 
 
 class OptimizerStateError(ValueError):

@@ -44,19 +44,22 @@ from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atom
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import default_device, usable_device
-from othello_learn.models.nets import (NetConfig, TrainingCheckpointError, build_network, grow_network, load_network,
-                                       read_checkpoint, save_network)
+from othello_learn.models.nets import (SIZE_LIMITS, NetConfig, TrainingCheckpointError, build_network, grow_network,
+                                       load_network, read_checkpoint, save_network)
 from othello_learn.plots import pyplot, save_figure
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
 from othello_learn.selfplay.gumbel import TARGET_Q, GumbelConfig
-from othello_learn.selfplay.learner import OptimizerStateError, policy_sharpness, train_network
+from othello_learn.selfplay.learner import OptimizerStateError, TrainingDiverged, policy_sharpness, train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
 from othello_learn.selfplay.nn_players import PolicyPlayer, check_considered, search_player
 from othello_learn.selfplay.players import MAX_SIMULATIONS
 from othello_learn.selfplay.registry import make_program
 from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
 
+# The largest count a setting without a limit of its own may be: a typo's extra digits ended in an
+# OverflowError a generation in (numpy's seed spawning), after the run folder was made.
+COUNT_CEILING = 2**31 - 1
 RANDOM_INIT = {"arch": "resnet", "encoder": "raw", "blocks": 6, "width": 64, "value_head": True}
 DEFAULT_SEARCH = "puct"  # for a new run
 
@@ -131,8 +134,9 @@ class RunConfig:
     eval_vs: typing.Optional[str] = opt(None, "also play the candidate network's 1-ply policy against this spec "
                                         "each generation (default: no such match)", resumable=True)
     eval_games: int = opt(100, "games of the --eval-vs match", resumable=True, limits=(1, None, True))
-    arch_blocks: int = opt(RANDOM_INIT["blocks"], "residual blocks, with --init random", limits=(1, None, True))
-    arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", limits=(1, None, True))
+    arch_blocks: int = opt(RANDOM_INIT["blocks"], "residual blocks, with --init random",
+                           limits=(1, SIZE_LIMITS["blocks"], True))
+    arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", limits=(1, SIZE_LIMITS["width"], True))
     arch_encoder: str = opt(RANDOM_INIT["encoder"], "input encoder, with --init random", choices=sorted(ENCODERS))
     grow_blocks: int = opt(0, "residual blocks added on top of the --init network, starting as identities: it plays "
                            "as before, with depth for self-play to fill", limits=(0, None, True), saved_default=0)
@@ -242,8 +246,11 @@ class RunConfig:
                 raise UserError(f"{flag} must be {what}, got {v!r}")
             if f.metadata["limits"] is not None and v is not None:
                 low, high, low_ok = f.metadata["limits"]
-                if not math.isfinite(v) or (v < low if low_ok else v <= low) or (high is not None and v > high):
-                    if not math.isfinite(v):
+                if high is None and isinstance(v, int) and v > COUNT_CEILING:  # past numpy's and torch's sizes
+                    raise UserError(f"{flag} must be at most {COUNT_CEILING}, got {v}")
+                finite = not isinstance(v, float) or math.isfinite(v)  # (an int of 400 digits overflows isfinite)
+                if not finite or (v < low if low_ok else v <= low) or (high is not None and v > high):
+                    if not finite:
                         raise UserError(f"{flag} must be a finite number, got {v}")
                     if high is not None:
                         want = f"between {low} and {high}"
@@ -403,8 +410,12 @@ def initial_network(cfg: RunConfig):
                         "(checkpoints/best_value.pt, or train one with arch: resnet, value_head: true: "
                         "train/configs/cpu_value_fast.yaml on a CPU, resnet_best.yaml on a GPU)")
     if cfg.grow_blocks or cfg.grow_width:
-        grown = dataclasses.replace(net.config, blocks=net.config.blocks + cfg.grow_blocks,
-                                    width=net.config.width + cfg.grow_width)
+        try:
+            grown = dataclasses.replace(net.config, blocks=net.config.blocks + cfg.grow_blocks,
+                                        width=net.config.width + cfg.grow_width)
+        except ValueError as e:  # grown past nets.SIZE_LIMITS
+            raise UserError(f"--grow-blocks {cfg.grow_blocks} / --grow-width {cfg.grow_width} on --init {cfg.init}: "
+                            f"the grown network's {e}") from None
         net = grow_network(net, grown, where=f"--init {cfg.init}").eval()
     return net
 
@@ -586,7 +597,7 @@ def open_run(cfg: RunConfig) -> dict:
         for f in dataclasses.fields(cfg):
             if getattr(cfg, f.name) is None and not f.metadata["resumable"]:
                 setattr(cfg, f.name, getattr(saved, f.name))
-        _check_gumbel_only(cfg)
+        _check_gumbel_only(cfg, resumed=cfg.search == saved.search)
         changed = cfg.fixed_changes(saved)
         if changed:
             raise UserError(f"{out} was started with different {', '.join(changed)} "
@@ -624,14 +635,18 @@ def open_run(cfg: RunConfig) -> dict:
     return state
 
 
-def _check_gumbel_only(cfg: RunConfig) -> None:
-    """The Gumbel settings, given to a PUCT run, would be ignored in silence."""
+def _check_gumbel_only(cfg: RunConfig, resumed: bool = False) -> None:
+    """The Gumbel settings, given to a PUCT run, would be ignored in silence. A resumed run keeps
+    the search it started with, so there the remedy is to drop the setting."""
+    remedy = ("drop {flag} (a resumed run keeps the search it started with)" if resumed
+              else "add --search gumbel")
     if cfg.policy_target != "rescaled" and cfg.search != "gumbel":
         raise UserError(f"--policy-target {cfg.policy_target} sets Gumbel search's improved-policy target, and this "
-                        f"run searches with {cfg.search} (its target is the visit counts): add --search gumbel")
+                        f"run searches with {cfg.search} (its target is the visit counts): "
+                        + remedy.format(flag="--policy-target"))
     if cfg.gumbel_considered and cfg.search != "gumbel":
         raise UserError(f"--gumbel-considered {cfg.gumbel_considered} sets how many root moves Gumbel search samples, "
-                        f"and this run searches with {cfg.search}: add --search gumbel")
+                        f"and this run searches with {cfg.search}: " + remedy.format(flag="--gumbel-considered"))
 
 
 def _paths(cfg: RunConfig, gen: int) -> dict:
@@ -848,6 +863,8 @@ def train(cfg: RunConfig, gen: int) -> Path:
                               optimizer_state=inherited, optimizer_out=p["optimizer"] if cfg.keep_optimizer else None)
     except UserError as e:
         raise UserError(f"{e}: {REDONE}") from e
+    except TrainingDiverged as e:  # the same seeds would diverge again: the step size is what can change
+        raise UserError(f"generation {gen}: {e}; rerun with a lower --lr (it may change on resume)") from e
     except OptimizerStateError as e:  # the file belongs to another network (a hand-copied nets/ folder)
         raise UserError(f"{_optimizer_file(cfg, state)}: {e}: delete it to train generation {gen} with a fresh "
                         f"Adam") from e
