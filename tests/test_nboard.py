@@ -197,6 +197,17 @@ def test_a_search_players_hints_show_its_search_and_agree_with_its_move(kind):
     assert 0 in visits and all(policy_hints[h[1]] == h[2] for h, k in zip(hints, visits) if k == 0)
 
 
+def test_a_search_players_move_that_ends_the_game_shows_its_exact_result():
+    """The search backs up a finished game's sign (x 64: 64.00 for a win by 32); its hint gives the
+    exact disc difference, as a policy player's and the solver's do."""
+    t = ("f5f4c3c4c5g6g5d6e3b3h7g4g3b4c6h2g2b7d7e2c7d3f6g7a2d8f3b5g8b2a4h5a1h3f1g1c2d2e1b8h1f7h4c1a8h8a5a6d1"
+         "f8h6c8f2e6e8b1e7a3")  # a7 ends the game (won by 32 by the side to move), b6 does not
+    rec = GameRecord.from_transcript(t)
+    out, _ = session(make_player("gumbel:checkpoints/cpu_rl_warm_long.pt:8"), [f"set game {format_ggf(rec)}", "hint 2"])
+    hints = {line.split()[1]: line.split()[2] for line in out if line.startswith("search ")}
+    assert hints["A7"] == "32.00" and "visits" in next(line for line in out if line.startswith("search A7"))
+
+
 def test_a_search_player_without_a_value_head_gives_no_evaluation():
     """Its search values every position 0 (a finished game its sign): shown, they read as evaluations."""
     rec = GameRecord.from_transcript("f5d6")

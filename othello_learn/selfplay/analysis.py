@@ -208,7 +208,9 @@ class Analyst:
                 # value, an unvisited one's network value as a policy player gives it
                 chosen, visits, q = searched
                 n = int(visits[sq])
-                if n and child_evals is not None:  # without a value head its values are 0s: no evaluation
+                # without a value head the search's values are 0s (no evaluation); a move that ends the
+                # game keeps its exact disc difference, where the search backs up only the result's sign
+                if n and child_evals is not None and not children[i].is_over():
                     ev = 64.0 * float(q[sq])
                 rows.append((sq, ev, f"search {n} visits, policy {p:.3f}", (sq == chosen, n, p)))
         else:
