@@ -204,12 +204,12 @@ class Analyst:
                 if searched is None:
                     rows.append((sq, ev, f"policy {p:.3f}", p))
                     continue
-                # the search's view: its move first, then by visits; a visited move's mean backed-up
-                # value, an unvisited one's network value as a policy player gives it
+                # The search's view: its move first, then by visits; a visited move valued by its mean
+                # backed-up value, others as a policy player values them (an unvisited move; one that
+                # ends the game, whose exact result the search backs up as its sign only; any move of a
+                # net without a value head, whose search values every position 0).
                 chosen, visits, q = searched
                 n = int(visits[sq])
-                # without a value head the search's values are 0s (no evaluation); a move that ends the
-                # game keeps its exact disc difference, where the search backs up only the result's sign
                 if n and child_evals is not None and not children[i].is_over():
                     ev = 64.0 * float(q[sq])
                 rows.append((sq, ev, f"search {n} visits, policy {p:.3f}", (sq == chosen, n, p)))
