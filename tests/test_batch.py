@@ -205,6 +205,7 @@ def test_a_stored_config_is_checked_setting_by_setting(tmp_path, change, message
     NetConfig, which names the setting; a bad encoder used to read as weights that do not fit."""
     with pytest.raises(ValueError, match=re.escape(message)):
         NetConfig(**{**NetConfig("resnet", blocks=1, width=4).to_dict(), **change})
+    NetConfig("resnet", depth=1000, blocks=1000, width=4096)  # the limits themselves are allowed
     net = build_network(NetConfig("resnet", blocks=1, width=4, value_head=True))
     save_checkpoint_file({"config": {**net.config.to_dict(), **change}, "state_dict": net.state_dict()},
                          tmp_path / "odd.pt")
@@ -217,8 +218,9 @@ def test_weights_that_are_not_finite_are_refused_on_load(tmp_path):
     net = build_network(NetConfig("resnet", blocks=1, width=4, value_head=True))
     state = net.state_dict()
     state["value_head.6.bias"] = torch.full_like(state["value_head.6.bias"], float("inf"))
+    state["value_head.4.weight"][0, 0] = float("nan")  # one value among many is enough
     save_checkpoint_file({"config": net.config.to_dict(), "state_dict": state}, tmp_path / "diverged.pt")
-    with pytest.raises(UserError, match=r"diverged.pt: weight value_head.6.bias holds NaN or infinite values"):
+    with pytest.raises(UserError, match=r"diverged.pt: weight value_head.4.weight holds NaN or infinite values"):
         load_network(tmp_path / "diverged.pt")
 
 

@@ -341,3 +341,14 @@ def test_a_session_given_a_swallowed_stop_ends_before_reading(module):
         serve(AlphaBetaPlayer(1), "test", io.StringIO("name\nping 1\nquit\n"), out, io.StringIO(), stop=stop)
     assert out.getvalue() == ""
 
+
+
+def test_at_least_with_a_ceiling_allows_the_ceiling_itself():
+    import argparse
+
+    from othello.files import at_least
+
+    parse = at_least(1, most=1000)
+    assert parse("1000") == 1000 and parse("1") == 1
+    with pytest.raises(argparse.ArgumentTypeError, match="^must be at most 1000, got 1001$"):
+        parse("1001")

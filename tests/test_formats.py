@@ -133,6 +133,7 @@ def test_ggf_other_start_position():
     ("(;GM[Othello]TY[s10r20]B[f5];)", "TY[s10r20]: only 8x8"),
     ("(;GM[Othello]TY[8a]B[f5];)", "TY[8a]: anti Othello"),             # its RE would read as the opposite
     ("(;GM[Othello]TY[s8r20a]B[f5];)", "anti Othello"),
+    ("(;GM[Othello]TY[8A]B[f5];)", "TY[8A]: anti Othello"),
     ("(;GM[Chess]TY[8]B[f5];)", "GM[Chess]"),
     ("(;GM[Othello]TY[8]BO[8 ---- *]B[f5];)", "64 squares"),
     ("(;GM[Othello]TY[8]B[f5]", "never ends"),
@@ -166,6 +167,7 @@ def test_a_ggs_archive_line_with_its_game_count_and_a_board_in_rows():
     synchro = parse_ggf(f"2 {game.replace('TY[8]', 'TY[s8r20]')}{game.replace('TY[8]', 'TY[s8]').lower()}\n")
     assert [g.final for g in synchro] == [Position.from_transcript("f5d6")] * 2
     assert synchro[0].tags["TY"] == "s8r20" and synchro[1].tags["TY"] == "s8"
+    assert parse_ggf(game.replace("TY[8]", "TY[S8R20]"))[0].final == Position.from_transcript("f5d6")
 
 
 @settings(max_examples=40, deadline=None)
@@ -219,7 +221,8 @@ def test_obf_round_trip_and_edax_lines():
     assert q.scores() == {parse_square("g8"): 18, parse_square("h1"): 12, PASS: -6}
     for bad, match in (("h7:abc;", "'h7:abc' is not a score"), ("zz:+3;", "'zz:+3' is not a score"),
                        ("h7:-6; H7:-8;", "H7 is scored twice"),
-                       ("h7:+180;", "'h7:+180': a disc difference is between -64 and +64")):
+                       ("h7:+180;", "'h7:+180': a disc difference is between -64 and +64"),
+                       ("h7:+65;", "'h7:+65': a disc difference"), ("h7:-65;", "'h7:-65': a disc difference")):
         with pytest.raises(FormatError, match=re.escape(f"t.obf line 1: {match}")):
             parse_obf(line.split(";")[0] + "; " + bad, what="t.obf")
 

@@ -289,6 +289,28 @@ def test_an_infinite_value_is_named_as_one():
         RunConfig.from_args(BASE + ["--games", "1" + "0" * 400]).check_values()
     with pytest.raises(UserError, match="^--arch-width must be between 1 and 4096, got 5000$"):
         RunConfig.from_args(BASE + ["--arch-width", "5000"]).check_values()
+    with pytest.raises(UserError, match="^--arch-blocks must be between 1 and 1000, got 1001$"):
+        RunConfig.from_args(BASE + ["--arch-blocks", "1001"]).check_values()
+    with pytest.raises(UserError, match="^--games must be at most 2147483647, got 2147483648$"):
+        RunConfig.from_args(BASE + ["--games", "2147483648"]).check_values()
+    RunConfig.from_args(BASE + ["--games", "2147483647"]).check_values()
+    with pytest.raises(UserError, match="^--simulations must be between 1 and 100000, got 1000"):  # not an overflow
+        RunConfig.from_args(BASE + ["--simulations", "1" + "0" * 400]).check_values()
+
+
+def test_a_diverged_training_names_the_generation_and_the_remedy(tmp_path, monkeypatch):
+    from othello_learn.selfplay.learner import TrainingDiverged
+
+    def diverged(*args, **kwargs):
+        raise TrainingDiverged("training diverged at step 3 of 5 (loss nan)")
+
+    monkeypatch.setattr(rl_loop, "train_network", diverged)
+    argv = ["--init", "random", "--out", str(tmp_path / "rl"), "--generations", "1", "--games", "2", "--parallel", "2",
+            "--simulations", "2", "--train-steps", "5", "--arch-blocks", "1", "--arch-width", "8", "--quiet",
+            "--logger", "none"]
+    with pytest.raises(UserError, match=r"^generation 1: training diverged at step 3 of 5 \(loss nan\); rerun with "
+                                        r"a lower --lr \(it may change on resume\)$"):
+        rl_loop.main(argv)
 
 
 def test_a_network_grown_past_the_size_limits_is_one_line(tmp_path):

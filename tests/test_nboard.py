@@ -61,11 +61,16 @@ def test_the_name_is_one_word_and_noise_is_quoted_short():
     are no move are an unknown command, shown as they are."""
     out = io.StringIO()
     err = io.StringIO()
-    serve(make_player("random"), "my  engine 2", io.StringIO("nboard 2\n" + "x" * 100_000 + "\n\x01\x02\n"), out, err)
+    serve(make_player("random"), "my  engine 2",
+          io.StringIO("nboard 2\n" + "x" * 100_000 + "\n\x01\x02\n\uff46\uff15\n"), out, err)
     assert out.getvalue().splitlines() == ["set myname my-engine-2"]
     lines = err.getvalue().splitlines()
-    assert len(lines) == 2 and len(lines[0]) < 450 and lines[0].endswith("...")
+    assert len(lines) == 3 and lines[0] == "nboard: " + ("ignored unknown command: '" + "x" * 400)[:400] + "..."
     assert lines[1] == "nboard: ignored unknown command: '\\x01\\x02'"
+    assert lines[2] == "nboard: ignored unknown command: '\uff46\uff15'"  # full-width letters are no move
+    out = io.StringIO()
+    serve(make_player("random"), "  ", io.StringIO("nboard 2\n"), out, io.StringIO())
+    assert out.getvalue() == "set myname othello-learn\n"
 
 
 def test_bad_player_spec_is_one_line_exit_2():
@@ -206,6 +211,15 @@ def test_a_search_players_move_that_ends_the_game_shows_its_exact_result():
     out, _ = session(make_player("gumbel:checkpoints/cpu_rl_warm_long.pt:8"), [f"set game {format_ggf(rec)}", "hint 2"])
     hints = {line.split()[1]: line.split()[2] for line in out if line.startswith("search ")}
     assert hints["A7"] == "32.00" and "visits" in next(line for line in out if line.startswith("search A7"))
+    # the search's own view of it: visited, a win (+1 for the side to move), not its disc difference
+    import numpy as np
+
+    from othello.states import last_actions
+
+    pos = rec.final
+    _, visits, q = make_player("gumbel:checkpoints/cpu_rl_warm_long.pt:8").analyse(
+        pos.player, pos.opponent, pos.black_to_move, np.random.default_rng(0), history=last_actions(rec.moves)[None])
+    assert visits[parse_square("a7")] > 0 and q[parse_square("a7")] == 1.0
 
 
 def test_a_search_player_without_a_value_head_gives_no_evaluation():

@@ -1165,6 +1165,8 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["trainer.limit_val_batches=1.01"], "trainer.limit_val_batches: must be a whole number"),
     (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches: must be at least 1, got 0"),
     (["trainer.num_sanity_val_steps=-2"], "trainer.num_sanity_val_steps: must be at least -1, got -2"),
+    (["trainer.log_every_n_steps=0"], "trainer.log_every_n_steps: must be at least 1, got 0"),
+    (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch: must be at least 1, got 0"),
 ])
 def test_each_bound_of_the_config_check_at_its_edge(overrides, expected):
     """Each limit refuses the first value past it and lets the last one inside through
@@ -1537,7 +1539,9 @@ def test_a_rerun_with_no_test_keeps_the_test_results_of_the_same_best_checkpoint
     # not kept: another checkpoint, other data, or a best checkpoint written after them (a --fresh run's name)
     best, cfg = first["best_checkpoint"], first["config"]
     assert earlier_test(metrics, best, cfg) == first["test"]
-    assert earlier_test(metrics, best + "x", cfg) is None
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"  # another checkpoint, older than the results
+    os.utime(last, (metrics.stat().st_mtime - 5,) * 2)
+    assert earlier_test(metrics, str(last), cfg) is None
     assert earlier_test(metrics, best, {**cfg, "data": {**cfg["data"], "test_years": "2002"}}) is None
     os.utime(best, (metrics.stat().st_mtime + 5,) * 2)
     assert earlier_test(metrics, best, cfg) is None
@@ -1575,6 +1579,10 @@ def test_progress_bars_in_a_log_file_are_redrawn_once_a_minute(monkeypatch):
     assert bar_pacing() == {"mininterval": LOG_REDRAW_SECONDS, "maxinterval": LOG_REDRAW_SECONDS}
     assert checkpoints.TrainingProgressBar()._pace == 0  # stdout is still the terminal
     monkeypatch.setattr(sys, "stdout", io.StringIO())
+    progress = checkpoints.TrainingProgressBar()
+    for kind in ("sanity", "train", "validation", "test", "predict"):  # every bar Lightning makes is paced
+        monkeypatch.setattr(checkpoints.TQDMProgressBar, f"init_{kind}_tqdm", lambda self: Bar(1))
+        assert getattr(progress, f"init_{kind}_tqdm")().refresh.__name__ == "paced_refresh", kind
     clock = [1000.0]
     monkeypatch.setattr(checkpoints.time, "monotonic", lambda: clock[0])
     bar = checkpoints.TrainingProgressBar()._paced(Bar(300))

@@ -89,7 +89,7 @@ for line in sys.stdin:
             answer("not now", ok=False)
             continue
         if args.resign:
-            answer("resign")
+            answer("Resign")  # in any case
             continue
         while args.chatty:
             sys.stdout.write("# thinking\n")
