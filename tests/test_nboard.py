@@ -222,6 +222,31 @@ def test_a_search_players_move_that_ends_the_game_shows_its_exact_result():
     assert visits[parse_square("a7")] > 0 and q[parse_square("a7")] == 1.0
 
 
+def test_one_search_per_position_and_moves_not_per_board():
+    """The cached search is keyed by the moves too: a transposition reaches the same board with
+    other last moves, which the handcrafted planes read, so its hint is searched afresh."""
+    import numpy as np
+
+    from othello.states import last_actions
+    from othello_learn.selfplay.analysis import Analyst
+
+    player = make_player("mcts:checkpoints/best_value.pt:8")  # handcrafted planes: they read the last moves
+    analyst = Analyst(player)
+    calls = []
+    real = player.analyse
+    player.analyse = lambda *a, **k: calls.append(k["history"].tolist()) or real(*a, **k)
+    first, second = (GameRecord.from_transcript(t) for t in ("f5d6c3d3c4f4", "f5d6c4d3c3f4"))
+    assert first.final == second.final
+    for rec in (first, first, second):
+        pos = rec.final
+        hints = analyst.hints(pos, rec.moves, 20)
+        assert analyst.choose(pos, rec.moves) == hints[0][0]  # go plays the hint ranked first
+    assert calls == [last_actions(first.moves)[None].tolist(), last_actions(second.moves)[None].tolist()]
+    fresh = player.analyse(second.final.player, second.final.opponent, second.final.black_to_move,
+                           np.random.default_rng(0), history=last_actions(second.moves)[None])
+    assert analyst.searched(second.final, second.moves)[1].tolist() == fresh[1].tolist()
+
+
 def test_a_search_player_without_a_value_head_gives_no_evaluation():
     """Its search values every position 0 (a finished game its sign): shown, they read as evaluations."""
     rec = GameRecord.from_transcript("f5d6")
