@@ -34,7 +34,8 @@ def main(argv=None) -> None:
                                                                   "(default: %(default)s)")
     ap.add_argument("--threads", type=at_least(1), default=torch.get_num_threads(),
                     help="torch threads (default: torch's, which follows OMP_NUM_THREADS: %(default)s here)")
-    ap.add_argument("--depth", type=at_least(1, most=SIZE_LIMITS["depth"]), default=10, help="the reference net's layers (default: %(default)s)")
+    ap.add_argument("--depth", type=at_least(1, most=SIZE_LIMITS["depth"]), default=10,
+                    help="the reference net's layers (default: %(default)s)")
     ap.add_argument("--checkpoints", nargs="+", type=Path, help="time these networks instead of the reference nets")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

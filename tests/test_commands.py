@@ -296,7 +296,7 @@ def test_every_benchmark_runs_through_run_main():
     ("selfplay", ["--device", "nowhere"], "--device nowhere: not usable on this machine"),
     ("encoders", ["--devices", "cpu,gpu"], "--devices gpu: not usable on this machine"),
     ("encoders", ["--devices", "cpu:numpy"], "'cpu:numpy': the backend after ':' can only be torch"),
-    ("train_throughput", ["--precision", "bf17"], "--precision 'bf17': expected auto, 32, bf16 or one of"),  # ran as fp32
+    ("train_throughput", ["--precision", "bf17"], "--precision 'bf17': expected auto, 32, bf16 or one of"),  # fp32
 ])
 def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
     module = _benchmark(name)
@@ -307,7 +307,8 @@ def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
 
 
 @pytest.mark.parametrize("name, argv, expected", [
-    ("selfplay", ["--searches", "puct,gumbl"], "argument --searches: expected a comma-separated list of puct and gumbel"),
+    ("selfplay", ["--searches", "puct,gumbl"],
+     "argument --searches: expected a comma-separated list of puct and gumbel"),
     ("selfplay", ["--encoder", "hc"], "argument --encoder: invalid choice: 'hc'"),
     # NetConfig's ValueError, a traceback: a network size past nets.SIZE_LIMITS
     ("selfplay", ["--blocks", "2000"], "argument --blocks: must be at most 1000, got 2000"),

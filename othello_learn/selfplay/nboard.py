@@ -111,7 +111,7 @@ class Engine:
             handler = getattr(self, f"cmd_{cmd}", None)
             if handler is not None:
                 handler(rest)
-            elif len(cmd) == 2 and cmd.isascii() and cmd.isalnum() and cmd != "go":  # NBoard 1.1 sent a bare "F5" for "move F5"
+            elif len(cmd) == 2 and cmd.isascii() and cmd.isalnum() and cmd != "go":  # NBoard 1.1's bare "F5"
                 self.cmd_move(cmd)
             else:
                 self.warn(f"ignored unknown command: {line.strip()!r}")
