@@ -835,7 +835,7 @@ def test_self_play_workers_share_out_the_threads(monkeypatch, requested, device,
     assert rl_loop.self_play_workers(requested, torch.device(device), parts) == expected
 
 
-def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, capsys):
+def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, capsys, monkeypatch):
     out = rl_run.out
     assert rl_run.interrupted == 130
     assert "interrupted; rerun the same command to resume from generation 2" in rl_run.message
@@ -870,10 +870,12 @@ def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, cap
         assert key in rec
     assert rec["train_lr"] == 3e-4 and rec["train_l2_weight"] == 1e-4 and rec["train_l2"] > 1  # settings; the penalty
     assert not [f for f in _files(out) if f.endswith(".tmp")]
-    # the same command again does nothing more
+    # the same command again does nothing more, and opens no W&B run
     before = _files(out)
-    code, err = cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)
+    monkeypatch.setitem(sys.modules, "wandb", rl_run.wandb)
+    code, err = cli(LOOP + ["--out", str(out), "--logger", "wandb"], capsys)
     assert code == 0 and "holds 2 generations already" in err and "nothing to do" in err
+    assert len(rl_run.wandb.inits) == 2
     assert {k: v for k, v in _files(out).items() if k != "best.pt"} == {k: v for k, v in before.items() if k != "best.pt"}
 
 

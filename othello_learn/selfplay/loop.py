@@ -49,6 +49,7 @@ from othello_learn.models.nets import (SIZE_LIMITS, NetConfig, TrainingCheckpoin
 from othello_learn.plots import pyplot, save_figure
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import elo_from_score
+from othello_learn.selfplay.endgame import MAX_EMPTIES
 from othello_learn.selfplay.gumbel import TARGET_Q, GumbelConfig
 from othello_learn.selfplay.learner import OptimizerStateError, TrainingDiverged, policy_sharpness, train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
@@ -113,7 +114,7 @@ class RunConfig:
     no_resign_fraction: float = opt(0.1, "share of games always played out", resumable=True, limits=(0, 1, True))
     solve_empties: int = opt(0, "in self-play, solve positions with at most this many empty squares exactly: "
                              "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game, mostly its first "
-                             "solve)", resumable=True, limits=(0, 14, True))
+                             "solve)", resumable=True, limits=(0, MAX_EMPTIES, True))
     window: int = opt(4, "generations of games in the replay window", limits=(1, None, True))
     train_steps: int = opt(1000, "training steps per generation", limits=(1, None, True))
     batch_size: int = opt(512, "training batch size", limits=(1, None, True))
@@ -536,6 +537,7 @@ def run(cfg: RunConfig) -> dict:
                 publish(cfg, state)  # a run stopped between its commit point and these left them behind
                 print(f"{cfg.out} holds {state['generation']} generations already (--generations "
                       f"{cfg.generations}): nothing to do; a larger --generations goes on", file=sys.stderr)
+                return state  # before the logger: an idle rerun opens no W&B run
             log = Logger(cfg, state)
             try:
                 for gen in range(state["generation"] + 1, cfg.generations + 1):

@@ -20,7 +20,7 @@ import torch
 from othello import bitboard as bb
 from othello.files import atomic_path, bar_pacing
 from othello.notation import PASS, format_transcript
-from othello.states import States
+from othello.states import HISTORY, States
 
 from .endgame import solve
 from .gumbel import GumbelMCTS, make_search
@@ -86,7 +86,7 @@ class SelfPlayGames:
         or value that is not finite (a NaN network committed as the next generation), outcomes
         beyond ±1, samples of games the file does not hold."""
         n, games = len(self.policy), len(self.winner)  # the samples are the targets; the games, their results
-        shapes = {"history": (n, 4), "policy": (n, 64)}
+        shapes = {"history": (n, HISTORY), "policy": (n, 64)}
         for name, kinds in self._KINDS.items():
             a = getattr(self, name)
             if a is None:
@@ -142,7 +142,7 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
     state = States.initial(B, like=torch.zeros(0, dtype=torch.long, device=dev))
     plies = torch.zeros(B, dtype=torch.long, device=dev)
     moves_played = torch.zeros(B, dtype=torch.long, device=dev)
-    # Two passes in a row end a game, so it lasts at most 60 moves + 61 passes.
+    # A pass is legal only when the other side can move, so a move follows it: at most 60 moves and 60 passes.
     move_log = torch.full((B, 128), -1, dtype=torch.int8, device=dev)
     done = torch.zeros(B, dtype=torch.bool, device=dev)
     winner = torch.zeros(B, dtype=torch.long, device=dev)
