@@ -12,6 +12,7 @@ Moves are square indices (``othello.notation``), ``PASS`` (64) for a pass; a
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -101,7 +102,8 @@ class GameRecord:
 
     ``evals`` and ``times`` run parallel to ``moves`` (None where not given);
     ``result`` is black's disc difference as recorded (``RE``), None if unknown;
-    ``tags`` keeps other GGF properties so a read-write round trip loses nothing."""
+    ``tags`` keeps other GGF properties so a read-write round trip loses nothing but
+    the earlier values of a property given twice (the last one is kept)."""
 
     moves: list[int] = field(default_factory=list)
     start: Position = field(default_factory=Position)
@@ -172,9 +174,12 @@ def _parse_ggf_move(value: str, what: str) -> tuple[int, float | None, float | N
         if len(parts) <= i or not parts[i].strip():
             return None
         try:
-            return float(parts[i])
+            x = float(parts[i])
         except ValueError:
-            raise FormatError(f"{what}: bad number {parts[i]!r} in move {value!r}") from None
+            x = math.nan
+        if not math.isfinite(x):  # float() reads "nan", "inf", "1e400": none can be written back
+            raise FormatError(f"{what}: bad number {parts[i]!r} in move {value!r}")
+        return x
 
     return move, num(1), num(2)
 
@@ -217,6 +222,8 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
                 rec.result = None if v in ("", "?") else float(v.split(":")[0])
             except ValueError:
                 rec.result = None
+            if rec.result is not None and not math.isfinite(rec.result):
+                rec.result = None  # RE[nan]: no result, kept as written below
             if ":" in v or (v not in ("", "?") and rec.result is None):
                 rec.tags[key] = value  # a resignation/timeout marker ("-64:r"): kept as written
         elif key in _KNOWN:
@@ -271,7 +278,10 @@ def parse_ggf(text: str, what: str = "GGF") -> list[GameRecord]:
 
 
 def _fmt_num(x: float) -> str:
-    return f"{x:.2f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+    if x == int(x):
+        return str(int(x))
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 def format_ggf(rec: GameRecord) -> str:

@@ -172,6 +172,19 @@ def test_net_config_reads_only_its_own_keys():
     assert build_network(NetConfig(depth=1, width=4)).config == NetConfig(depth=1, width=4)
 
 
+def test_a_config_holds_the_other_architectures_settings_at_their_defaults(tmp_path):
+    """A stored reference net "with a value head" (or blocks) is built, saved and reported as the
+    net it is, without: evaluate.py recorded model.value_head true for a net that had none."""
+    odd = NetConfig("reference", depth=2, width=4, blocks=3, value_head=True)
+    assert odd == NetConfig("reference", depth=2, width=4) and not odd.value_head and odd.blocks == 6
+    assert NetConfig("resnet", depth=3, blocks=2).depth == 10
+    net = build_network(NetConfig("reference", depth=2, width=4))
+    save_checkpoint_file({"config": {**net.config.to_dict(), "value_head": True, "blocks": 3},
+                          "state_dict": net.state_dict()}, tmp_path / "odd.pt")
+    back = load_network(tmp_path / "odd.pt")
+    assert back.config == net.config and not any("value" in k for k in back.state_dict())
+
+
 def test_exported_networks_round_trip_and_old_exports_load(tmp_path):
     torch.manual_seed(0)
     net = build_network(NetConfig("resnet", blocks=1, width=4, value_head=True))

@@ -135,10 +135,20 @@ def test_a_run_logged_to_wandb_is_read_from_its_run_files(tmp_path):
     assert curves_main([str(run), "--metric", "val/nope", "--out", str(tmp_path / "n.png")]) == 2
 
 
+def test_a_step_of_accumulated_batches_counts_all_their_positions(tmp_path):
+    """Lightning's step is an optimizer step: with trainer.accumulate_grad_batches k, k batches."""
+    run = tmp_path / "run"
+    _version(run, 0, [{"step": 9, "val/acc": 0.30}])
+    (run / "config.yaml").write_text("data: {batch_size: 100}\ntrainer: {accumulate_grad_batches: 4}\n")
+    assert load_curve(run)["positions"].tolist() == [4000]
+    (run / "config.yaml").write_text("trainer: {accumulate_grad_batches: 2}\n")  # the DataModule's default batch
+    assert load_curve(run)["positions"].tolist() == [5120]
+
+
 def test_a_malformed_config_is_one_line_naming_it(tmp_path, capsys):
     run = tmp_path / "run"
     _version(run, 0, [{"step": 9, "val/acc": 0.30}])
-    for text in ("data: [1\n", "data: 5\n", "data: {batch_size: many}\n"):
+    for text in ("data: [1\n", "data: 5\n", "data: {batch_size: many}\n", "trainer: {accumulate_grad_batches: x}\n"):
         (run / "config.yaml").write_text(text)
         assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 2
         err = capsys.readouterr().err

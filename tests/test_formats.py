@@ -137,6 +137,9 @@ def test_ggf_other_start_position():
     ("(;GM[Chess]TY[8]B[f5];)", "GM[Chess]"),
     ("(;GM[Othello]TY[8]BO[8 ---- *]B[f5];)", "64 squares"),
     ("(;GM[Othello]TY[8]B[f5]", "never ends"),
+    ("(;GM[Othello]TY[8]" + START_BO + "B[f5/nan/];)", "ply 1: bad number 'nan'"),  # float() reads it; no
+    ("(;GM[Othello]TY[8]" + START_BO + "B[f5//inf];)", "ply 1: bad number 'inf'"),  # writer could write it
+    ("(;GM[Othello]TY[8]" + START_BO + "B[f5]W[d6/1e400/];)", "ply 2: bad number '1e400'"),
 ])
 def test_ggf_errors_name_the_place(bad, where):
     with pytest.raises(FormatError, match=None) as e:
@@ -312,6 +315,9 @@ def test_ggf_result_markers_side_and_two_decimal_numbers():
     assert "RE[-64:r]" in format_ggf(g) and moves in format_ggf(g)
     odd = parse_ggf_game("(;GM[Othello]TY[8]RE[abandoned]" + START_BO + ";)")
     assert odd.result is None and odd.tags["RE"] == "abandoned" and "RE[abandoned]" in format_ggf(odd)
+    nan = parse_ggf_game("(;GM[Othello]TY[8]RE[nan]" + START_BO + "B[f5/-0.001/0.004];)")
+    assert nan.result is None and "RE[nan]" in format_ggf(nan)
+    assert "B[f5/0/0]" in format_ggf(nan)  # rounded to two decimals, and never "-0"
     white = parse_ggf_game("(;GM[Othello]TY[8]" + START_BO[:-2] + "o]W[e3];)")
     assert not white.start.black_to_move and white.moves == [parse_square("e3")]
 

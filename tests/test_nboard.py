@@ -378,12 +378,12 @@ def test_an_nboard_player_behind_the_engine_gets_the_set_up_start_and_the_moves(
     assert told.start == start and told.moves == rec.moves  # the history, not a bare board
 
 
-def broken_player():
+def broken_player(error=RuntimeError):
     from othello_learn.selfplay.players import RandomPlayer
 
     class Broken(RandomPlayer):
         def select(self, *a, **k):
-            raise RuntimeError("the engine fell over")
+            raise error("the engine fell over")
 
     return Broken()
 
@@ -403,9 +403,12 @@ def test_a_go_that_cannot_answer_says_so_in_a_status_line_and_ends_the_session()
     assert rest.read() == "ping 1\n"  # nothing after it is read
 
 
-def test_a_hint_that_fails_still_ends_with_an_empty_status():
-    out, err = session(broken_player(), ["hint 2", "ping 1"])
-    assert out == ["status Analyzing", "status", "pong 1"] and "the engine fell over" in err
+@pytest.mark.parametrize("error", [RuntimeError, ValueError])
+def test_a_hint_that_fails_still_ends_with_an_empty_status(error):
+    """A ValueError (what a player's bad input raises) is caught apart from the rest: it too ends the hint."""
+    out, err = session(broken_player(error), ["hint 2", "analyze", "ping 1"])
+    assert out == ["status Analyzing", "status", "status Analyzing", "status", "pong 1"]
+    assert err.count("the engine fell over") == 1 and "position unchanged" not in err
 
 
 def test_an_external_player_that_cannot_start_is_one_line_exit_2():

@@ -129,10 +129,16 @@ ARCHITECTURES = {"reference": ReferenceNet, "resnet": ResNet}
 SIZE_LIMITS = {"depth": 1000, "blocks": 1000, "width": 4096}
 
 
+# The settings only one architecture reads (train.py refuses one given for the other).
+ARCH_ONLY = {"depth": "reference", "blocks": "resnet", "value_head": "resnet"}
+
+
 @dataclass(frozen=True)
 class NetConfig:
     """What a network is: stored with its weights (as a plain dict) so it can be rebuilt.
-    ``depth`` is the reference net's, ``blocks`` and ``value_head`` the ResNet's."""
+    ``depth`` is the reference net's, ``blocks`` and ``value_head`` the ResNet's; the other
+    architecture's are held at their defaults, so a config never claims what its net lacks
+    (a reference net "with a value head" was built, saved and reported without one)."""
 
     arch: str = "reference"
     encoder: str = "raw"
@@ -155,6 +161,9 @@ class NetConfig:
                 raise ValueError(f"{key} must be a whole number from 1 to {high}, got {value!r}")
         if type(self.value_head) is not bool:
             raise ValueError(f"value_head must be true or false, got {self.value_head!r}")
+        for key, owner in ARCH_ONLY.items():
+            if self.arch != owner:
+                object.__setattr__(self, key, getattr(NetConfig, key))  # frozen: set once, here
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -187,10 +196,8 @@ def build_network(cfg: NetConfig) -> MoveNet:
         raise TypeError(f"build_network takes a NetConfig, got {type(cfg).__name__}")
     if cfg.arch == "reference":
         net = ReferenceNet(encoder=cfg.encoder, depth=cfg.depth, width=cfg.width)
-    elif cfg.arch == "resnet":
+    else:  # NetConfig checked the name
         net = ResNet(encoder=cfg.encoder, blocks=cfg.blocks, width=cfg.width, value_head=cfg.value_head)
-    else:
-        raise ValueError(f"arch must be one of {sorted(ARCHITECTURES)}, got {cfg.arch!r}")
     net.config = cfg
     return net
 

@@ -40,7 +40,7 @@ WEIGHT_MASKS = _weight_masks()
 CORNERS = (1 << 0) | (1 << 7) | (1 << 56) | (1 << 63)
 
 # Evaluation weights; the heuristic stays well under WIN_SCALE in magnitude
-# (|positional| < 700, |mobility| <= 200, |corners| <= 100, |stability| <= 640),
+# (|positional| < 930, |mobility| <= 200, |corners| <= 100, |stability| <= 640),
 # so any won game outranks any unfinished position.
 MOBILITY_WEIGHT = 2
 CORNER_WEIGHT = 25
@@ -55,9 +55,9 @@ MAX_ALPHABETA_DEPTH = 8
 def stable_counts(player: int, opponent: int) -> tuple[int, int]:
     """Stable discs of (side to move, opponent).
 
-    Counted only once a corner is occupied: before that no disc is stable
-    (stability spreads from the corners), and skipping the call keeps the
-    leaves cheap.
+    Counted only once a corner is occupied: before that a disc is stable only
+    where all four of its lines are full, rare in a game, so the count is an
+    approximation there (0) that keeps the leaves cheap.
     """
     if not (player | opponent) & CORNERS:
         return 0, 0

@@ -113,8 +113,6 @@ def play_match(
 
 
 def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int, progress: bool) -> MatchResult:
-    if games < 1:
-        raise ValueError(f"games must be >= 1, got {games}")
     if not 0 <= opening_plies <= MAX_OPENING_PLIES:
         raise ValueError(f"opening_plies must be 0..{MAX_OPENING_PLIES}, got {opening_plies}")
     rng_open, rng_a, rng_b = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))

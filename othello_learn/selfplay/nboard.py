@@ -121,11 +121,12 @@ class Engine:
             self.warn(str(e))
         except (FormatError, IllegalMoveError, ValueError) as e:
             said = str(e)  # a set game's error names "set game" itself
-            self.warn(f"{'' if said.startswith(cmd) else cmd + ': '}{said} (position unchanged)")
+            unchanged = "" if self.busy else " (position unchanged)"  # a hint changes nothing anyway
+            self.warn(f"{'' if said.startswith(cmd) else cmd + ': '}{said}{unchanged}")
         except Exception as e:  # a GUI session must survive anything one command does
             self.warn(f"{cmd}: {type(e).__name__}: {e}")
-            if self.busy:  # a hint or analyze that failed part way: the GUI still sees it end
-                self.send("status")
+        if self.busy:  # a hint or analyze that failed part way: the GUI still sees it end
+            self.send("status")
         return True
 
     # -- commands

@@ -123,6 +123,15 @@ def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
                             "with logged steps (is it a train/train.py run folder?)")
 
 
+def _default_batch_size() -> int:
+    """The DataModule's default, which config.yaml leaves out when no one set it (imported
+    only then: the DataModule brings torch and Lightning)."""
+    import inspect
+
+    from othello_learn.data.datamodule import WthorDataModule
+    return inspect.signature(WthorDataModule.__init__).parameters["batch_size"].default
+
+
 def load_curve(run: Path, metric: str = "val/acc") -> pd.DataFrame:
     """``positions`` seen, ``hours`` of training (NaN where not logged) and ``metric``
     at each validation of a run, over all its CSV versions or W&B run files (one per resume)."""
@@ -131,8 +140,11 @@ def load_curve(run: Path, metric: str = "val/acc") -> pd.DataFrame:
         raise ValueError(f"{run}: no column {metric!r} in its {source} (has {', '.join(map(str, frame.columns))})")
     cfg_path = run / "config.yaml"
     try:
-        cfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
-        batch = int(((cfg or {}).get("data") or {}).get("batch_size", 256))
+        cfg = (yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}) or {}
+        batch = (cfg.get("data") or {}).get("batch_size")
+        batch = int(_default_batch_size() if batch is None else batch)
+        # a step is one optimizer step: with accumulation, that many batches
+        batch *= int((cfg.get("trainer") or {}).get("accumulate_grad_batches") or 1)
     except (yaml.YAMLError, AttributeError, TypeError, ValueError, OverflowError) as e:
         raise UserError(f"{cfg_path}: not a training config with data.batch_size: {one_line(e)}") from None
     if "step" not in frame or not pd.api.types.is_numeric_dtype(frame["step"]):

@@ -287,12 +287,6 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
              "or optim.scheduler=none: the learning-rate schedule has no end")
 
 
-# Settings that only one architecture reads: given to the other, they would be ignored in silence.
-ARCH_ONLY = {"depth": "reference", "blocks": "resnet", "value_head": "resnet"}
-# The network settings each architecture reads: the shared ones and its own.
-NET_KEYS = {arch: tuple(k for k in SCHEMA["model"] if ARCH_ONLY.get(k, arch) == arch) for arch in ("reference", "resnet")}
-
-
 def _check_applicable(cfg: dict, origin: dict, fail) -> None:
     """Refuse a setting the chosen network does not read, given a value other than its default:
     the run would not be the one asked for. A default is let through (the config.yaml of an
@@ -300,7 +294,7 @@ def _check_applicable(cfg: dict, origin: dict, fail) -> None:
     --set changed the architecture it was written for (a variant of a recipe on another net)."""
     import inspect
 
-    from othello_learn.models.nets import NetConfig
+    from othello_learn.models.nets import ARCH_ONLY, NetConfig  # settings only one architecture reads
     from othello_learn.train.module import MovePredictor
 
     def switched_away(section, key, by):
@@ -513,7 +507,7 @@ def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
         raise UserError(f"cannot resume from {path}: {e}; rerun with --fresh to start over") from None
     now = net_config.to_dict()
     # another architecture: the settings only one of them reads would be noise beside it
-    keys = NET_KEYS.get(now["arch"], ()) if there["arch"] == now["arch"] else ("arch", "encoder")
+    keys = now if there["arch"] == now["arch"] else ("arch", "encoder")
     differ = [f"model.{k}={there[k]!r} there, {now[k]!r} now" for k in keys if there[k] != now[k]]
     if differ:
         raise UserError(f"cannot resume from {path}: it is a different network ({'; '.join(differ)}); "
@@ -705,7 +699,7 @@ def _train(args) -> dict:
     if init is not None:  # growing is deliberate with --set; from a config file's model section, easy to miss
         grown = [f"model.{k} {getattr(init.config, k)} -> {getattr(net_config, k)} ({origin.get(('model', k), '?')})"
                  for k in ("depth", "blocks", "width", "value_head")
-                 if getattr(init.config, k) != getattr(net_config, k) and k in NET_KEYS[net_config.arch]]
+                 if getattr(init.config, k) != getattr(net_config, k)]  # another arch's are at their defaults
         if grown:
             print(f"--init {args.init}: the net is grown: {'; '.join(grown)}", file=sys.stderr)
     model = MovePredictor(net, **cfg["optim"])
