@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from .game import IllegalMoveError, Position
-from .notation import PASS, format_transcript, parse_square, parse_transcript, square_name
+from .notation import PASS, format_transcript, move_name, parse_square, parse_transcript, square_name
 
 
 class FormatError(ValueError):
@@ -305,7 +305,7 @@ def format_ggf(rec: GameRecord) -> str:
     out.append(f"BO[8 {board_to_text(s, '*', 'O')} {'*' if s.black_to_move else 'O'}]")
     btm = s.black_to_move
     for m, ev, tm in zip(rec.moves, rec.evals, rec.times):
-        text = "PA" if m == PASS else square_name(m)
+        text = move_name(m)
         if ev is not None or tm is not None:
             text += "/" + ("" if ev is None else _fmt_num(ev)) + "/" + ("" if tm is None else _fmt_num(tm))
         out.append(f"{'B' if btm else 'W'}[{text}]")

@@ -26,6 +26,11 @@ def square_name(square: int) -> str:
     return "abcdefgh"[square % 8] + str(square // 8 + 1)
 
 
+def move_name(square: int) -> str:
+    """A move as GGF writes it (NBoard the same in capitals): ``'f5'``, or ``'PA'`` for a pass."""
+    return "PA" if square == PASS else square_name(square)
+
+
 PASS_WORDS = ("pa", "ps", "pass", "--")  # GGF and NBoard write PA, transcripts --; all read alike
 
 

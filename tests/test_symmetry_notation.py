@@ -97,6 +97,8 @@ def test_square_names():
     assert notation.parse_square("F5") == 37
     with pytest.raises(ValueError):
         notation.parse_square("i9")
+    assert notation.move_name(37) == "f5" and notation.move_name(notation.PASS) == "PA"  # GGF's; NBoard's in capitals
+    assert all(notation.parse_square(notation.move_name(s)) == s for s in range(65))
 
 
 def test_transcripts_round_trip_and_replay():

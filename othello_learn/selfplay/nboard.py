@@ -39,14 +39,10 @@ import time
 from othello.files import UserError, one_line, run_main
 from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move, play_with_passes
 from othello.game import IllegalMoveError, Position
-from othello.notation import PASS, square_name
+from othello.notation import PASS, move_name
 from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player
 from othello_learn.selfplay.session import ECHO, GuiGone, engine_main, serve_lines
-
-
-def move_text(sq: int) -> str:
-    return "PA" if sq == PASS else square_name(sq).upper()
 
 
 class NoMove(UserError):
@@ -169,7 +165,7 @@ class Engine:
         n = number("hint", rest, "a number of moves, as in 'hint 3'") if rest.split() else 1
         self.send("status Analyzing")
         for sq, ev, text in self.analyst.hints(self.pos, self.game.moves, n, self.game.start):
-            self.send(f"search {move_text(sq)} {ev:.2f} 0 {self.analyst.depth(self.pos)} {text}")
+            self.send(f"search {move_name(sq).upper()} {ev:.2f} 0 {self.analyst.depth(self.pos)} {text}")
         self.send("status")
 
     def cmd_go(self, rest):
@@ -196,7 +192,7 @@ class Engine:
                 self.warn(f"go: no evaluation of the forced pass ({why}); answering PA")  # the only move
                 sq, ev = PASS, None
             dt = time.perf_counter() - t0
-            self.send(f"=== {move_text(sq)}" + (f"/{ev:.2f}/{dt:.3f}" if ev is not None else f"//{dt:.3f}"))
+            self.send(f"=== {move_name(sq).upper()}" + (f"/{ev:.2f}/{dt:.3f}" if ev is not None else f"//{dt:.3f}"))
         self.send("status")
 
     def cmd_analyze(self, rest):

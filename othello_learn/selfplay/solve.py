@@ -36,7 +36,7 @@ from othello.files import (ArgumentParser, UserError, check_distinct, check_inpu
                           write_json)
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
-from othello.notation import PASS, parse_square, square_name
+from othello.notation import PASS, move_name, parse_square, square_name
 from othello.states import States
 from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player
@@ -61,18 +61,14 @@ def read_obf(path: Path) -> list[ObfPosition]:
         legal = set(x.position.legal_moves()) or {PASS}
         bad = [s for s in x.scores() if s not in legal]
         if bad:
-            raise UserError(f"{label(x, i)} scores {_move_name(bad[0])}, not a legal move there "
-                            f"(legal: {', '.join(map(_move_name, sorted(legal)))}; is the side to move right?)")
+            raise UserError(f"{label(x, i)} scores {move_name(bad[0])}, not a legal move there "
+                            f"(legal: {', '.join(map(move_name, sorted(legal)))}; is the side to move right?)")
     return positions
 
 
 def label(x: ObfPosition, number: int) -> str:
     """Where a position is, for errors: ``problems.obf line 7 (position 3)``."""
     return f"{x.what} (position {number})"
-
-
-def _move_name(sq: int) -> str:
-    return "PA" if sq == PASS else square_name(sq)
 
 
 def solve(player: Player, positions: list[Position], seed: int = 0, labels: list[str] | None = None) -> list[dict]:
@@ -120,7 +116,7 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
         if sq != PASS and sq not in legal:
             named = square_name(sq) if 0 <= sq <= PASS else sq
             raise RuntimeError(f"player {player.name!r} chose {named} at {where[i]}, not a legal move")
-        rec.update(game_over=False, move=_move_name(sq))
+        rec.update(game_over=False, move=move_name(sq))
         if probs is not None:
             rec["probability"] = None if sq == PASS else float(probs[i, sq])
             rec["eval"] = None if evals is None else float(evals[i])  # a forced pass as the NBoard engine's go values it
@@ -145,7 +141,7 @@ def grade(records: list[dict], scored: list[dict[int, int]]) -> dict | None:
             continue
         move = parse_square(rec["move"])  # "PA" reads as PASS
         top = max(scores.values())
-        rec["best_moves"] = [_move_name(s) for s in sorted(scores) if scores[s] == top]
+        rec["best_moves"] = [move_name(s) for s in sorted(scores) if scores[s] == top]
         rec["best"] = scores.get(move) == top
         rec["loss"] = top - scores[move] if move in scores else None
         graded += 1
