@@ -18,6 +18,11 @@ from othello_learn.models.nets import (MoveNet, NetConfig, build_network, is_tra
 from .metrics import PHASE_NAMES, PhaseAccuracy
 
 
+# The learning-rate schedules, the default first: a one-cycle warm-up and cosine decay, the
+# cosine decay alone, or a constant rate.
+SCHEDULERS = ("onecycle", "cosine", "none")
+
+
 class MovePredictor(L.LightningModule):
     """Cross-entropy on the expert's move over legal moves only, plus (with a
     value head) MSE between the value and the game's outcome for the side to
@@ -35,7 +40,7 @@ class MovePredictor(L.LightningModule):
         net: MoveNet | NetConfig | dict,
         lr: float = 1e-3,
         weight_decay: float = 1e-4,
-        scheduler: str = "onecycle",
+        scheduler: str = SCHEDULERS[0],
         value_weight: float = 0.5,
         label_smoothing: float = 0.0,
         ema: float = 0.0,
@@ -147,8 +152,8 @@ class MovePredictor(L.LightningModule):
                                  {"params": no_decay, "weight_decay": 0.0}], lr=hp.lr)
         if hp.scheduler == "none":
             return opt
-        if hp.scheduler not in ("onecycle", "cosine"):
-            raise ValueError(f"scheduler must be onecycle, cosine or none, got {hp.scheduler!r}")
+        if hp.scheduler not in SCHEDULERS:
+            raise ValueError(f"scheduler must be {', '.join(SCHEDULERS)}, got {hp.scheduler!r}")
         warmup = 0.05 if hp.scheduler == "onecycle" else 0.0
 
         def factor(step: int) -> float:

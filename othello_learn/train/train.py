@@ -208,6 +208,7 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
     from othello_learn.data.dataset import parse_years
     from othello_learn.models.encoders import ENCODERS
     from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS
+    from othello_learn.train.module import SCHEDULERS
 
     origin = origin or {}
 
@@ -226,7 +227,7 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
             if isinstance(value, float) and not math.isfinite(value):  # nan passes every bound below
                 fail(section, key, f"must be a finite number, got {value!r}")
     choices = {("model", "arch"): sorted(ARCHITECTURES), ("model", "encoder"): sorted(ENCODERS),
-               ("optim", "scheduler"): ["onecycle", "cosine", "none"], ("data", "symmetries"): sorted(SYMMETRY_GROUPS)}
+               ("optim", "scheduler"): SCHEDULERS, ("data", "symmetries"): sorted(SYMMETRY_GROUPS)}
     for (section, key), allowed in choices.items():
         if key in cfg[section] and cfg[section][key] not in allowed:
             fail(section, key, f"expected one of {', '.join(allowed)}, got {cfg[section][key]!r}")
@@ -282,7 +283,7 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
     _check_applicable(cfg, origin, fail)
     t = cfg["trainer"]
     if (t.get("max_epochs") == -1 and t.get("max_steps", -1) == -1 and t.get("max_time") is None
-            and cfg["optim"].get("scheduler", "onecycle") != "none"):
+            and cfg["optim"].get("scheduler", SCHEDULERS[0]) != "none"):
         fail("trainer", "max_epochs", "an open-ended run (max_epochs=-1) needs a time budget (--max-minutes) "
              "or optim.scheduler=none: the learning-rate schedule has no end")
 
