@@ -15,7 +15,7 @@ from othello.notation import PASS
 from othello.states import States, last_actions
 from othello_learn.selfplay import endgame
 from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
-from othello_learn.selfplay.players import Player, before_solves, network_of
+from othello_learn.selfplay.players import Player, before_solves, network_of, select_one
 
 
 class Analyst:
@@ -139,14 +139,7 @@ class Analyst:
                 # A set-up start, which the arena's ``moves`` cannot carry: the engine is given the
                 # set-up position and the moves from it (a GTP engine with GRhino's set-up command).
                 return inner.move_for(start, list(moves), pos)
-        sq = self.player.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
-                                np.array([pos.black_to_move]), self.rng, **extra)
-        if hasattr(sq, "detach"):
-            sq = sq.detach().cpu().numpy()
-        sq = int(np.asarray(sq).reshape(-1)[0])
-        if sq not in pos.legal_moves():  # never hand an illegal move to a GUI
-            raise RuntimeError(f"player {self.player.name!r} chose {sq}, not a legal move")
-        return sq
+        return select_one(self.player, pos, self.rng, **extra)  # never an illegal move to a GUI
 
     def move_eval(self, pos: Position, moves: list[int], sq: int) -> float | None:
         """The evaluation ``hints`` gives ``sq``, or None: NBoard's ``=== move/eval`` is the

@@ -29,7 +29,7 @@ from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
 from othello.states import last_actions
 from othello_learn import HOME
-from othello_learn.selfplay.players import HumanQuit, Player, close_players, network_of
+from othello_learn.selfplay.players import HumanQuit, Player, close_players, network_of, select_one
 from othello_learn.selfplay.registry import SPEC_KINDS, make_program, starts_a_program
 
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
@@ -294,14 +294,7 @@ class TerminalGame:
         if getattr(self.opponent, "uses_moves", False) and self.positions[0] == Position():
             # the game from the start: an engine is told the moves (history, and no set-up needed)
             extra["moves"] = [self.moves]
-        chosen = self.opponent.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
-                                      np.array([pos.black_to_move]), self.rng, **extra)
-        if hasattr(chosen, "detach"):
-            chosen = chosen.detach().cpu().numpy()
-        sq = int(np.asarray(chosen).reshape(-1)[0])
-        if sq not in pos.legal_moves():
-            named = square_name(sq) if 0 <= sq <= PASS else sq
-            raise RuntimeError(f"{name} chose {named}, which is not legal here:\n{pos}")
+        sq = select_one(self.opponent, pos, self.rng, **extra)
         self.notes.append(f"{name} plays {square_name(sq)}.")
         self.push(sq)
 

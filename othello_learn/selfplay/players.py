@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from othello import bitboard as bb
+from othello.game import Position
+from othello.notation import PASS, square_name
 
 _SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
 
@@ -77,6 +79,23 @@ class Player:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+def select_one(player: Player, pos: Position, rng: np.random.Generator, **extra) -> int:
+    """``player``'s move at one position, checked legal: what a GUI, a person's opponent or a
+    front-end hands on (the arena checks its batches itself). ``extra``: the ``history`` or
+    ``moves`` the player asks for. An illegal choice is a player's bug: a RuntimeError."""
+    sq = player.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
+                       np.array([pos.black_to_move]), rng, **extra)
+    if hasattr(sq, "detach"):  # a torch tensor, possibly on the GPU
+        sq = sq.detach().cpu().numpy()
+    sq = int(np.asarray(sq).reshape(-1)[0])
+    legal = pos.legal_moves()
+    if sq not in legal:
+        named = square_name(sq) if 0 <= sq <= PASS else sq
+        raise RuntimeError(f"player {player.name!r} chose {named}, not a legal move "
+                           f"(legal: {', '.join(map(square_name, legal))})")
+    return sq
 
 
 def close_players(*players: Player) -> None:
