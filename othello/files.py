@@ -154,12 +154,21 @@ class _RunMainFlag(argparse.Action):
         pass
 
 
+def _path(text: str) -> Path:
+    """A path argument; an empty one is refused: ``Path("")`` is the current folder, so
+    ``--out ""`` would have trained into the checkout and ``--json ""`` failed late."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path; give a file or folder name")
+    return Path(text)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the toolkit's errors: one line and exit 2 (argparse's own print
     the whole usage block first, which hides the line that says what was wrong)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.register("type", Path, _path)  # every type=Path argument, in groups too (they share the registry)
         if self.add_help:  # run_main takes it out of argv before parsing; here so that --help lists it
             self.add_argument("--debug", action=_RunMainFlag, nargs=0, default=argparse.SUPPRESS,
                               help="on an error, show the Python traceback (for a bug report)")

@@ -352,3 +352,21 @@ def test_at_least_with_a_ceiling_allows_the_ceiling_itself():
     assert parse("1000") == 1000 and parse("1") == 1
     with pytest.raises(argparse.ArgumentTypeError, match="^must be at most 1000, got 1001$"):
         parse("1001")
+
+
+def test_an_empty_path_argument_is_refused_in_groups_too(capsys):
+    """Path("") is the current folder: --out "" trained into the checkout, --json "" failed late."""
+    import argparse
+
+    from othello.files import ArgumentParser
+
+    parser = ArgumentParser(prog="cmd")
+    parser.add_argument("--out", type=Path)
+    parser.add_mutually_exclusive_group().add_argument("--json", type=Path)
+    parser.add_argument_group("more").add_argument("run", type=Path, nargs="?")
+    assert parser.parse_args(["--out", "a", "--json", "b.json", "r"]) == argparse.Namespace(
+        out=Path("a"), json=Path("b.json"), run=Path("r"))
+    for argv in (["--out", ""], ["--json="], [""]):
+        with pytest.raises(SystemExit) as e:
+            parser.parse_args(argv)
+        assert e.value.code == 2 and "an empty path; give a file or folder name" in capsys.readouterr().err

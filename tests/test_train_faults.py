@@ -373,9 +373,19 @@ def test_a_folder_that_is_not_a_training_run_is_refused_untouched(dataset_dir, t
         assert str(out) in err and "not empty" in err and "'config.yaml' and 1 more" in err
     assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "model.pt"]
     assert (out / "model.pt").read_text() == "precious" and (out / "config.yaml").read_text() == "mine: 1\n"
+    # a checkpoints/ folder of someone else's (this repository's shipped nets: --out . in the checkout)
+    (out / "checkpoints").mkdir()
+    (out / "checkpoints" / "best_value.pt").write_text("shipped")
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1"), capsys)
+    assert code == 2 and "checkpoints/ folder is not a training run's (it holds 'best_value.pt')" in err
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best_value.pt"]
+    with pytest.raises(SystemExit) as e:  # argparse's exit: the current folder
+        _run(main, _args(dataset_dir, tmp_path / "x", "--max-steps", "1", "--out", ""), capsys)
+    assert e.value.code == 2 and "--out: an empty path" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
     assert train(_args(dataset_dir, empty, "--max-steps", "1"))["global_step"] == 1  # an empty folder is fine
+    assert train(_args(dataset_dir, empty, "--max-steps", "2"))["global_step"] == 2  # and then resumes as a run
 
 
 @pytest.mark.parametrize("setting, value, missing", [

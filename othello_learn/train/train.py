@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello.files import (ArgumentParser, UserError, at_least, atomic_write, check_input, check_output, one_line,
-                          remove_stale_temps, run_main, seed_below, write_json)
+                          remove_stale_temps, run_main, seed_below, temp_target, write_json)
 from othello_learn import HOME, HOME_HELP
 
 
@@ -591,11 +591,25 @@ def train(argv=None) -> dict:
 RUN_FILES = ("config.yaml", "model.pt", "metrics.json", "wandb_id")  # what a run writes in OUT itself
 
 
+# What a run writes in OUT/checkpoints: Lightning's last and best checkpoints.
+CHECKPOINT_NAME = re.compile(r"last\.ckpt|best-.*\.ckpt")
+
+
 def check_run_folder(out: Path) -> None:
     """A folder that is not empty must be a run of this command, which makes OUT/checkpoints
     before anything else: model.pt, config.yaml and metrics.json there are then ours to
-    replace. In any other folder they could be the user's."""
-    if not out.is_dir() or (out / "checkpoints").is_dir():
+    replace. In any other folder they could be the user's, and so could a checkpoints/
+    folder holding anything but our checkpoints (this repository's own, say)."""
+    ckpts = out / "checkpoints"
+    if ckpts.is_dir():
+        theirs = sorted(p.name for p in ckpts.iterdir()
+                        if not CHECKPOINT_NAME.fullmatch(temp_target(p.name) or p.name))
+        if theirs:
+            raise UserError(f"--out {out}: its checkpoints/ folder is not a training run's (it holds {theirs[0]!r}"
+                            f"{f' and {len(theirs) - 1} more' if len(theirs) > 1 else ''}): "
+                            "choose a new or an empty folder")
+        return
+    if not out.is_dir():
         return
     theirs = sorted(p.name for p in out.iterdir() if p.name != ".lock")
     if theirs:
@@ -711,7 +725,7 @@ def _train(args) -> dict:
         ckpt_dir.mkdir(exist_ok=True)  # first: it marks the folder as a training run's (check_run_folder)
         # What a run killed outright (kill -9) left mid-write: a checkpoint runs to MBs, and it is ours.
         removed = (remove_stale_temps(args.out, lambda name: name in RUN_FILES)
-                   + remove_stale_temps(ckpt_dir, lambda name: re.fullmatch(r"last\.ckpt|best-.*\.ckpt", name)))
+                   + remove_stale_temps(ckpt_dir, CHECKPOINT_NAME.fullmatch))
         if removed:
             print(f"removed {len(removed)} temporary file(s) a killed run left half-written in {args.out}",
                   file=sys.stderr)
