@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -30,7 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from othello.files import ArgumentParser, UserError, atomic_write, run_main  # noqa: E402
+from othello.files import ArgumentParser, UserError, atomic_write, check_input, check_output, run_main  # noqa: E402
+from othello_learn.plots import check_plot_path  # noqa: E402
 from othello_learn.train.curves import load_curve, plot  # noqa: E402
 
 # name -> overrides of the base config (train.py --set items)
@@ -116,6 +118,18 @@ def main(argv=None) -> int:
             raise UserError(f"--{flag.replace('_', '-')}: must be at least 1, got {getattr(args, flag)}")
     if not args.config.is_file():
         raise UserError(f"--config {args.config}: no such file")
+    check_input(args.data, "--data", folder=True)
+    # Outputs before the hours of training: --out holds the comparison's runs and logs, nothing else.
+    check_output(args.out, "--out", folder=True)
+    ours = re.compile(rf"({'|'.join(map(re.escape, VARIANTS))})_seed\d+(\.log)?")
+    theirs = sorted(p.name for p in args.out.iterdir() if not ours.fullmatch(p.name)) if args.out.is_dir() else []
+    if theirs:
+        raise UserError(f"--out {args.out}: holds {theirs[0]!r}, not a comparison's run; "
+                        "choose a new or an empty folder")
+    if args.json:
+        check_output(args.json, "--json", suffixes=(".json",))
+    if args.plot:
+        check_plot_path(args.plot, "--plot")
 
     todo = [(name, seed) for seed in range(args.seeds) for name in args.variants]
     with ThreadPoolExecutor(args.jobs) as pool:

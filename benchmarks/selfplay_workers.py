@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.models.fastpath import usable_device  # noqa: E402
 from othello_learn.selfplay import loop as rl_loop  # noqa: E402
 
 
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
                                                   "name the count to compare)")
     args = ap.parse_args(argv)
     threads = torch.get_num_threads()
-    workers = rl_loop.self_play_workers(args.workers, torch.device(args.device), -(-args.games // args.parallel))[0]
+    workers = rl_loop.self_play_workers(args.workers, usable_device(args.device), -(-args.games // args.parallel))[0]
     figures: dict[int, list[float]] = {1: [], workers: []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):

@@ -17,7 +17,6 @@ forward + loss, backward, optimizer) to show where the time goes.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -28,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from othello.files import ArgumentParser, UserError, at_least, run_main  # noqa: E402
+from othello.files import ArgumentParser, UserError, at_least, check_output, run_main, write_json  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
 from othello_learn.models.fastpath import FP32, autocast, default_device, prepare, resolve  # noqa: E402
@@ -131,6 +130,8 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", action="store_true", help="time each stage of the recipe's training step")
     ap.add_argument("--json", type=Path, help="write the medians here")
     args = ap.parse_args(argv)
+    if args.json:  # before the minutes of timing
+        check_output(args.json, "--json", suffixes=(".json",))
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = load_config(args.config, [])
@@ -174,8 +175,7 @@ def main(argv=None) -> None:
             result["ratio"] = result["recipe_samples_per_s"] / result["baseline_samples_per_s"]
             print(f"recipe / baseline: {result['ratio']:.2f}x")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -213,15 +213,19 @@ def seed_below(limit: int):
 seed_arg = seed_below(2**64)
 
 
-def check_output(path: str | os.PathLike, flag: str, folder: bool = False) -> None:
+def check_output(path: str | os.PathLike, flag: str, folder: bool = False, suffixes: tuple[str, ...] = ()) -> None:
     """Refuse an output path that cannot be written before the work that would fill it:
     a folder given for a file (or a file for a ``folder``), a path under a file, or a
-    folder this user may not write in. Missing folders are fine: writing creates them."""
+    folder this user may not write in. Missing folders are fine: writing creates them.
+    ``suffixes``: the file's kinds, so a slip of the shell (``--json train.py``) does not
+    replace a file of another kind."""
     path = Path(path)
     if folder and path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path}: is a file; give a folder")
     if not folder and path.is_dir():
         raise UserError(f"{flag} {path}: is a folder; give a file name")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise UserError(f"{flag} {path}: expected a {' or '.join(suffixes)} file name")
     parent = path if folder and path.is_dir() else path.parent  # an existing output folder is written in itself
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent

@@ -159,12 +159,22 @@ def test_an_output_that_is_an_input_or_another_output_is_refused_first(tmp_path,
     obf.write_text("---------------------------OX------XO--------------------------- X;\n")
     before = obf.read_bytes()
     code, err = _run(_command("selfplay.solve"), [str(obf), "--player", "random", "--json", str(obf)], capsys)
-    assert code == 2 and "is also the input positions" in err and obf.read_bytes() == before
-    out = tmp_path / "x.csv"
-    code, err = _run(_command("selfplay.arena"), ["--a", "random", "--b", "random", "--games", "2",
-                                                  "--json", str(out), "--games-out", str(out)], capsys)
-    assert code == 2 and "--games-out" in err and "is also the output --json" in err and not out.exists()
-    code, err = _run(_command("train.evaluate"), ["--checkpoint", "checkpoints/best_raw.pt",
-                                                  "--json", str(tmp_path / "e.png")], capsys)
-    assert code == 2 and "the plot's default name is --json's with .png, this same file" in err
-    assert "--plot FILE" in err and not (tmp_path / "e.png").exists()
+    assert code == 2 and "p.obf: expected a .json file name" in err and obf.read_bytes() == before
+    out = tmp_path / "x.json"
+    code, err = _run(_command("train.evaluate"), ["--checkpoint", "checkpoints/best_raw.pt", "--json", str(out),
+                                                  "--plot", str(out.with_suffix(".png")), "--export", str(out)], capsys)
+    assert code == 2 and "--export" in err and "expected a .pt or .pth file name" in err and not out.exists()
+
+
+def test_an_output_of_another_kind_is_refused_untouched(tmp_path, capsys):
+    """A slip of the shell (--json train.py, --export of a file of another kind) replaced it."""
+    source = tmp_path / "victim.py"
+    source.write_text("print('mine')\n")
+    for command, argv in (("train.evaluate", ["--checkpoint", "checkpoints/best_raw.pt", "--json", str(source)]),
+                          ("train.evaluate", ["--checkpoint", "checkpoints/best_raw.pt", "--export", str(source)]),
+                          ("selfplay.arena", ["--a", "random", "--b", "random", "--json", str(source)]),
+                          ("selfplay.arena", ["--a", "random", "--b", "random", "--games-out", str(source)]),
+                          ("selfplay.solve", [str(source), "--player", "random", "--json", str(source)])):
+        code, err = _run(_command(command), argv, capsys)
+        assert code == 2 and "victim.py: expected a ." in err and len(err.strip().splitlines()) == 1, (command, err)
+    assert source.read_text() == "print('mine')\n"

@@ -297,6 +297,14 @@ def test_every_benchmark_runs_through_run_main():
     ("encoders", ["--devices", "cpu,gpu"], "--devices gpu: not usable on this machine"),
     ("encoders", ["--devices", "cpu:numpy"], "'cpu:numpy': the backend after ':' can only be torch"),
     ("train_throughput", ["--precision", "bf17"], "--precision 'bf17': expected auto, 32, bf16 or one of"),  # fp32
+    ("selfplay_workers", ["--device", "nowhere"], "--device nowhere: not usable on this machine"),
+    # outputs checked before the work: a source file replaced, logs written into a WTHOR folder, a plot refused
+    # after hours of training
+    ("train_throughput", ["--json", "results.py"], "--json results.py: expected a .json file name"),
+    ("recipe_compare", ["--data", str(REPO / "tests"), "--out", str(REPO / "benchmarks")],
+     "not a comparison's run; choose a new or an empty folder"),
+    ("recipe_compare", ["--data", str(REPO / "tests"), "--out", "no/such/folder", "--plot", "curves.txt"],
+     "--plot curves.txt: matplotlib cannot write .txt files"),
 ])
 def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
     module = _benchmark(name)

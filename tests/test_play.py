@@ -459,7 +459,7 @@ def test_a_save_name_that_start_could_not_resume_is_refused_before_the_game(tmp_
     rc = play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("quit\n"), stdout=out),
                        ["--opponent", "greedy", "--save", str(tmp_path / "game.txt")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "game.txt: a game is saved as GGF" in err[0] and "ending in .ggf" in err[0]
+    assert rc == 2 and len(err) == 1 and "--save " in err[0] and "game.txt: expected a .ggf file name" in err[0]
     assert out.getvalue() == "" and not (tmp_path / "game.txt").exists()
     rc, _ = run_game(["--opponent", "greedy", "--save", str(tmp_path / "game.GGF")], seed=1)  # any case
     assert rc == 0 and (tmp_path / "game.GGF").exists()

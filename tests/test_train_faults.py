@@ -377,7 +377,7 @@ def test_a_folder_that_is_not_a_training_run_is_refused_untouched(dataset_dir, t
     (out / "checkpoints").mkdir()
     (out / "checkpoints" / "best_value.pt").write_text("shipped")
     code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1"), capsys)
-    assert code == 2 and "checkpoints/ folder is not a training run's (it holds 'best_value.pt')" in err
+    assert code == 2 and "checkpoints/ folder is not a training run's (it holds 'best_value.pt', no last.ckpt" in err
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best_value.pt"]
     with pytest.raises(SystemExit) as e:  # argparse's exit: the current folder
         _run(main, _args(dataset_dir, tmp_path / "x", "--max-steps", "1", "--out", ""), capsys)
@@ -678,7 +678,9 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
     assert metrics["exported_from"] == str(ckpt) and metrics["evaluation"]["positions"] == 50
     assert make_program(f"policy:{out}").net.config == net.config
     code, err = _run(main, argv + ["--export", str(ckpt)], capsys)  # never over its own input
-    assert code == 2 and f"--export {ckpt}: is also the input --checkpoint" in err
+    assert code == 2 and f"--export {ckpt}: expected a .pt or .pth file name" in err  # not a Lightning checkpoint
+    code, err = _run(main, ["--checkpoint", str(out), *argv[2:], "--export", str(out)], capsys)
+    assert code == 2 and f"--export {out}: is also the input --checkpoint" in err
     assert "hyper_parameters" in torch.load(ckpt, weights_only=True)
 
 
@@ -925,7 +927,7 @@ def test_a_resume_from_another_dataset_folder_is_refused_unless_it_holds_the_sam
     other, copy = tmp_path / "other", tmp_path / "copy"
     shutil.copytree(dataset_dir, other)
     positions = np.load(other / "positions.npy")
-    positions["move"][-1] = (positions["move"][-1] + 1) % 64  # one record's move: other data
+    positions["ply"][-1] = (positions["ply"][-1] + 1) % 60  # one record changed: other data
     np.save(other / "positions.npy", positions)
     code, err = _run(main, ["--data", str(other)] + _args(dataset_dir, out, "--max-steps", "4")[2:], capsys)
     assert code == 2 and f"--data {dataset_dir} there, {other} now" in err, err

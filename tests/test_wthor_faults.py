@@ -15,7 +15,7 @@ import pytest
 
 import reference_engine as ref
 from othello import PASS
-from othello.files import run_main
+from othello.files import UserError, run_main
 from othello.notation import format_transcript
 from othello_learn.data import dataset, wtb
 from othello_learn.data import wthor as cli
@@ -610,6 +610,14 @@ def test_a_dataset_with_an_impossible_ply_or_range_is_refused_on_opening(tmp_pat
         dataset.WthorDataset(_tiny_dataset(tmp_path / "ply", [good[0], {"move": 43, "ply": 60}], [0, 2]))
     with pytest.raises(ValueError, match=r"year 2001: no valid position_range \(found \[0, 3\]; 2 positions\)"):
         dataset.WthorDataset(_tiny_dataset(tmp_path / "range", good, [0, 3]))
+    # a result past +-64, a square held by both sides, the move on a disc: a net would train on nonsense
+    for name, bad, said in (("result", {"result": 120}, "position 1: result 120 is not -64..64"),
+                            ("both", {"player": 1 << 5, "opponent": 1 << 5}, "position 1: a square held by both"),
+                            ("occupied", {"opponent": 1 << 43}, "position 1: a square held by both sides, or the move "
+                                                                "on an occupied square")):
+        with pytest.raises(dataset.DatasetError, match=said) as e:
+            dataset.WthorDataset(_tiny_dataset(tmp_path / name, [good[0], {**good[1], **bad}], [0, 2]))
+        assert isinstance(e.value, UserError)  # one line from every command, benchmarks too
 
 
 def test_years_whose_position_ranges_overlap_are_refused_on_opening(tmp_path):

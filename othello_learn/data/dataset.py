@@ -480,6 +480,11 @@ def same_dataset(a, b) -> bool:
         return False
 
 
+class DatasetError(UserError, ValueError):
+    """A dataset folder that cannot be read as built (damaged, cut short, of another format, or
+    without the years asked for): one line naming the file, as every command reports it."""
+
+
 class WthorDataset:
     """A built dataset folder: memory-mapped positions, games and year splits."""
 
@@ -491,12 +496,13 @@ class WthorDataset:
         try:
             self.summary = json.loads(summary_path.read_text())
         except ValueError as e:  # a copy cut short, or not text
-            raise ValueError(f"{summary_path}: not valid JSON ({e}); rebuild the dataset") from None
+            raise DatasetError(f"{summary_path}: not valid JSON ({e}); rebuild the dataset") from None
         if not isinstance(self.summary, dict):
-            raise ValueError(f"{summary_path}: not a dataset summary (a JSON {type(self.summary).__name__}); "
-                             "rebuild the dataset")
+            raise DatasetError(f"{summary_path}: not a dataset summary (a JSON {type(self.summary).__name__}); "
+                               "rebuild the dataset")
         if self.summary.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{self.path}: dataset format {self.summary.get('format_version')} is not {FORMAT_VERSION}; rebuild it")
+            raise DatasetError(f"{self.path}: dataset format {self.summary.get('format_version')} is not "
+                               f"{FORMAT_VERSION}; rebuild it")
         records = self.path / "positions.npy"
         try:
             self.positions = np.load(records, mmap_mode="r" if mmap else None)
@@ -504,45 +510,53 @@ class WthorDataset:
             raise
         except (OSError, ValueError, EOFError) as e:  # cut short: numpy's words only ("mmap length ...")
             if "allow_pickle" in str(e):  # numpy suggests loading it "unsafely": never, and never advised
-                raise ValueError(f"{records}: not a .npy file of position records (numpy would read it as a "
-                                 "pickle, which is never loaded); rebuild the dataset") from None
-            raise ValueError(f"{records}: cannot be read ({e}; damaged or cut short?); rebuild the dataset") from None
+                raise DatasetError(f"{records}: not a .npy file of position records (numpy would read it as a "
+                                   "pickle, which is never loaded); rebuild the dataset") from None
+            raise DatasetError(f"{records}: cannot be read ({e}; damaged or cut short?); rebuild the dataset") from None
         if self.positions.dtype != POSITION_DTYPE:
-            raise ValueError(f"{self.path / 'positions.npy'}: unexpected record layout {self.positions.dtype}")
+            raise DatasetError(f"{self.path / 'positions.npy'}: unexpected record layout {self.positions.dtype}")
         self._check()
         self._games = None
 
     def _check(self, chunk: int = 1 << 20) -> None:
-        """A damaged summary or record is a ``ValueError`` naming the file now, not an IndexError
-        or KeyError mid-run: each year's position range within the records, and each record's
-        move, ply and history in range (one pass over those fields: ~0.05 s a 7 M positions)."""
+        """A damaged summary or record is a ``DatasetError`` naming the file now, not an IndexError
+        or KeyError mid-run, or a net trained on nonsense: each year's position range within the
+        records, each record's move, ply, history and result in range, its two sides' discs apart
+        and its move on an empty square (one pass over those fields)."""
         n = len(self.positions)
         years = self.summary.get("years")
         if not isinstance(years, dict):
-            raise ValueError(f"{self.path / 'summary.json'}: no per-year table (\"years\"); rebuild the dataset")
+            raise DatasetError(f"{self.path / 'summary.json'}: no per-year table (\"years\"); rebuild the dataset")
         for year, v in years.items():
             r = v.get("position_range") if isinstance(v, dict) else None
             if not (isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r) and 0 <= r[0] <= r[1] <= n
                     and str(year).isdigit()):
-                raise ValueError(f"{self.path / 'summary.json'}: year {year}: no valid position_range "
-                                 f"(found {r!r}; {n:,} positions); rebuild the dataset")
+                raise DatasetError(f"{self.path / 'summary.json'}: year {year}: no valid position_range "
+                                   f"(found {r!r}; {n:,} positions); rebuild the dataset")
         end, previous = 0, None  # stored by year: ranges that overlap would put a year's positions in two splits
         for year, v in sorted(years.items(), key=lambda item: int(item[0])):
             lo, hi = v["position_range"]
             if lo < end:
-                raise ValueError(f"{self.path / 'summary.json'}: year {year}'s position_range {[lo, hi]} overlaps "
-                                 f"year {previous}'s (positions are stored by year); rebuild the dataset")
+                raise DatasetError(f"{self.path / 'summary.json'}: year {year}'s position_range {[lo, hi]} overlaps "
+                                   f"year {previous}'s (positions are stored by year); rebuild the dataset")
             if hi > end:
                 end, previous = hi, year
         for start in range(0, n, chunk):  # one read of each chunk for all three fields
             records = self.positions[start:start + chunk]
-            for name, lo, hi in (("move", 0, 63), ("ply", 0, 59), ("history", -1, 64)):
+            for name, lo, hi in (("move", 0, 63), ("ply", 0, 59), ("history", -1, 64), ("result", -64, 64)):
                 values = records[name]
                 bad = np.nonzero(((values < lo) | (values > hi)).reshape(len(values), -1).any(1))[0]
                 if len(bad):
                     i = start + int(bad[0])
-                    raise ValueError(f"{self.path / 'positions.npy'}: position {i}: {name} "
-                                     f"{self.positions[name][i].tolist()} is not {lo}..{hi} (damaged?); rebuild the dataset")
+                    raise DatasetError(f"{self.path / 'positions.npy'}: position {i}: {name} "
+                                       f"{self.positions[name][i].tolist()} is not {lo}..{hi} (damaged?); "
+                                       "rebuild the dataset")
+            discs = records["player"] | records["opponent"]
+            bad = np.nonzero((records["player"] & records["opponent"]).astype(bool)
+                             | (discs >> records["move"].astype(np.uint64) & np.uint64(1)).astype(bool))[0]
+            if len(bad):
+                raise DatasetError(f"{self.path / 'positions.npy'}: position {start + int(bad[0])}: a square held by "
+                                   "both sides, or the move on an occupied square (damaged?); rebuild the dataset")
 
     @property
     def games(self) -> pd.DataFrame:
@@ -559,7 +573,8 @@ class WthorDataset:
         last = first if last is None else last
         ranges = [v["position_range"] for y, v in self.summary["years"].items() if first <= int(y) <= last]
         if not ranges:
-            raise ValueError(f"{self.path}: no positions for years {first}-{last} (has {self.years[0]}-{self.years[-1]})")
+            raise DatasetError(f"{self.path}: no positions for years {first}-{last} "
+                               f"(has {self.years[0]}-{self.years[-1]})")
         return slice(min(r[0] for r in ranges), max(r[1] for r in ranges))
 
     def positions_of(self, years: set[int] | None = None) -> np.ndarray:
@@ -571,7 +586,7 @@ class WthorDataset:
             return self.positions
         missing = set(years) - set(self.years)
         if missing:
-            raise ValueError(f"{self.path}: no year {format_years(missing)} (it has {format_years(self.years)})")
+            raise DatasetError(f"{self.path}: no year {format_years(missing)} (it has {format_years(self.years)})")
         merged: list[list[int]] = []
         for y in sorted(years):
             lo, hi = self.summary["years"][str(y)]["position_range"]

@@ -279,11 +279,9 @@ def check_settings(args) -> None:
     if args.opening_plies is not None and not 0 <= args.opening_plies <= MAX_OPENING_PLIES:
         raise UserError(f"--opening-plies must be 0..{MAX_OPENING_PLIES} (a game has at most 60 moves), "
                         f"got {args.opening_plies}")
-    if args.games_out is not None and args.games_out.suffix.lower() not in (".csv", ".ggf"):
-        raise UserError(f"--games-out {args.games_out}: expected a .csv or .ggf file name")
-    for flag, path in (("--json", args.json), ("--games-out", args.games_out)):
+    for flag, path, kinds in (("--json", args.json, (".json",)), ("--games-out", args.games_out, (".csv", ".ggf"))):
         if path is not None:
-            check_output(path, flag)
+            check_output(path, flag, suffixes=kinds)
     check_distinct({"--json": args.json, "--games-out": args.games_out})
 
 

@@ -414,10 +414,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         raise UserError(f"--start: {e}") from None
     inp, out = stdin or sys.stdin, stdout or sys.stdout
     if args.save is not None:  # found before the game, not after it
-        if args.save.suffix.lower() != ".ggf":  # --start resumes only a .ggf
-            raise UserError(f"--save {args.save}: a game is saved as GGF, and --start resumes only a .ggf file; "
-                            "give a name ending in .ggf")
-        check_output(args.save, "--save")
+        check_output(args.save, "--save", suffixes=(".ggf",))  # a game is saved as GGF; --start resumes only that
 
     colour = args.colour or (resumed[0] if resumed else "black")
     spec = args.opponent or (resumed[1] if resumed else DEFAULT_OPPONENT)

@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
     if args.json is not None:
-        check_output(args.json, "--json")
+        check_output(args.json, "--json", suffixes=(".json",))
     check_distinct({"--json": args.json}, {"positions": args.positions})
     check_input(args.positions, "positions")
     obf = read_obf(args.positions)  # a bad file costs nothing: read before loading any network

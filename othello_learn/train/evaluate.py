@@ -261,16 +261,13 @@ def evaluate_command(argv=None) -> dict:
     if args.calibrate and args.tta != 1:
         raise UserError(f"--calibrate fits the network's own logits: use it with --tta 1, not --tta {args.tta}")
 
-    plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
-    if args.plot is None and args.json is not None and plot_path == args.json:
-        raise UserError(f"--json {args.json}: the plot's default name is --json's with .png, this same file; "
-                        "give --json a .json name, or --plot FILE")
     if args.json is not None:  # found now, not after the whole evaluation
-        check_output(args.json, "--json")
+        check_output(args.json, "--json", suffixes=(".json",))
+    plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
     if plot_path is not None:
         check_plot_path(plot_path, "--plot")
     if args.export is not None:
-        check_output(args.export, "--export")
+        check_output(args.export, "--export", suffixes=(".pt", ".pth"))
     check_distinct({"--json": args.json, "--plot": plot_path, "--export": args.export},
                    {"--checkpoint": args.checkpoint})
     usable_device(args.device)

@@ -599,15 +599,14 @@ def check_run_folder(out: Path) -> None:
     """A folder that is not empty must be a run of this command, which makes OUT/checkpoints
     before anything else: model.pt, config.yaml and metrics.json there are then ours to
     replace. In any other folder they could be the user's, and so could a checkpoints/
-    folder holding anything but our checkpoints (this repository's own, say)."""
+    folder holding files but none of our checkpoints (this repository's own, say)."""
     ckpts = out / "checkpoints"
     if ckpts.is_dir():
-        theirs = sorted(p.name for p in ckpts.iterdir()
-                        if not CHECKPOINT_NAME.fullmatch(temp_target(p.name) or p.name))
-        if theirs:
-            raise UserError(f"--out {out}: its checkpoints/ folder is not a training run's (it holds {theirs[0]!r}"
-                            f"{f' and {len(theirs) - 1} more' if len(theirs) > 1 else ''}): "
-                            "choose a new or an empty folder")
+        names = sorted(temp_target(p.name) or p.name for p in ckpts.iterdir())
+        if names and not any(CHECKPOINT_NAME.fullmatch(name) for name in names):
+            raise UserError(f"--out {out}: its checkpoints/ folder is not a training run's (it holds {names[0]!r}"
+                            f"{f' and {len(names) - 1} more' if len(names) > 1 else ''}, no last.ckpt or "
+                            "best-*.ckpt): choose a new or an empty folder")
         return
     if not out.is_dir():
         return
