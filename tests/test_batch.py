@@ -218,7 +218,11 @@ def test_a_stored_config_is_checked_setting_by_setting(tmp_path, change, message
     NetConfig, which names the setting; a bad encoder used to read as weights that do not fit."""
     with pytest.raises(ValueError, match=re.escape(message)):
         NetConfig(**{**NetConfig("resnet", blocks=1, width=4).to_dict(), **change})
-    NetConfig("resnet", depth=1000, blocks=1000, width=4096)  # the limits themselves are allowed
+    NetConfig("resnet", depth=1000, blocks=1000, width=64)  # the limits themselves are allowed, each alone
+    NetConfig("resnet", blocks=1, width=4096)
+    with pytest.raises(UserError, match=r"blocks 1000 with width 4096: about 301,989,888,000 weights, more than "
+                                        r"1,073,741,824 \(4 GiB in fp32\); a typo\?"):
+        NetConfig("resnet", blocks=1000, width=4096)  # 1.2 TB: it allocated until memory ran out, or hung
     net = build_network(NetConfig("resnet", blocks=1, width=4, value_head=True))
     save_checkpoint_file({"config": {**net.config.to_dict(), **change}, "state_dict": net.state_dict()},
                          tmp_path / "odd.pt")

@@ -318,6 +318,10 @@ def test_a_network_grown_past_the_size_limits_is_one_line(tmp_path):
                                         r"width must be a whole number from 1 to 4096, got 5064$"):
         rl_loop.main(["--init", "checkpoints/best_value.pt", "--out", str(tmp_path / "rl"), "--grow-width", "5000"])
     assert not (tmp_path / "rl").exists()
+    with pytest.raises(UserError, match=r"^--arch-blocks 1000 --arch-width 4096: blocks 1000 with width 4096: about "
+                                        r"301,989,888,000 weights, more than 1,073,741,824"):  # each within its limit
+        rl_loop.main(["--init", "random", "--out", str(tmp_path / "rl"), "--arch-blocks", "1000", "--arch-width", "4096"])
+    assert not (tmp_path / "rl").exists()
 
 
 @pytest.mark.parametrize("flag,value", [("--dirichlet-weight", "1"), ("--solve-empties", "14"),

@@ -1,5 +1,6 @@
 """Batched MCTS against a plain object-per-node PUCT search, and its edge cases."""
 
+import importlib.util
 import math
 import random
 
@@ -156,6 +157,12 @@ def test_one_precision_setting_for_every_caller(monkeypatch):
     assert fastpath.resolve("16-mixed", "cuda") == "16-mixed"
     with pytest.raises(ValueError, match="precision 'fp16': expected auto, 32, bf16 or one of 32-true"):
         fastpath.resolve("fp16", "cpu")  # it ran as fp32 without a word
+    assert fastpath.resolve("64", "cpu") == "64-true" and fastpath.resolve("bf16-true", "cpu") == "bf16-true"
+    with pytest.raises(ValueError, match="precision '16-true': fp16 weights diverge at once"):
+        fastpath.resolve("16-true", "cpu")  # NaN weights after three steps, found only by the checkpoint's load
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ValueError, match="needs NVIDIA's transformer_engine package, which is not installed"):
+        fastpath.resolve("transformer-engine", "cuda")  # a ModuleNotFoundError traceback from Lightning
     # accelerator names as Lightning reads them, in any case; one torch does not know is left to
     # the caller's check (it reached torch.device: a traceback for "GPU" or "tpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

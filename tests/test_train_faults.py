@@ -1156,6 +1156,7 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["optim.ema=1"], "optim.ema: must be in [0, 1)"),
     (["optim.label_smoothing=1"], "optim.label_smoothing: must be below 1, got 1"),
     (["data.num_workers=-1"], "data.num_workers: must be at least 0, got -1"),
+    (["data.num_workers=129"], "data.num_workers: must be at most 128, got 129"),  # 100000 processes hung
     (["trainer.max_steps=-2"], "trainer.max_steps: must be at least -1, got -2"),
     (["trainer.max_epochs=0"], "trainer.max_epochs: 0 trains nothing"),
     (["model.width=true"], "model.width: expected an integer, got True"),
@@ -1164,6 +1165,7 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["model.width=4097"], "model.width: must be at most 4096, got 4097"),  # the typo's allocation, a traceback
     (["model.arch=resnet", "model.blocks=1001"], "model.blocks: must be at most 1000, got 1001"),
     (["model.depth=1001"], "model.depth: must be at most 1000, got 1001"),
+    (["model.depth=1000", "model.width=4096"], "model.width: depth 1000 with width 4096: about 150,994,944,000 weights"),
     (["trainer.max_time={minutes: 1e400}"], "trainer.max_time: not a time budget such as {hours: 2}"),
     (["trainer.max_time={fortnights: 1}"], "trainer.max_time: not a time budget such as {hours: 2}"),
     # Lightning's: a modulo by zero a step in, leaving a run folder behind; "has to be ... an int" for -1
@@ -1190,6 +1192,16 @@ def test_each_bound_of_the_config_check_at_its_edge(overrides, expected):
     assert str(refused.value).startswith(expected), str(refused.value)
 
 
+@pytest.mark.parametrize("precision", ["64-true", "bf16-true"])
+def test_a_network_cast_whole_trains(dataset_dir, tmp_path, precision):
+    """Lightning casts the weights, not our fp32 input planes: a dtype mismatch traceback after
+    the run folder was made. The net casts its planes to its weights' type."""
+    from othello_learn.train.train import train
+
+    metrics = train(_args(dataset_dir, tmp_path / "run", "--max-steps", "2", "--precision", precision))
+    assert metrics["global_step"] == 2 and (tmp_path / "run" / "model.pt").exists()
+
+
 def test_the_config_check_lets_the_edges_inside_through():
     from othello_learn.train.train import load_config
 
@@ -1201,7 +1213,8 @@ def test_the_config_check_lets_the_edges_inside_through():
     load_config(None, ["trainer.val_check_interval=1.0", "trainer.limit_val_batches=0.0"])
     load_config(None, ["trainer.max_epochs=-1", "trainer.max_steps=10"])  # max_steps ends the schedule
     load_config(None, ["trainer.max_epochs=-1", "optim.scheduler=none"])
-    load_config(None, ["model.width=4096", "model.depth=1000", "trainer.max_time={hours: 2}"])
+    load_config(None, ["model.width=4096", "model.depth=7", "trainer.max_time={hours: 2}"])  # under 2**30 weights
+    load_config(None, ["model.width=8", "model.depth=1000", "data.num_workers=128"])
     load_config(None, ["model.arch=resnet", "model.blocks=1000"])
 
 

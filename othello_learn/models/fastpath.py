@@ -12,6 +12,7 @@ never assumed: a CPU without the instructions gets fp32 NCHW.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 
 import torch
 
@@ -75,6 +76,11 @@ def resolve(precision, device: str | torch.device) -> str:
     p = {"32": FP32, "bf16": BF16, "16": "16-mixed", "64": "64-true"}.get(p, p)
     if p not in LIGHTNING_PRECISIONS:  # "fp16" would otherwise run as fp32 without a word
         raise ValueError(f"precision {precision!r}: expected auto, 32, bf16 or one of {', '.join(LIGHTNING_PRECISIONS)}")
+    if p == "16-true":  # measured: NaN weights after 3 steps of a tiny net
+        raise ValueError(f"precision {precision!r}: fp16 weights diverge at once here (Adam's epsilon, 1e-8, is 0 "
+                         "in fp16); use 16-mixed, bf16-mixed or bf16-true")
+    if p.startswith("transformer-engine") and importlib.util.find_spec("transformer_engine") is None:
+        raise ValueError(f"precision {precision!r}: needs NVIDIA's transformer_engine package, which is not installed")
     return p
 
 

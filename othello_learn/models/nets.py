@@ -59,6 +59,9 @@ class MoveNet(nn.Module):
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """``batch``: a ``othello_learn.models.batch`` dict; its optional ``legal`` mask is used as given."""
         x = self.encode_fn(batch)
+        weights = next(self.parameters())
+        if x.dtype != weights.dtype and not torch.is_autocast_enabled(x.device.type):
+            x = x.to(weights.dtype)  # a net cast whole (Lightning's 64-true, bf16-true): the planes are fp32
         logits, value = self.trunk(x)
         legal = batch.get("legal")
         out = {"policy": masked(logits, legal if legal is not None else legal_mask(batch["player"], batch["opponent"]))}
@@ -127,6 +130,14 @@ ARCHITECTURES = {"reference": ReferenceNet, "resnet": ResNet}
 # The largest sizes a config may ask for: beyond them a typo's extra digits would allocate until
 # memory runs out and end in a traceback (train.py's config check reads them from here).
 SIZE_LIMITS = {"depth": 1000, "blocks": 1000, "width": 4096}
+# And together: the 3x3 convolutions' weights, at most 4 GiB of fp32 (the largest nets trained here
+# have under 3 M; 1000 blocks of 4096 channels, each size within its limit, would be 1.2 TB).
+MAX_WEIGHTS = 2**30
+
+
+class NetConfigError(UserError, ValueError):
+    """A network setting out of range or of the wrong kind: one line naming it from every command
+    (a checkpoint's stored config, train.py's model section, the loop's --arch-*, a benchmark's sizes)."""
 
 
 # The settings only one architecture reads (train.py refuses one given for the other).
@@ -152,15 +163,20 @@ class NetConfig:
         stored dict, the loop's --init random): a stored ``"value_head": "yes"`` or a bad
         encoder is an error naming the setting, not a net built wrong or a misleading misfit."""
         if self.arch not in ARCHITECTURES:
-            raise ValueError(f"arch must be one of {', '.join(sorted(ARCHITECTURES))}, got {self.arch!r}")
+            raise NetConfigError(f"arch must be one of {', '.join(sorted(ARCHITECTURES))}, got {self.arch!r}")
         if self.encoder not in ENCODERS:
-            raise ValueError(f"encoder must be one of {', '.join(sorted(ENCODERS))}, got {self.encoder!r}")
+            raise NetConfigError(f"encoder must be one of {', '.join(sorted(ENCODERS))}, got {self.encoder!r}")
         for key, high in SIZE_LIMITS.items():
             value = getattr(self, key)
             if type(value) is not int or not 1 <= value <= high:  # bool is an int; a typo's digits allocate until OOM
-                raise ValueError(f"{key} must be a whole number from 1 to {high}, got {value!r}")
+                raise NetConfigError(f"{key} must be a whole number from 1 to {high}, got {value!r}")
         if type(self.value_head) is not bool:
-            raise ValueError(f"value_head must be true or false, got {self.value_head!r}")
+            raise NetConfigError(f"value_head must be true or false, got {self.value_head!r}")
+        layers = self.depth if self.arch == "reference" else 2 * self.blocks
+        if 9 * self.width ** 2 * layers > MAX_WEIGHTS:
+            sizes = f"depth {self.depth}" if self.arch == "reference" else f"blocks {self.blocks}"
+            raise NetConfigError(f"{sizes} with width {self.width}: about {9 * self.width ** 2 * layers:,} weights, more "
+                                 f"than {MAX_WEIGHTS:,} (4 GiB in fp32); a typo?")
         for key, owner in ARCH_ONLY.items():
             if self.arch != owner:
                 object.__setattr__(self, key, getattr(NetConfig, key))  # frozen: set once, here
@@ -174,7 +190,7 @@ class NetConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown network setting(s) {', '.join(map(str, unknown))} "
+            raise NetConfigError(f"unknown network setting(s) {', '.join(map(str, unknown))} "
                              f"(known: {', '.join(sorted(known))})")
         return cls(**d)
 

@@ -403,7 +403,11 @@ def initial_network(cfg: RunConfig):
     if cfg.init == "random":
         torch.manual_seed(cfg.seed)
         hp = {**RANDOM_INIT, "blocks": cfg.arch_blocks, "width": cfg.arch_width, "encoder": cfg.arch_encoder}
-        return build_network(NetConfig(**hp)).eval()
+        try:
+            config = NetConfig(**hp)
+        except ValueError as e:  # both sizes within their limits, too large together
+            raise UserError(f"--arch-blocks {cfg.arch_blocks} --arch-width {cfg.arch_width}: {e}") from None
+        return build_network(config).eval()
     net = load_net(Path(cfg.init), "cpu",
                    "give an exported network (checkpoints/best_value.pt, a training run's model.pt), or --init random")
     if getattr(net, "value_head", None) is None:

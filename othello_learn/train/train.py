@@ -202,12 +202,16 @@ def load_config(path: Path | None, overrides: list[str]) -> dict:
     return cfg
 
 
+# Loader processes: each one a Python with torch; more than the largest machines' cores only waits.
+MAX_WORKERS = 128
+
+
 def check_config(cfg: dict, origin: dict | None = None) -> None:
     """Every setting known, of its type and in range, before any work starts."""
     from othello_learn.models.batch import SYMMETRY_GROUPS
     from othello_learn.data.dataset import parse_years
     from othello_learn.models.encoders import ENCODERS
-    from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS
+    from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS, NetConfig, NetConfigError
     from othello_learn.train.module import SCHEDULERS
 
     origin = origin or {}
@@ -244,6 +248,13 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
         value = cfg["model"].get(key)
         if value is not None and value > high:
             fail("model", key, f"must be at most {high}, got {value!r}")
+    workers = cfg["data"].get("num_workers")
+    if workers is not None and workers > MAX_WORKERS:  # 100000 processes were started, and the run hung
+        fail("data", "num_workers", f"must be at most {MAX_WORKERS}, got {workers!r}")
+    try:  # and together (NetConfig's MAX_WEIGHTS): each size within its limit can still be terabytes
+        NetConfig.from_dict(cfg["model"])
+    except NetConfigError as e:
+        fail("model", "width", str(e))
     budget = cfg["trainer"].get("max_time")
     if isinstance(budget, dict):  # Lightning builds a timedelta of it after the set-up, or an OverflowError
         try:
