@@ -320,7 +320,8 @@ def test_a_network_grown_past_the_size_limits_is_one_line(tmp_path):
     assert not (tmp_path / "rl").exists()
     with pytest.raises(UserError, match=r"^--arch-blocks 1000 --arch-width 4096: blocks 1000 with width 4096: about "
                                         r"301,989,888,000 weights, more than 1,073,741,824"):  # each within its limit
-        rl_loop.main(["--init", "random", "--out", str(tmp_path / "rl"), "--arch-blocks", "1000", "--arch-width", "4096"])
+        rl_loop.main(["--init", "random", "--out", str(tmp_path / "rl"), "--arch-blocks", "1000",
+                      "--arch-width", "4096"])
     assert not (tmp_path / "rl").exists()
 
 

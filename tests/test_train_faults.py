@@ -1165,7 +1165,7 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["model.width=4097"], "model.width: must be at most 4096, got 4097"),  # the typo's allocation, a traceback
     (["model.arch=resnet", "model.blocks=1001"], "model.blocks: must be at most 1000, got 1001"),
     (["model.depth=1001"], "model.depth: must be at most 1000, got 1001"),
-    (["model.depth=1000", "model.width=4096"], "model.width: depth 1000 with width 4096: about 150,994,944,000 weights"),
+    (["model.depth=1000", "model.width=4096"], "model.width: depth 1000 with width 4096: about 150,994,944,000"),
     (["trainer.max_time={minutes: 1e400}"], "trainer.max_time: not a time budget such as {hours: 2}"),
     (["trainer.max_time={fortnights: 1}"], "trainer.max_time: not a time budget such as {hours: 2}"),
     # Lightning's: a modulo by zero a step in, leaving a run folder behind; "has to be ... an int" for -1

@@ -173,9 +173,10 @@ class NetConfig:
         if type(self.value_head) is not bool:
             raise NetConfigError(f"value_head must be true or false, got {self.value_head!r}")
         layers = self.depth if self.arch == "reference" else 2 * self.blocks
-        if 9 * self.width ** 2 * layers > MAX_WEIGHTS:
+        weights = 9 * self.width ** 2 * layers
+        if weights > MAX_WEIGHTS:
             sizes = f"depth {self.depth}" if self.arch == "reference" else f"blocks {self.blocks}"
-            raise NetConfigError(f"{sizes} with width {self.width}: about {9 * self.width ** 2 * layers:,} weights, more "
+            raise NetConfigError(f"{sizes} with width {self.width}: about {weights:,} weights, more "
                                  f"than {MAX_WEIGHTS:,} (4 GiB in fp32); a typo?")
         for key, owner in ARCH_ONLY.items():
             if self.arch != owner:
