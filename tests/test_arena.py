@@ -726,7 +726,8 @@ def test_cli_rejects_bad_specs_in_one_line(tmp_path, capsys, spec, why):
 
 
 @pytest.mark.parametrize("flag,value,why", [
-    ("--games", "0", "--games must be at least 1"), ("--games", "-4", "--games must be at least 1"),
+    ("--games", "0", "--games must be 1..1,000,000"), ("--games", "-4", "--games must be 1..1,000,000"),
+    ("--games", "1000001", "--games must be 1..1,000,000 (a match plays its games side by side"),
     ("--opening-plies", "70", "--opening-plies must be 0..59"), ("--opening-plies", "60", "0..59"),
     ("--opening-plies", "-1", "0..59"), ("--seed", "-1", "--seed: must be at least 0"),
     ("--import", "no_such_module_here", "--import no_such_module_here"),

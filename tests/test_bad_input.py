@@ -178,3 +178,9 @@ def test_an_output_of_another_kind_is_refused_untouched(tmp_path, capsys):
         code, err = _run(_command(command), argv, capsys)
         assert code == 2 and "victim.py: expected a ." in err and len(err.strip().splitlines()) == 1, (command, err)
     assert source.read_text() == "print('mine')\n"
+
+
+def test_a_folder_given_as_the_loops_init_is_named_as_a_folder(tmp_path, capsys):
+    code, err = _run(_command("selfplay.loop"), ["--init", str(tmp_path), "--out", str(tmp_path / "rl")], capsys)
+    assert code == 2 and f"--init {tmp_path}: a folder, not a checkpoint file" in err  # "no such file" before
+    assert not (tmp_path / "rl").exists()

@@ -253,3 +253,15 @@ def test_mark_fresh_start_skips_folders_lightning_did_not_number(tmp_path):
     mark_fresh_start(tmp_path)
     assert json.loads((tmp_path / "fresh_start.json").read_text()) == {"csv_version": 4}
 
+
+
+def test_a_metric_with_no_number_in_it_is_refused_not_plotted_empty(tmp_path, capsys):
+    """A column of NaN or of words drew an empty or broken plot, exit 0."""
+    for values, said in (([float("nan"), float("nan")], "have no value of val/acc"),
+                         (["abc", "def"], "hold val/acc values that are not numbers")):
+        run = tmp_path / said.split()[0]
+        _version(run, 0, [{"step": 9, "val/acc": values[0]}, {"step": 19, "val/acc": values[1]}])
+        assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "c.png").exists()

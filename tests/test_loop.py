@@ -530,3 +530,18 @@ def test_the_temporary_copy_of_an_adam_state_a_kill_left_is_removed(tmp_path):
         path.write_bytes(b"half")
     rl_loop.remove_killed_writes(tmp_path)
     assert not ours.exists() and theirs.exists()
+
+
+@pytest.mark.parametrize("folder, kind", [("best.pt", "a folder"), ("elo.png", "a folder"), ("stats", "a file")])
+def test_a_run_file_of_the_wrong_kind_is_refused_before_a_generation(tmp_path, folder, kind):
+    """It was found when the generation, an hour of self-play, came to write there."""
+    out = tmp_path / "rl"
+    out.mkdir()
+    if kind == "a folder":
+        (out / folder).mkdir()
+    else:
+        (out / folder).write_text("x")
+    with pytest.raises(UserError, match=f"{folder}: {kind}, where the run"):
+        rl_loop.main(["--init", "random", "--out", str(out), "--generations", "1", "--arch-blocks", "1",
+                      "--arch-width", "8", "--logger", "none", "--quiet"])
+    assert sorted(p.name for p in out.iterdir()) == [folder]

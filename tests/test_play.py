@@ -271,6 +271,9 @@ def test_bad_opponent_is_one_line_exit_2(capsys):
     assert len(err) == 1 and "unknown player spec 'nosuch'" in err[0]
     assert play.run_main(play.main, ["--opponent", "policy:/nonexistent/x.pt"]) == 2
     assert "/nonexistent/x.pt" in capsys.readouterr().err
+    for flag, said in (("--opponent", "a player spec"), ("--hint-net", "a checkpoint")):  # the default played
+        assert play.run_main(play.main, [flag, ""]) == 2
+        assert capsys.readouterr().err.endswith(f" error: {flag}: empty; give {said}, or leave the flag out\n")
 
 
 @pytest.mark.parametrize("spec", ["gtp:/nonexistent", "endgame:10:gtp:/nonexistent"])

@@ -70,6 +70,27 @@ def test_checkpoint_io_on_a_full_disk_keeps_the_old_file_and_names_it(tmp_path, 
     assert io.load_checkpoint(path)["global_step"] == 1
 
 
+def test_a_last_ckpt_damaged_inside_stops_the_resume_with_one_line(dataset_dir, tmp_path, capsys):
+    """Lightning's restore met these with a TypeError, a KeyError, or resumed "from step -5"."""
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "run"
+    train(_args(dataset_dir, out, "--max-steps", "2"))
+    last = out / "checkpoints" / "last.ckpt"
+    good = torch.load(last, weights_only=True)
+    for change, said in (({"loops": "x"}, "its loops are not Lightning's loop state"),
+                         ({"optimizer_states": [{"x": 1}]}, "its optimizer_states are not an optimizer's state"),
+                         ({"global_step": -5}, "its global_step is -5"),
+                         ({"lr_schedulers": "x"}, "its lr_schedulers are not a scheduler's state")):
+        torch.save({**good, **change}, last)
+        before = last.read_bytes()
+        code, err = _run(main, _args(dataset_dir, out, "--max-steps", "4"), capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and f"{last} is damaged ({said})" in err, err
+        assert "--fresh" in err and last.read_bytes() == before
+    torch.save(good, last)
+    assert train(_args(dataset_dir, out, "--max-steps", "4"))["global_step"] == 4  # the run itself goes on
+
+
 @pytest.mark.parametrize("damage", ["empty", "truncated", "crafted"])
 def test_a_damaged_last_ckpt_stops_the_resume_with_one_line(dataset_dir, tmp_path, capsys, damage):
     from othello_learn.train.train import main
@@ -385,6 +406,11 @@ def test_a_folder_that_is_not_a_training_run_is_refused_untouched(dataset_dir, t
     empty = tmp_path / "empty"
     empty.mkdir()
     assert train(_args(dataset_dir, empty, "--max-steps", "1"))["global_step"] == 1  # an empty folder is fine
+    (empty / "metrics.json").unlink()
+    (empty / "metrics.json").mkdir()  # found after the training before
+    code, err = _run(main, _args(dataset_dir, empty, "--max-steps", "2"), capsys)
+    assert code == 2 and "metrics.json there is a folder, where the run writes a file" in err
+    (empty / "metrics.json").rmdir()
     assert train(_args(dataset_dir, empty, "--max-steps", "2"))["global_step"] == 2  # and then resumes as a run
 
 
@@ -1158,6 +1184,7 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["data.num_workers=-1"], "data.num_workers: must be at least 0, got -1"),
     (["data.num_workers=129"], "data.num_workers: must be at most 128, got 129"),  # 100000 processes hung
     (["trainer.max_steps=-2"], "trainer.max_steps: must be at least -1, got -2"),
+    (["trainer.gradient_clip_val=-1.0"], "trainer.gradient_clip_val: must be at least 0, got -1.0"),  # taken as given
     (["trainer.max_epochs=0"], "trainer.max_epochs: 0 trains nothing"),
     (["model.width=true"], "model.width: expected an integer, got True"),
     (["optim.scheduler=a: b: c"], "optim.scheduler: expected one of onecycle, cosine, none, got 'a: b: c'"),

@@ -222,7 +222,8 @@ class RunConfig:
             if self.init == "random" and value:
                 raise UserError(f"{flag} grows the --init checkpoint's network; with --init random, set {instead}")
         if self.init != "random" and not Path(self.init).is_file():
-            raise UserError(f"--init {self.init}: no such checkpoint file (or give 'random')")
+            what = "a folder, not a checkpoint file" if Path(self.init).is_dir() else "no such checkpoint file"
+            raise UserError(f"--init {self.init}: {what} (or give 'random')")
         given = [f"--arch-{k}" for k in ("blocks", "width", "encoder") if getattr(self, f"arch_{k}") != RANDOM_INIT[k]]
         if self.init != "random" and given:  # it was ignored, yet recorded as fixed, so a resume without it was refused
             raise UserError(f"{given[0]} shapes the network of --init random; --init {self.init} brings its own "
@@ -590,6 +591,12 @@ def open_run(cfg: RunConfig) -> dict:
     (same run settings, a readable commit point) before anything is written.
     Settings left unset (None) take the run's own value."""
     out = cfg.out
+    for name in RUN_TOP_FILES:  # found now, not after a generation's hour of self-play
+        if (out / name).is_dir():
+            raise UserError(f"{out / name}: a folder, where the run writes a file: move it, or use another --out")
+    for name in ("nets", "stats", "games"):
+        if (out / name).exists() and not (out / name).is_dir():
+            raise UserError(f"{out / name}: a file, where the run keeps a folder: move it, or use another --out")
     cfg_path, state_path = out / "config.json", out / "state.json"
     if cfg_path.exists():
         saved = read_json(cfg_path, "it records the run's settings: restore it from a backup, or start a new --out")

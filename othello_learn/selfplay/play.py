@@ -417,6 +417,10 @@ def main(argv=None, stdin=None, stdout=None) -> int:
         check_output(args.save, "--save", suffixes=(".ggf",))  # a game is saved as GGF; --start resumes only that
 
     colour = args.colour or (resumed[0] if resumed else "black")
+    for flag, value, give in (("--opponent", args.opponent, "a player spec"),
+                              ("--hint-net", args.hint_net, "a checkpoint")):
+        if value == "":  # it read as not given: the default played
+            raise UserError(f"{flag}: empty; give {give}, or leave the flag out")
     spec = args.opponent or (resumed[1] if resumed else DEFAULT_OPPONENT)
     if not args.opponent and resumed and starts_a_program(spec):  # a game file must not run a command line
         raise UserError(f"--start {args.start}: the saved opponent {spec!r} starts a program; "

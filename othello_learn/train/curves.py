@@ -151,7 +151,11 @@ def load_curve(run: Path, metric: str = "val/acc") -> pd.DataFrame:
         raise UserError(f"{run}: its {source} have no numeric 'step' column (not a training log written here?)")
     hours = frame[HOURS] if HOURS in frame else pd.Series(float("nan"), index=frame.index)
     rows = pd.DataFrame({"step": frame["step"], "hours": hours, metric: frame[metric]})
+    if not pd.api.types.is_numeric_dtype(rows[metric]):
+        raise UserError(f"{run}: its {source} hold {metric} values that are not numbers (damaged?)")
     rows = rows.dropna(subset=[metric]).drop_duplicates("step", keep="last").sort_values("step")
+    if rows.empty:  # an empty plot, exit 0, before
+        raise UserError(f"{run}: its {source} have no value of {metric} (only blanks or NaN)")
     return pd.DataFrame({"positions": (rows["step"].to_numpy() + 1) * batch, "hours": rows["hours"].to_numpy(),
                          metric: rows[metric].to_numpy()})
 

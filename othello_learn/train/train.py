@@ -238,7 +238,7 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
     minimum = {("model", "depth"): 1, ("model", "width"): 1, ("model", "blocks"): 1, ("data", "batch_size"): 1,
                ("data", "train_positions"): 1, ("data", "val_positions"): 1, ("data", "num_workers"): 0,
                ("optim", "weight_decay"): 0, ("optim", "value_weight"): 0, ("optim", "label_smoothing"): 0,
-               ("trainer", "max_epochs"): -1, ("trainer", "max_steps"): -1}
+               ("trainer", "max_epochs"): -1, ("trainer", "max_steps"): -1, ("trainer", "gradient_clip_val"): 0}
     for (section, key), low in minimum.items():
         value = cfg[section].get(key)
         if value is not None and value < low:
@@ -497,6 +497,29 @@ def split_overlap(dm) -> str | None:
     return "; ".join(shared) or None
 
 
+def _damaged_state(ckpt: dict) -> str | None:
+    """What in a Lightning checkpoint its restore would trip over with a traceback (a TypeError in
+    the loops, a KeyError in the optimizer), or resume from wrongly (a negative step)."""
+    loops = ckpt["loops"]
+    if not isinstance(loops, dict) or not isinstance(loops.get("fit_loop"), dict):
+        return "its loops are not Lightning's loop state"
+    for key in ("global_step", "epoch"):
+        value = ckpt.get(key, 0)
+        if type(value) is not int or value < 0:
+            return f"its {key} is {value!r}"
+    optimizers = ckpt.get("optimizer_states", [])
+    if not isinstance(optimizers, list) or not all(
+            isinstance(o, dict) and isinstance(o.get("state"), dict) and isinstance(o.get("param_groups"), list)
+            for o in optimizers):
+        return "its optimizer_states are not an optimizer's state"
+    schedulers = ckpt.get("lr_schedulers", [])
+    if not isinstance(schedulers, list) or not all(isinstance(x, dict) for x in schedulers):
+        return "its lr_schedulers are not a scheduler's state"
+    if not isinstance(ckpt["state_dict"], dict):
+        return "its state_dict is not a network's weights"
+    return None
+
+
 def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
     """Read ``last.ckpt`` before training: a truncated or foreign file, or one of another
     network than the config's, is a one-line error suggesting ``--fresh``; so is one of other
@@ -529,6 +552,10 @@ def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
         if differ:
             raise UserError(f"cannot resume from {path}: the run trained on other data or batches "
                             f"({'; '.join(differ)}); use the run's own settings, or another --out for a new run")
+    damaged = _damaged_state(ckpt)  # after the settings: a run of another network is named as that first
+    if damaged:
+        raise UserError(f"cannot resume: {path} is damaged ({damaged}); rerun with --fresh to start over "
+                        f"(the best checkpoints in {path.parent} are kept)")
     return int(ckpt.get("global_step", 0))
 
 
@@ -611,6 +638,10 @@ def check_run_folder(out: Path) -> None:
     before anything else: model.pt, config.yaml and metrics.json there are then ours to
     replace. In any other folder they could be the user's, and so could a checkpoints/
     folder holding files but none of our checkpoints (this repository's own, say)."""
+    for name in RUN_FILES:  # found now: a folder in a file's place stopped the run after its training
+        if (out / name).is_dir():
+            raise UserError(f"--out {out}: {name} there is a folder, where the run writes a file; "
+                            "move it, or choose another --out")
     ckpts = out / "checkpoints"
     if ckpts.is_dir():
         names = sorted(temp_target(p.name) or p.name for p in ckpts.iterdir())
