@@ -641,6 +641,9 @@ class FakeWandb:
     ("outcome", lambda a: a * 3, "an outcome beyond"),
     ("game", lambda a: a + 10**6, "a game the file does not hold"),
     ("ply", lambda a: a.astype(str), "field 'ply'"),
+    ("history", lambda a: np.full_like(a, 100), "a history move outside -1..64"),
+    ("opponent", lambda a: np.full_like(a, np.uint64(2**64 - 1)), "a square held by both sides"),
+    ("moves", lambda a: np.full_like(a, 99), "a game move outside -1..64"),
 ])
 def test_a_games_file_out_of_shape_is_refused_naming_what_is_wrong(games, tmp_path, field, edit, said):
     """Only the keys were checked: a NaN policy trained and committed a NaN network, misaligned

@@ -84,7 +84,8 @@ class SelfPlayGames:
         """A ValueError naming the first field out of shape: arrays that do not line up (a sample
         without its policy), numbers of the wrong kind (bitboards as floats lose squares), a policy
         or value that is not finite (a NaN network committed as the next generation), outcomes
-        beyond ±1, samples of games the file does not hold."""
+        beyond ±1, samples of games the file does not hold, moves that are no square or pass, a
+        square held by both sides."""
         n, games = len(self.policy), len(self.winner)  # the samples are the targets; the games, their results
         shapes = {"history": (n, HISTORY), "policy": (n, 64)}
         for name, kinds in self._KINDS.items():
@@ -99,6 +100,11 @@ class SelfPlayGames:
             raise ValueError("a policy or value that is not a finite number (or a negative probability)")
         if n and (np.abs(self.outcome.astype(np.int64)).max() > 1 or self.game.min() < 0 or self.game.max() >= games):
             raise ValueError("an outcome beyond ±1, or a sample of a game the file does not hold")
+        history = self.history.astype(np.int64)
+        if n and (history.min() < -1 or history.max() > 64 or (self.player & self.opponent).any()):
+            raise ValueError("a history move outside -1..64, or a square held by both sides")
+        if self.moves is not None and self.moves.size and (self.moves.min() < -1 or self.moves.max() > 64):
+            raise ValueError("a game move outside -1..64")
 
     @classmethod
     def concat(cls, parts: list["SelfPlayGames"]) -> "SelfPlayGames":
