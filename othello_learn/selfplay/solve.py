@@ -187,7 +187,7 @@ def main(argv=None) -> int:
     parser.add_argument("positions", type=Path, help="OBF file: one position a line ('<64 of X/O/-> X;'), "
                         "optionally with Edax's scored moves ('... X; g8:+18; h1:+12;'), which grade the answers")
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the answers here as a list of records")
+    parser.add_argument("--json", type=Path, metavar="OUT.json", help="also write the answers here as a list of records")
     parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
     if args.json is not None:
