@@ -122,7 +122,9 @@ def main(argv=None) -> int:
     # Outputs before the hours of training: --out holds the comparison's runs and logs, nothing else.
     check_output(args.out, "--out", folder=True)
     ours = re.compile(rf"({'|'.join(map(re.escape, VARIANTS))})_seed\d+(\.log)?")
-    theirs = sorted(p.name for p in args.out.iterdir() if not ours.fullmatch(p.name)) if args.out.is_dir() else []
+    outputs = {Path(p).resolve() for p in (args.json, args.plot) if p}  # a rerun's own report, written there
+    theirs = sorted(p.name for p in args.out.iterdir() if not ours.fullmatch(p.name) and p.resolve() not in outputs) \
+        if args.out.is_dir() else []
     if theirs:
         raise UserError(f"--out {args.out}: holds {theirs[0]!r}, not a comparison's run; "
                         "choose a new or an empty folder")

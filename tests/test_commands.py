@@ -329,6 +329,23 @@ def test_benchmark_flags_are_checked_as_they_are_parsed(capsys, name, argv, expe
     assert e.value.code == 2 and expected in err and len(err.splitlines()) == 1
 
 
+def test_the_recipe_comparisons_own_report_in_its_out_folder_is_no_stranger(tmp_path, capsys):
+    """A rerun (more seeds) with --json and --plot inside --out was refused as a foreign folder."""
+    out = tmp_path / "cmp"
+    (out / "base_seed0").mkdir(parents=True)
+    (out / "summary.json").write_text("{}")
+    (out / "notes.txt").write_text("mine")
+    argv = ["--data", str(REPO / "tests"), "--out", str(out), "--json", str(out / "summary.json"), "--plot"]
+    assert run_main(_benchmark("recipe_compare").main, argv + [str(out / "curves.txt")]) == 2
+    assert "holds 'notes.txt', not a comparison's run" in capsys.readouterr().err
+    (out / "notes.txt").unlink()
+    assert run_main(_benchmark("recipe_compare").main, argv + [str(out / "curves.txt")]) == 2
+    assert "--plot" in capsys.readouterr().err  # past the --out check: summary.json is the --json
+    (out / "curves.png").write_text("")
+    assert run_main(_benchmark("recipe_compare").main, argv + [str(out / "curves.pdf")]) == 2
+    assert "holds 'curves.png', not a comparison's run" in capsys.readouterr().err
+
+
 def test_the_dataset_benchmark_without_wthor_files_says_how_to_give_them(capsys, monkeypatch):
     """It passed the string "None" on to the builder, which then failed in two lines."""
     module = _benchmark("build_dataset")

@@ -412,6 +412,10 @@ def test_a_folder_that_is_not_a_training_run_is_refused_untouched(dataset_dir, t
     assert code == 2 and "metrics.json there is a folder, where the run writes a file" in err
     (empty / "metrics.json").rmdir()
     assert train(_args(dataset_dir, empty, "--max-steps", "2"))["global_step"] == 2  # and then resumes as a run
+    stray = tmp_path / "stray"  # a run killed before its first checkpoint, then a file manager's .DS_Store
+    (stray / "checkpoints").mkdir(parents=True)
+    (stray / "checkpoints" / ".DS_Store").write_text("")
+    assert train(_args(dataset_dir, stray, "--max-steps", "1"))["global_step"] == 1
 
 
 @pytest.mark.parametrize("setting, value, missing", [
@@ -1192,7 +1196,7 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["model.width=4097"], "model.width: must be at most 4096, got 4097"),  # the typo's allocation, a traceback
     (["model.arch=resnet", "model.blocks=1001"], "model.blocks: must be at most 1000, got 1001"),
     (["model.depth=1001"], "model.depth: must be at most 1000, got 1001"),
-    (["model.depth=1000", "model.width=4096"], "model.width: depth 1000 with width 4096: about 150,994,944,000"),
+    (["model.depth=1000", "model.width=4096"], "model.depth: depth 1000 with width 4096: about 150,994,944,000"),
     (["trainer.max_time={minutes: 1e400}"], "trainer.max_time: not a time budget such as {hours: 2}"),
     (["trainer.max_time={fortnights: 1}"], "trainer.max_time: not a time budget such as {hours: 2}"),
     # Lightning's: a modulo by zero a step in, leaving a run folder behind; "has to be ... an int" for -1

@@ -60,8 +60,8 @@ class MoveNet(nn.Module):
         """``batch``: a ``othello_learn.models.batch`` dict; its optional ``legal`` mask is used as given."""
         x = self.encode_fn(batch)
         weights = next(self.parameters())
-        if x.dtype != weights.dtype and not torch.is_autocast_enabled(x.device.type):
-            x = x.to(weights.dtype)  # a net cast whole (Lightning's 64-true, bf16-true): the planes are fp32
+        if x.dtype != weights.dtype:  # a net cast whole (Lightning's 64-true, bf16-true): the planes are fp32
+            x = x.to(weights.dtype)  # (under autocast the weights are fp32 too: nothing to do)
         logits, value = self.trunk(x)
         legal = batch.get("legal")
         out = {"policy": masked(logits, legal if legal is not None else legal_mask(batch["player"], batch["opponent"]))}

@@ -254,7 +254,9 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
     try:  # and together (NetConfig's MAX_WEIGHTS): each size within its limit can still be terabytes
         NetConfig.from_dict(cfg["model"])
     except NetConfigError as e:
-        fail("model", "width", str(e))
+        layers = "depth" if cfg["model"].get("arch", "reference") == "reference" else "blocks"
+        width = origin.get(("model", "width"))  # the other setting to blame, with where it came from
+        fail("model", layers, f"{e}" + (f" (width {width})" if width else ""))
     budget = cfg["trainer"].get("max_time")
     if isinstance(budget, dict):  # Lightning builds a timedelta of it after the set-up, or an OverflowError
         try:
@@ -644,7 +646,8 @@ def check_run_folder(out: Path) -> None:
                             "move it, or choose another --out")
     ckpts = out / "checkpoints"
     if ckpts.is_dir():
-        names = sorted(temp_target(p.name) or p.name for p in ckpts.iterdir())
+        names = sorted(temp_target(p.name) or p.name for p in ckpts.iterdir()
+                       if temp_target(p.name) or not p.name.startswith("."))  # a .DS_Store is no one's run
         if names and not any(CHECKPOINT_NAME.fullmatch(name) for name in names):
             raise UserError(f"--out {out}: its checkpoints/ folder is not a training run's (it holds {names[0]!r}"
                             f"{f' and {len(names) - 1} more' if len(names) > 1 else ''}, no last.ckpt or "
