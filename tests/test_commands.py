@@ -346,6 +346,24 @@ def test_the_recipe_comparisons_own_report_in_its_out_folder_is_no_stranger(tmp_
     assert "holds 'curves.png', not a comparison's run" in capsys.readouterr().err
 
 
+def test_the_recipe_comparison_checks_its_paths_before_any_training(tmp_path, capsys):
+    """Each call ends at the --plot check at the latest (a .txt plot), so none can start a training."""
+    compare = _benchmark("recipe_compare").main
+    (tmp_path / "a_file").write_text("x")
+    run = tmp_path / "cmp"
+    (run / "base_seed0").mkdir(parents=True)
+    (run / "base_seed0.log").write_text("")  # a rerun's own log is no stranger
+    for argv, said in ((["--out", str(tmp_path / "a_file")], "is a file; give a folder"),
+                       (["--out", str(run)], "--plot"),
+                       (["--out", str(run), "--json", str(tmp_path / "s.txt")], "expected a .json file name"),
+                       (["--out", str(run), "--data", str(tmp_path / "nodata")], "--data")):
+        argv = ["--data", str(REPO / "tests"), *argv, "--plot", str(tmp_path / "c.txt")]
+        assert run_main(compare, argv) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert sorted(p.name for p in run.iterdir()) == ["base_seed0", "base_seed0.log"]
+
+
 def test_the_dataset_benchmark_without_wthor_files_says_how_to_give_them(capsys, monkeypatch):
     """It passed the string "None" on to the builder, which then failed in two lines."""
     module = _benchmark("build_dataset")

@@ -140,6 +140,7 @@ def test_ggf_other_start_position():
     ("(;GM[Othello]TY[8]" + START_BO + "B[f5/nan/];)", "ply 1: bad number 'nan'"),  # float() reads it; no
     ("(;GM[Othello]TY[8]" + START_BO + "B[f5//inf];)", "ply 1: bad number 'inf'"),  # writer could write it
     ("(;GM[Othello]TY[8]" + START_BO + "B[f5]W[d6/1e400/];)", "ply 2: bad number '1e400'"),
+    ("(;GM[Othello]TY[8]" + START_BO + "B[f5/abc/];)", "ply 1: bad number 'abc'"),
 ])
 def test_ggf_errors_name_the_place(bad, where):
     with pytest.raises(FormatError, match=None) as e:

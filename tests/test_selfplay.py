@@ -648,6 +648,33 @@ class FakeWandb:
 def test_a_games_file_out_of_shape_is_refused_naming_what_is_wrong(games, tmp_path, field, edit, said):
     """Only the keys were checked: a NaN policy trained and committed a NaN network, misaligned
     samples trained on the wrong targets, a 2-D outcome ended in a traceback."""
+    _refused_after(games, tmp_path, field, edit, said)
+
+
+def _set_first(value):
+    def edit(a):
+        a = a.copy()
+        a.reshape(-1)[0] = value
+        return a
+    return edit
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("history", 65, "a history move outside -1..64"), ("history", -2, "a history move outside -1..64"),
+    ("moves", 65, "a game move outside -1..64"), ("moves", -2, "a game move outside -1..64")])
+def test_a_move_just_past_its_range_is_refused_and_the_edges_load(games, tmp_path, field, value, said):
+    _refused_after(games, tmp_path, field, _set_first(value), said)
+    for edge in (-1, 64):
+        path = tmp_path / f"edge{edge}.npz"
+        games.save(path)
+        with np.load(path) as f:
+            arrays = {k: f[k] for k in f.files}
+        arrays[field] = _set_first(edge)(arrays[field])
+        np.savez(path, **arrays)
+        rl_loop.load_games(path, "a remedy")
+
+
+def _refused_after(games, tmp_path, field, edit, said):
     path = tmp_path / "gen_0001.npz"
     games.save(path)
     with np.load(path) as f:

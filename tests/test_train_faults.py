@@ -81,7 +81,12 @@ def test_a_last_ckpt_damaged_inside_stops_the_resume_with_one_line(dataset_dir, 
     for change, said in (({"loops": "x"}, "its loops are not Lightning's loop state"),
                          ({"optimizer_states": [{"x": 1}]}, "its optimizer_states are not an optimizer's state"),
                          ({"global_step": -5}, "its global_step is -5"),
-                         ({"lr_schedulers": "x"}, "its lr_schedulers are not a scheduler's state")):
+                         ({"lr_schedulers": "x"}, "its lr_schedulers are not a scheduler's state"),
+                         ({"optimizer_states": [{"param_groups": good["optimizer_states"][0]["param_groups"]}]},
+                          "its optimizer_states are not an optimizer's state"),
+                         ({"loops": {"x": 1}}, "its loops are not Lightning's loop state"),  # a KeyError before
+                         ({"epoch": -1}, "its epoch is -1"),
+                         ({"state_dict": [1]}, "its state_dict is not a network's weights")):
         torch.save({**good, **change}, last)
         before = last.read_bytes()
         code, err = _run(main, _args(dataset_dir, out, "--max-steps", "4"), capsys)
@@ -1231,6 +1236,15 @@ def test_a_network_cast_whole_trains(dataset_dir, tmp_path, precision):
 
     metrics = train(_args(dataset_dir, tmp_path / "run", "--max-steps", "2", "--precision", precision))
     assert metrics["global_step"] == 2 and (tmp_path / "run" / "model.pt").exists()
+
+
+def test_the_combined_size_error_blames_the_layers_and_says_where_width_came_from():
+    from othello_learn.train.train import load_config
+
+    with pytest.raises(UserError) as refused:
+        load_config(None, ["model.arch=resnet", "model.blocks=1000", "model.width=4096"])
+    said = str(refused.value)
+    assert said.startswith("model.blocks: blocks 1000 with width 4096") and "(width from --set model.width=4096)" in said
 
 
 def test_the_config_check_lets_the_edges_inside_through():

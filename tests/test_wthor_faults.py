@@ -618,6 +618,16 @@ def test_a_dataset_with_an_impossible_ply_or_range_is_refused_on_opening(tmp_pat
         with pytest.raises(dataset.DatasetError, match=said) as e:
             dataset.WthorDataset(_tiny_dataset(tmp_path / name, [good[0], {**good[1], **bad}], [0, 2]))
         assert isinstance(e.value, UserError)  # one line from every command, benchmarks too
+    with pytest.raises(dataset.DatasetError, match=r"position 1: history \[65, -1, -1, -1\] is not -1..64"):
+        dataset.WthorDataset(_tiny_dataset(tmp_path / "hist", [good[0], {**good[1], "history": [65, -1, -1, -1]}],
+                                           [0, 2]))
+
+
+def test_a_damaged_record_past_the_first_chunk_is_named_by_its_own_index(tmp_path, monkeypatch):
+    monkeypatch.setattr(dataset.WthorDataset._check, "__defaults__", (1,))  # one record a chunk
+    good = [{"move": 37, "ply": 0}, {"move": 43, "ply": 59}]
+    with pytest.raises(dataset.DatasetError, match="position 1: a square held by both"):
+        dataset.WthorDataset(_tiny_dataset(tmp_path / "d", [good[0], {**good[1], "opponent": 1 << 43}], [0, 2]))
 
 
 def test_years_whose_position_ranges_overlap_are_refused_on_opening(tmp_path):
