@@ -288,6 +288,16 @@ def test_every_benchmark_runs_through_run_main():
         assert "sys.exit(run_main(main))" in source and "def main(argv=None)" in source, path.name
 
 
+@pytest.fixture
+def no_training(monkeypatch):
+    """recipe_compare starts train.py subprocesses once its checks pass: a check that let bad input
+    through must fail the test, not train into the checkout (a mutant did, in a clone)."""
+    def refused(*args, **kwargs):
+        raise AssertionError(f"a subprocess was started: {args[0] if args else kwargs}")
+
+    monkeypatch.setattr(subprocess, "run", refused)
+
+
 @pytest.mark.parametrize("name, argv, expected", [
     ("encoders", ["--repeats", "3"], "--repeats 3: expected 3 positive counts"),
     ("encoders", ["--repeats", "1,0,2"], "--repeats 1,0,2: expected 3 positive counts"),
@@ -306,7 +316,7 @@ def test_every_benchmark_runs_through_run_main():
     ("recipe_compare", ["--data", str(REPO / "tests"), "--out", "no/such/folder", "--plot", "curves.txt"],
      "--plot curves.txt: matplotlib cannot write .txt files"),
 ])
-def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected):
+def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected, no_training):
     module = _benchmark(name)
     capsys.readouterr()
     assert run_main(module.main, argv) == 2
@@ -329,7 +339,7 @@ def test_benchmark_flags_are_checked_as_they_are_parsed(capsys, name, argv, expe
     assert e.value.code == 2 and expected in err and len(err.splitlines()) == 1
 
 
-def test_the_recipe_comparisons_own_report_in_its_out_folder_is_no_stranger(tmp_path, capsys):
+def test_the_recipe_comparisons_own_report_in_its_out_folder_is_no_stranger(tmp_path, capsys, no_training):
     """A rerun (more seeds) with --json and --plot inside --out was refused as a foreign folder."""
     out = tmp_path / "cmp"
     (out / "base_seed0").mkdir(parents=True)
@@ -346,7 +356,7 @@ def test_the_recipe_comparisons_own_report_in_its_out_folder_is_no_stranger(tmp_
     assert "holds 'curves.png', not a comparison's run" in capsys.readouterr().err
 
 
-def test_the_recipe_comparison_checks_its_paths_before_any_training(tmp_path, capsys):
+def test_the_recipe_comparison_checks_its_paths_before_any_training(tmp_path, capsys, no_training):
     """Each call ends at the --plot check at the latest (a .txt plot), so none can start a training."""
     compare = _benchmark("recipe_compare").main
     (tmp_path / "a_file").write_text("x")
