@@ -243,14 +243,13 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
         value = cfg[section].get(key)
         if value is not None and value < low:
             fail(section, key, f"must be at least {low}, got {value!r}")
-    # a typo's extra digits would allocate until memory runs out, then end in a traceback
-    for key, high in SIZE_LIMITS.items():
-        value = cfg["model"].get(key)
+    # a typo's extra digits would allocate until memory runs out, then end in a traceback (or, for
+    # the loader's workers, start 100000 processes and hang)
+    maximum = {**{("model", key): high for key, high in SIZE_LIMITS.items()}, ("data", "num_workers"): MAX_WORKERS}
+    for (section, key), high in maximum.items():
+        value = cfg[section].get(key)
         if value is not None and value > high:
-            fail("model", key, f"must be at most {high}, got {value!r}")
-    workers = cfg["data"].get("num_workers")
-    if workers is not None and workers > MAX_WORKERS:  # 100000 processes were started, and the run hung
-        fail("data", "num_workers", f"must be at most {MAX_WORKERS}, got {workers!r}")
+            fail(section, key, f"must be at most {high}, got {value!r}")
     try:  # and together (NetConfig's MAX_WEIGHTS): each size within its limit can still be terabytes
         NetConfig.from_dict(cfg["model"])
     except NetConfigError as e:
