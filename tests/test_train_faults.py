@@ -327,6 +327,94 @@ def test_a_mid_epoch_resume_trains_on_exactly_the_rest_of_the_epoch(dataset_dir,
     assert len(seen) <= 9 + 2  # and nothing more than a batch drawn ahead at each stop
 
 
+def _record_training_batches(monkeypatch):
+    """The training batches the sampler yields, as (epoch, indices)."""
+    from othello_learn.data import datamodule
+
+    seen = []
+    original = datamodule.EpochBatchSampler.__iter__
+
+    def record(self):
+        for idx in original(self):
+            if self.shuffle:
+                seen.append((self.epoch, tuple(int(i) for i in idx)))
+            yield idx
+
+    monkeypatch.setattr(datamodule.EpochBatchSampler, "__iter__", record)
+    return seen
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_each_epoch_has_its_own_order_and_a_resume_across_epochs_keeps_it(dataset_dir, tmp_path, monkeypatch,
+                                                                          capsys, workers):
+    """Lightning sets the epoch through ``batch_sampler.sampler``; the sampler used to stay at
+    epoch 0, so every epoch of every run repeated the first one's batches. A loader worker
+    draws batches before Lightning sets the epoch: a resumed run's must be the restored one's."""
+    from othello_learn.data.datamodule import EpochBatchSampler
+    from othello_learn.train.train import main, train
+
+    seen = _record_training_batches(monkeypatch)
+    common = ("--train-positions", "256", "--max-epochs", "3", "--checkpoint-every", "2",  # 4 batches an epoch
+              "--set", f"data.num_workers={workers}")
+    assert train(_args(dataset_dir, tmp_path / "whole", *common))["global_step"] == 12
+    whole, seen[:] = list(seen), []
+    expected = []
+    for epoch in range(3):
+        sampler = EpochBatchSampler(256, 64, shuffle=True, drop_last=True)
+        sampler.set_epoch(epoch)
+        expected += [(epoch, tuple(b.tolist())) for b in sampler]
+    assert whole == expected and len({b for _, b in whole}) == 12
+
+    out = tmp_path / "resumed"
+    fired = []
+
+    def ctrl_c_once():
+        if not fired:
+            fired.append(1)
+            raise KeyboardInterrupt
+
+    _interrupt_at(monkeypatch, 6, ctrl_c_once)  # inside epoch 1, after the periodic save at step 6
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        assert _run(main, _args(dataset_dir, out, *common), capsys)[0] == 130
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert _step(out / "checkpoints" / "last.ckpt") == 6
+    seen[:] = []
+    assert train(_args(dataset_dir, out, *common))["global_step"] == 12
+    assert seen == whole[6:]  # the rest of epoch 1, then epoch 2
+
+
+def test_a_resume_after_a_limited_epochs_last_batch_starts_the_next_epoch_whole(dataset_dir, tmp_path,
+                                                                                monkeypatch, capsys):
+    """Saved after the last batch trainer.limit_train_batches allows and stopped in the
+    validation after it: the rerun skipped that many batches of the next epoch too."""
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import main, train
+
+    seen = _record_training_batches(monkeypatch)
+    common = ("--train-positions", "640", "--set", "trainer.limit_train_batches=5", "--checkpoint-every", "5",
+              "--max-epochs", "2")
+    assert train(_args(dataset_dir, tmp_path / "whole", *common))["global_step"] == 10
+    whole, seen[:] = list(seen), []
+    out = tmp_path / "resumed"
+    validate = MovePredictor.validation_step
+
+    def ctrl_c(self, batch, batch_idx):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(MovePredictor, "validation_step", ctrl_c)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        assert _run(main, _args(dataset_dir, out, *common), capsys)[0] == 130
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    monkeypatch.setattr(MovePredictor, "validation_step", validate)
+    seen[:] = []
+    assert train(_args(dataset_dir, out, *common))["global_step"] == 10
+    assert seen == whole[5:]  # epoch 1, whole
+
+
 def test_sigterm_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
     from othello_learn.train.train import main
 

@@ -57,6 +57,13 @@ class EpochBatchSampler(torch.utils.data.Sampler):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    @property
+    def sampler(self) -> "EpochBatchSampler":
+        """Lightning calls ``set_epoch`` on ``loader.sampler`` and ``loader.batch_sampler.sampler``
+        only: without this, a batch sampler's epoch stayed 0 and every epoch repeated the first
+        one's order."""
+        return self
+
     def __len__(self) -> int:
         return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
 
@@ -146,7 +153,12 @@ class WthorDataModule(L.LightningDataModule):
 
     def train_dataloader(self):
         loader = self._loader("train", shuffle=True)
-        loader.batch_sampler.skip = self._batches_trained_this_epoch(len(loader))
+        sampler = loader.batch_sampler
+        sampler.skip = self._batches_trained_this_epoch(len(loader))
+        if self.trainer is not None:
+            # Lightning sets the epoch as each epoch starts, but a resumed run's loader workers
+            # draw their first batches before that: start them on the restored epoch.
+            sampler.set_epoch(self.trainer.current_epoch)
         return loader
 
     def _batches_trained_this_epoch(self, per_epoch: int) -> int:
@@ -156,8 +168,11 @@ class WthorDataModule(L.LightningDataModule):
         trainer = self.trainer
         if trainer is None:
             return 0
-        done = trainer.fit_loop.epoch_loop.batch_progress.current.processed  # completed lags by one after a
-        return done if 0 < done < per_epoch else 0                            # save at a batch's end
+        progress = trainer.fit_loop.epoch_loop.batch_progress
+        if progress.is_last_batch:  # the epoch, as trainer.limit_train_batches cuts it, was done: the
+            return 0                # rerun starts the next one (the skip used to carry into it)
+        done = progress.current.processed  # completed lags by one after a save at a batch's end
+        return done if 0 < done < per_epoch else 0
 
     def val_dataloader(self):
         return self._loader("val", shuffle=False)
