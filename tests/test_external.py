@@ -63,6 +63,44 @@ def test_gtp_hang_is_restarted_once_then_reported(tmp_path):
     assert isinstance(e.value, UserError)
 
 
+def test_a_hung_engine_behind_a_wrapper_is_killed_with_it(tmp_path):
+    """Killing the wrapper (sh -c, a launcher script) alone left the engine under it holding
+    the pipes: close() waited for as long as the engine hung, the arena with it."""
+    import os
+    import re
+    import shlex
+    import threading
+
+    pid_file = tmp_path / "pid"
+    wrapped = shlex.quote(f"{FAKE} --hang --pid-file {pid_file}; true")  # sh waits for the engine: no exec
+    hang = make_player(f"gtp:timeout=0.5:sh -c {wrapped}")
+    pos = Position.from_transcript("f5")
+    raised = []
+
+    def match():
+        try:
+            hang.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
+                        np.array([False]), None, moves=[[37]])
+        except EngineError as e:
+            raised.append(str(e))
+        hang.close()
+
+    worker = threading.Thread(target=match, daemon=True)  # a regression fails here, rather than hang
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "close() waited on the hung engine"
+    assert len(raised) == 1 and re.search(r"failed again after a restart.*after f5", raised[0])
+    engine = int(pid_file.read_text())  # the restarted one's; orphaned, init reaps it
+    for _ in range(100):
+        try:
+            os.kill(engine, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"engine {engine} outlived close()")
+
+
 @pytest.mark.parametrize("kind", ["gtp", "nboard"])
 def test_engine_that_exits_at_once_is_an_error_not_a_traceback(kind):
     """Its handshake fails on the restart too: that is the second failure, an EngineError."""

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import queue
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -83,8 +85,9 @@ class EngineProcess:
 
     def start(self) -> None:
         try:
+            # its own process group, so that killing it kills what it started too (_kill)
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, text=True, bufsize=1)
+                                         stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
         except OSError as e:
             raise EngineError(f"cannot start engine {self.command!r}: {e}") from None
         self.lines = queue.Queue()
@@ -100,7 +103,7 @@ class EngineProcess:
             for line in stream:
                 q.put(line.rstrip("\r\n"))
         except (ValueError, OSError):
-            pass  # closed under us: close() gave up waiting (a child still holds the pipe)
+            pass  # closed under us
         q.put(None)  # end of output: the engine exited
 
     def _drain(self, stream):
@@ -149,6 +152,16 @@ class EngineProcess:
             raise EngineDied("the engine closed its output" if status is None else f"the engine exited (status {status})")
         return line
 
+    @staticmethod
+    def _kill(proc: subprocess.Popen) -> None:
+        """The engine's whole process group: a wrapper (``sh -c``, a launcher script) killed
+        alone left the engine under it running and holding the pipes, and ``close`` waited on
+        it for as long as it hung. Only while ``proc`` is unreaped, so its group id is ours."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+
     def close(self, polite: bool = True) -> None:
         """Stop the engine: ``quit`` and a moment to exit, or at once (a hung engine)."""
         if self.proc is None:
@@ -156,7 +169,7 @@ class EngineProcess:
         proc, self.proc = self.proc, None
         try:
             if proc.poll() is None and not polite:
-                proc.kill()
+                self._kill(proc)
                 proc.wait(timeout=5.0)
             elif proc.poll() is None:
                 try:
@@ -167,15 +180,20 @@ class EngineProcess:
                 try:
                     proc.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
+                    self._kill(proc)
                     proc.wait(timeout=5.0)
         finally:
             # The readers reach end of file once the engine has exited; closing the
             # pipes under them instead raised "I/O operation on closed file" in them.
+            # A reader still blocked (a process that left the group holds the pipe)
+            # holds its stream's lock, and closing that stream would wait on it: leave it.
             deadline = time.monotonic() + 1.0
             for t in self.readers:
                 t.join(max(0.0, deadline - time.monotonic()))
+            readers = dict(zip((proc.stdout, proc.stderr), self.readers))
             for s in (proc.stdin, proc.stdout, proc.stderr):
+                if s in readers and readers[s].is_alive():
+                    continue
                 try:
                     s.close()
                 except OSError:
