@@ -686,6 +686,20 @@ def _refused_after(games, tmp_path, field, edit, said):
     assert said in str(e.value) and "a remedy" in str(e.value)
 
 
+def test_wandb_online_without_an_account_is_one_line_before_any_self_play(tmp_path, monkeypatch, capsys):
+    """W&B's "No API key configured" was a 32-line traceback, exit 1."""
+    import wandb
+
+    def no_key(**kwargs):
+        raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
+
+    monkeypatch.setattr(wandb, "init", no_key)
+    monkeypatch.setattr(rl_loop, "play_games", lambda *a, **k: pytest.fail("self-play started"))
+    code, err = cli(LOOP + ["--out", str(tmp_path / "rl"), "--logger", "wandb", "--wandb-online"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--wandb-online: W&B says: No API key configured" in err and "wandb login" in err
+
+
 @pytest.fixture(scope="module")
 def rl_run(tmp_path_factory):
     """A two-generation run, interrupted by Ctrl-C in generation 2's first

@@ -415,6 +415,25 @@ def test_a_resume_after_a_limited_epochs_last_batch_starts_the_next_epoch_whole(
     assert seen == whole[5:]  # epoch 1, whole
 
 
+def test_wandb_online_without_an_account_is_one_line_before_any_training(dataset_dir, tmp_path, monkeypatch,
+                                                                          capsys):
+    """W&B's "No API key configured" came from inside trainer.fit: a 40-line traceback, exit 1."""
+    import wandb
+
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import main
+
+    def no_key(**kwargs):
+        raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
+
+    monkeypatch.setattr(wandb, "init", no_key)
+    monkeypatch.setattr(MovePredictor, "training_step", lambda *a: pytest.fail("training started"))
+    argv = [a if a != "none" else "wandb" for a in _args(dataset_dir, tmp_path / "run", "--wandb-online")]
+    code, err = _run(main, argv, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--wandb-online: W&B says: No API key configured" in err and "wandb login" in err
+
+
 def test_sigterm_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
     from othello_learn.train.train import main
 

@@ -57,6 +57,7 @@ from othello_learn.selfplay.nn_players import PolicyPlayer, check_considered, se
 from othello_learn.selfplay.players import MAX_SIMULATIONS
 from othello_learn.selfplay.registry import make_program
 from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
+from othello_learn.tracking import start_wandb
 
 # The largest count a setting without a limit of its own may be: a typo's extra digits ended in an
 # OverflowError a generation in (numpy's seed spawning), after the run folder was made.
@@ -434,9 +435,10 @@ class Logger:
         import wandb
 
         os.environ.setdefault("WANDB_SILENT", "true")
-        self.run = wandb.init(project=cfg.wandb_project, dir=str(cfg.out), id=state["wandb_id"], resume="allow",
-                              mode="online" if cfg.wandb_online else "offline", config=cfg.to_json(),
-                              name=cfg.out.name)
+        self.run = start_wandb(lambda: wandb.init(
+            project=cfg.wandb_project, dir=str(cfg.out), id=state["wandb_id"], resume="allow",
+            mode="online" if cfg.wandb_online else "offline", config=cfg.to_json(), name=cfg.out.name),
+            cfg.wandb_online)
 
     def log(self, metrics: dict, step: int) -> None:
         if self.run is not None:

@@ -31,6 +31,7 @@ import yaml  # (a Lightning dependency)
 from othello.files import (ArgumentParser, UserError, at_least, atomic_write, check_input, check_output, one_line,
                           remove_stale_temps, run_main, seed_below, temp_target, write_json)
 from othello_learn import HOME, HOME_HELP
+from othello_learn.tracking import start_wandb
 
 
 class _Loader(yaml.SafeLoader):
@@ -786,6 +787,8 @@ def _train(args) -> dict:
         if args.fresh:
             mark_fresh_start(args.out)
         logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
+        if args.logger == "wandb":  # started now, so an account problem is found before any training
+            start_wandb(lambda: logger.experiment, args.wandb_online)
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         callbacks = ([ValidateAtEnd(), best, saver] + ([LearningRateMonitor("step")] if logger else [])
                      + ([TrainingProgressBar()] if trainer_cfg.get("enable_progress_bar", True) else []))
