@@ -763,11 +763,27 @@ def test_a_config_with_aliases_is_refused_before_they_expand(tmp_path):
     levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
     config = tmp_path / "laughs.yaml"
     config.write_text("\n".join(levels) + "\nmodel:\n  depth: *a8\n")
-    with pytest.raises(UserError, match=r"laughs\.yaml: not valid YAML \(an alias \(\*a0, line 2\): configs take plain"):
+    with pytest.raises(UserError, match=r"laughs\.yaml: not valid YAML \(line 2, column 10: an alias \(\*a0\): configs take"):
         load_config(config, [])
     config.write_text("model:\n  depth: 3\nmodel:\n  arch: resnet\n")  # YAML keeps the last in silence
-    with pytest.raises(UserError, match=r"laughs\.yaml: not valid YAML \('model' is given twice \(line 3\)\)"):
+    with pytest.raises(UserError, match=r"laughs\.yaml: not valid YAML \(line 3, column 1: 'model' is given twice\)"):
         load_config(config, [])
+
+
+@pytest.mark.parametrize("text, said", [
+    ("model:\n  arch: reference\n  depth 8\n", "line 3, column 3: could not find expected ':'"),
+    ("model: {arch: reference\n", "line 1, column 8: expected ',' or '}', but got '<stream end>'"),
+    ("model:\n\tarch: reference\n", "line 2, column 1: found character '\\t' that cannot start any token"),
+])
+def test_a_yaml_syntax_error_names_its_line_and_the_problem(tmp_path, text, said):
+    """PyYAML's first line is its context ("while scanning a simple key"): the error said only that."""
+    from othello_learn.train.train import load_config
+
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    with pytest.raises(UserError) as e:
+        load_config(config, [])
+    assert str(e.value) == f"{config}: not valid YAML ({said})"
 
 
 # ---- 4. evaluation --------------------------------------------------------------------------------

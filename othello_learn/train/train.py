@@ -43,7 +43,7 @@ class _Loader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, f"an alias (*{event.anchor}, line {event.start_mark.line + 1}): "
+            raise yaml.composer.ComposerError(None, None, f"an alias (*{event.anchor}): "
                                               "configs take plain values, no anchors or aliases", event.start_mark)
         return super().compose_node(parent, index)
 
@@ -54,7 +54,7 @@ class _Loader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice (line {key_node.start_mark.line + 1})", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -134,6 +134,17 @@ class Origin(str):
         return origin
 
 
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """Where and what: PyYAML's first line is often its context ("while scanning a simple key"),
+    the problem ("could not find expected ':'") coming after it. The place is where that context
+    began (the key without its colon, the unclosed brace), else where the parser stopped."""
+    problem = getattr(e, "problem", None)
+    mark = getattr(e, "context_mark", None) or getattr(e, "problem_mark", None)
+    if not problem:
+        return str(e).splitlines()[0]
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
+
+
 def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
     """(config, where each setting came from) from the YAML file and ``--set`` items."""
     cfg = {s: {} for s in SECTIONS}
@@ -142,7 +153,7 @@ def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
         try:
             loaded = _yaml(Path(path).read_text()) or {}
         except yaml.YAMLError as e:
-            raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+            raise UserError(f"{path}: not valid YAML ({_yaml_problem(e)})") from None
         except UnicodeDecodeError:
             raise UserError(f"{path}: not a YAML config (a binary file; give a train/configs/*.yaml)") from None
         if not isinstance(loaded, dict):
