@@ -205,6 +205,11 @@ class LastCheckpoint(Checkpoint):
     def state_key(self) -> str:
         return f"LastCheckpoint[{self.path.name}]"
 
+    @property
+    def started(self) -> bool:
+        """Whether ``path`` holds this run's progress: training started (or resumed from it)."""
+        return self._saved_step is not None
+
     def _save(self, trainer) -> None:
         trainer.save_checkpoint(self.path, weights_only=False)  # the full resumable state
         self._saved_step = trainer.global_step

@@ -599,6 +599,10 @@ def data_differences(there: dict, now: dict) -> list[str]:
     return differ
 
 
+class SavedInterrupt(KeyboardInterrupt):
+    """Ctrl-C once training had started: last.ckpt holds the progress, which ``main`` says."""
+
+
 @contextmanager
 def interrupts_reraised(saver):
     """Lightning turns Ctrl-C inside ``fit`` or ``test`` into sys.exit(1) after the callbacks'
@@ -607,8 +611,11 @@ def interrupts_reraised(saver):
     try:
         yield
     except SystemExit:
-        if isinstance(saver.interrupted_by, KeyboardInterrupt):
-            raise saver.interrupted_by.with_traceback(None) from None
+        interrupt = saver.interrupted_by
+        if type(interrupt) is KeyboardInterrupt and saver.started:
+            raise SavedInterrupt() from None
+        if isinstance(interrupt, KeyboardInterrupt):
+            raise interrupt.with_traceback(None) from None
         raise
 
 
@@ -884,6 +891,10 @@ def earlier_test(metrics: Path, best_path: str, cfg: dict) -> dict | None:
 def main(argv=None) -> int:
     try:
         train(argv)
+    except SavedInterrupt:
+        print(f"{Path(sys.argv[0]).name}: interrupted; last.ckpt holds the progress: rerun the same command "
+              "to resume", file=sys.stderr)
+        return 130
     except SystemExit as e:
         # Lightning raises its SIGTERMException (a SystemExit) at the next step after SIGTERM,
         # once LastCheckpoint has saved. Looked up, not imported: --help and a bad flag exit
