@@ -686,6 +686,26 @@ def _refused_after(games, tmp_path, field, edit, said):
     assert said in str(e.value) and "a remedy" in str(e.value)
 
 
+def test_dropping_no_resign_on_a_resume_resigns_again_and_each_generation_records_its_threshold(tmp_path, capsys):
+    """--no-resign stored no threshold (null) in state.json, so a run started with it could never
+    resign again, though the flag is resumable; and a --no-resign generation was recorded with a
+    threshold it did not play with."""
+    out = tmp_path / "rl"
+    one = LOOP[:LOOP.index("--generations")] + LOOP[LOOP.index("--generations") + 2:] + [
+        "--games", "4", "--parallel", "4", "--train-steps", "1"]  # cheap generations
+    assert cli(one + ["--out", str(out), "--generations", "1", "--no-resign", "--resign-threshold", "-0.7"],
+               capsys)[0] == 0
+    state = json.loads((out / "state.json").read_text())
+    assert state["resign_threshold"] == -0.7  # calibrated (all 6 games played out: too few, so kept)
+    assert json.loads((out / "stats" / "gen_0001.json").read_text())["resign_threshold"] is None
+    # as a run from before this kept it (null): the resume without the flag starts from --resign-threshold
+    (out / "state.json").write_text(json.dumps({**state, "resign_threshold": None}))
+    code, err = cli(one + ["--out", str(out), "--generations", "2", "--resign-threshold", "-0.7"], capsys)
+    assert code == 0 and "resign threshold -0.7" in err
+    assert json.loads((out / "stats" / "gen_0002.json").read_text())["resign_threshold"] == -0.7
+    assert json.loads((out / "state.json").read_text())["resign_threshold"] == -0.7
+
+
 def test_wandb_online_without_an_account_is_one_line_before_any_self_play(tmp_path, monkeypatch, capsys):
     """W&B's "No API key configured" was a 32-line traceback, exit 1."""
     import wandb

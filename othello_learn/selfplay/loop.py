@@ -85,7 +85,7 @@ class RunConfig:
     # A part is one file of --parallel games: a change mid-generation would replay or skip games.
     parallel: int = opt(512, "games played at once (one part file each)", limits=(1, None, True))
     simulations: int = opt(100, "MCTS simulations per move in self-play", limits=(1, MAX_SIMULATIONS, True))
-    # On a CPU the tree search is single-threaded numpy between network calls: processes of one thread each
+    # On a CPU the tree search runs in one thread between network calls: processes of one thread each
     # keep every core busy where one process of N threads leaves them waiting (1.40x games/hour on 2 cores:
     # benchmarks/selfplay_workers.py).
     workers: int = opt(0, "self-play processes, each playing whole parts on its share of the CPU threads "
@@ -109,7 +109,8 @@ class RunConfig:
                                        limits=(0, None, False))
     temperature_plies: int = opt(12, "plies played by visit-count sampling", resumable=True, limits=(0, None, True))
     no_tree_reuse: bool = opt(False, "start each move's search from scratch", resumable=True)
-    resign_threshold: float = opt(-0.9, "initial threshold (calibrated each generation)", resumable=True,
+    resign_threshold: float = opt(-0.9, "the first generation's threshold, recalibrated after each generation "
+                                  "(a resumed run keeps its calibrated one)", resumable=True,
                                   limits=(-1, 1, True))
     no_resign: bool = opt(False, "never resign", resumable=True)
     no_resign_fraction: float = opt(0.1, "share of games always played out", resumable=True, limits=(0, 1, True))
@@ -644,7 +645,7 @@ def open_run(cfg: RunConfig) -> dict:
         write_json(cfg_path, cfg.to_json())
     save_network(net, out / "nets" / "gen_0000.pt")
     state = {"generation": 0, "best": "nets/gen_0000.pt", "trainee": "nets/gen_0000.pt", "elo_best": 0.0,
-             "resign_threshold": None if cfg.no_resign else cfg.resign_threshold, "history": [],
+             "resign_threshold": cfg.resign_threshold, "history": [],
              "wandb_id": f"rl-{int(time.time())}-{os.getpid()}"}
     write_json(state_path, state)
     return state
@@ -706,8 +707,9 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         raise UserError(f"{p['parts']}: a link, not a folder of this run's self-play parts: remove the link "
                         "and rerun the same command")
     if not p["games"].exists():
+        threshold = None if cfg.no_resign else calibrated_threshold(state, cfg)  # --no-resign: from any generation on
         print(f"generation {gen}: best {state['best']}, resign threshold "
-              f"{'none (--no-resign)' if cfg.no_resign else state['resign_threshold']}", file=sys.stderr)
+              f"{'none (--no-resign)' if threshold is None else threshold}", file=sys.stderr)
         dev = torch.device(cfg.device)
         best = cfg.out / state["best"]
         net = load_net(best, dev, COMMITTED).to(dev)  # checked here, before any worker starts
@@ -716,7 +718,6 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
             load_games(path, COMMITTED)
         if state["trainee"] != state["best"]:  # the same file was read just above
             load_net(cfg.out / state["trainee"], torch.device("cpu"), COMMITTED)
-        threshold = None if cfg.no_resign else state["resign_threshold"]  # --no-resign: from any generation on
         sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=threshold,
                             no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
         seeds = generation_seeds(cfg, gen)["self_play"]
@@ -736,7 +737,8 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         merged = [kept[path] if path in kept else load_games(path, REPLAYED) for path, _, _ in parts]
         SelfPlayGames.concat(merged).save(p["games"])
         write_json(p["self_play"], {"seconds": seconds, "games_played": played, "workers": workers,
-                                    "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None})
+                                    "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None,
+                                    "resign_threshold": threshold})
     if p["parts"].exists():  # our parts, now in the merged file (also after a kill during this clean-up)
         for path in _part_paths(cfg, p):
             path.unlink(missing_ok=True)
@@ -954,6 +956,12 @@ def gate(cfg: RunConfig, gen: int) -> Path:
     return p["gate"]
 
 
+def calibrated_threshold(state: dict, cfg: RunConfig) -> float:
+    """The run's calibrated resign threshold. Runs started with --no-resign before 2026-11-26
+    kept none (null), and so could never resign again: they start from --resign-threshold."""
+    return cfg.resign_threshold if state["resign_threshold"] is None else state["resign_threshold"]
+
+
 def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
     """Generation ``gen`` recorded: the candidate promoted if it won the gate,
     the resign threshold recalibrated on the played-out games, state.json
@@ -972,7 +980,12 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
                 else {"games_per_hour": None})
     promoted = cfg.continuous or (result["score"] is not None and result["score"] > cfg.gate_threshold)
     elo_candidate = state["elo_best"] + gate_elo_gain(result)
-    threshold = state["resign_threshold"]
+    # The threshold the games were played with (None: --no-resign); a stats file from before
+    # 2026-11-26 does not say, and the state's was the one then.
+    threshold = sp_stats.get("resign_threshold", state["resign_threshold"])
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not math.isfinite(threshold)):
+        raise UserError(f"{p['self_play']}: not a resign threshold: {threshold!r}: {REDONE}")
     frr, n_low = false_resign_rate(games, threshold) if threshold is not None else (0.0, 0)
     n = len(games.winner)
     record = {
@@ -1005,7 +1018,8 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
     write_json(p["record"], record)
     state = {**state, "generation": gen, "trainee": f"nets/{p['tag']}.pt",
              "best": f"nets/{p['tag']}.pt" if promoted else state["best"], "elo_best": record["elo_best"],
-             "resign_threshold": calibrate_resign_threshold(games, 0.05, threshold) if threshold is not None else None,
+             # calibrated under --no-resign too (every game is played out then), so dropping it resigns well
+             "resign_threshold": calibrate_resign_threshold(games, 0.05, calibrated_threshold(state, cfg)),
              "history": state["history"] + [record]}
     write_json(cfg.out / "state.json", state)
     if log is not None:

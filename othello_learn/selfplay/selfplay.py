@@ -1,6 +1,7 @@
 """Self-play: many games at once, one batched search per ply for all of them.
 
-Each game records, at every position where the side to move has a choice,
+Each game records, at every position where the side to move has a move (a forced pass is not
+recorded: there is nothing to learn there; a single legal move is, as a one-hot target),
 the compact state and the search's policy target (the root visit distribution of
 PUCT, Gumbel's improved policy, or an even spread over the best moves where the
 position is solved exactly); when the game ends, every record gets the outcome
@@ -46,11 +47,11 @@ class SelfPlayGames:
     opponent: np.ndarray
     history: np.ndarray  # int8 [n, 4]
     black_to_move: np.ndarray
-    policy: np.ndarray  # float16 [n, 64], root visit distribution (PUCT) or improved policy (Gumbel)
+    policy: np.ndarray  # float16 [n, 64], root visits (PUCT), improved policy (Gumbel), even over the best (solved)
     outcome: np.ndarray  # int8, +1 / 0 / -1 for the side to move
     ply: np.ndarray  # uint8
     game: np.ndarray  # int32, game index within this batch
-    value: np.ndarray  # float16, the search's root value for the side to move
+    value: np.ndarray  # float16, the search's root value for the side to move (solved: the exact result's sign)
     winner: np.ndarray  # per game: +1 black, -1 white, 0 draw
     disc_diff: np.ndarray  # per game: black's final disc difference (0 for resigned games)
     resigned: np.ndarray  # per game: ended by resignation
