@@ -370,3 +370,21 @@ def test_an_empty_path_argument_is_refused_in_groups_too(capsys):
         with pytest.raises(SystemExit) as e:
             parser.parse_args(argv)
         assert e.value.code == 2 and "an empty path; give a file or folder name" in capsys.readouterr().err
+
+
+def test_a_session_given_no_lines_reads_none_not_standard_input(monkeypatch):
+    """``inp or sys.stdin``: an empty list of lines read the real standard input instead."""
+    from othello_learn.selfplay.session import serve_lines
+
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("quit\n"))
+    handled = []
+
+    class Engine:
+        def handle(self, line):
+            handled.append(line)
+            return True
+
+    assert serve_lines(Engine(), []) == 0 and handled == []

@@ -77,7 +77,7 @@ class GTPEngine:
     def __init__(self, player: Player, name: str, out=None, err=None, seed: int = 0):
         self.analyst = Analyst(player, seed)
         self.name = name
-        self.out = out or sys.stdout
+        self.out = sys.stdout if out is None else out
         self.err = err or sys.stderr
         self.start = Position()
         self.moves: list[int] = []

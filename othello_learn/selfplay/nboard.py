@@ -73,7 +73,7 @@ class Engine:
     def __init__(self, player: Player, name: str, out=None, err=None, seed: int = 0):
         self.analyst = Analyst(player, seed)
         self.name = "-".join(name.split()) or "othello-learn"  # NBoard reads the name as one word
-        self.out = out or sys.stdout
+        self.out = sys.stdout if out is None else out
         self.err = err or sys.stderr
         self.game = GameRecord()
         self.pos = Position()

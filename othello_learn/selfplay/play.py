@@ -232,7 +232,7 @@ class HumanPlayer(Player):
         return cls(load_network(args[0]))
 
     def select(self, player, opponent, black_to_move, rng, history=None):
-        inp, out = self.inp or sys.stdin, self.out or sys.stdout
+        inp, out = (sys.stdin if self.inp is None else self.inp), (sys.stdout if self.out is None else self.out)
         n = len(player)
         moves = np.empty(n, dtype=np.int64)
         for i in range(n):
@@ -412,7 +412,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
             start = parse_transcript(args.start)
     except ValueError as e:
         raise UserError(f"--start: {e}") from None
-    inp, out = stdin or sys.stdin, stdout or sys.stdout
+    inp, out = (sys.stdin if stdin is None else stdin), (sys.stdout if stdout is None else stdout)
     if args.save is not None:  # found before the game, not after it
         check_output(args.save, "--save", suffixes=(".ggf",))  # a game is saved as GGF; --start resumes only that
 

@@ -45,7 +45,7 @@ def serve_lines(engine, inp=None, out=None, stop: StopOnce | None = None) -> int
     is not lost until its input ends, with every later one ignored."""
     if inp is None and hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
-    lines = iter(inp or sys.stdin)
+    lines = iter(sys.stdin if inp is None else inp)
     try:
         while True:
             if stop is not None:
