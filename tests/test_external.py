@@ -63,10 +63,22 @@ def test_gtp_hang_is_restarted_once_then_reported(tmp_path):
     assert isinstance(e.value, UserError)
 
 
+def _gone_soon(pid: int, what: str) -> None:
+    """Fails unless process ``pid`` is gone within 5 s."""
+    import os
+
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"engine {pid} outlived {what}")
+
+
 def test_a_hung_engine_behind_a_wrapper_is_killed_with_it(tmp_path):
     """Killing the wrapper (sh -c, a launcher script) alone left the engine under it holding
     the pipes: close() waited for as long as the engine hung, the arena with it."""
-    import os
     import re
     import shlex
     import threading
@@ -90,15 +102,7 @@ def test_a_hung_engine_behind_a_wrapper_is_killed_with_it(tmp_path):
     worker.join(10)
     assert not worker.is_alive(), "close() waited on the hung engine"
     assert len(raised) == 1 and re.search(r"failed again after a restart.*after f5", raised[0])
-    engine = int(pid_file.read_text())  # the restarted one's; orphaned, init reaps it
-    for _ in range(100):
-        try:
-            os.kill(engine, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail(f"engine {engine} outlived close()")
+    _gone_soon(int(pid_file.read_text()), "close()")  # the restarted one; orphaned, init reaps it
 
 
 @pytest.mark.parametrize("kind", ["gtp", "nboard"])
@@ -254,7 +258,6 @@ def test_check_can_keep_the_engine_for_the_match():
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
 def test_arena_stopped_by_a_signal_stops_its_engine(tmp_path, sig):
-    import os
     import signal
     import subprocess
 
@@ -271,14 +274,7 @@ def test_arena_stopped_by_a_signal_stops_its_engine(tmp_path, sig):
     arena.send_signal(getattr(signal, sig))
     _, err = arena.communicate(timeout=30)
     assert arena.returncode == (143 if sig == "SIGTERM" else 129), err
-    for _ in range(100):  # the engine was killed and reaped by the arena
-        try:
-            os.kill(engine, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail(f"engine {engine} outlived the arena")
+    _gone_soon(engine, "the arena")  # the engine was killed and reaped by the arena
 
 
 def test_the_first_answer_may_take_the_startup_time_the_rest_only_the_timeout():
