@@ -348,6 +348,11 @@ class StopOnce:
             raise self.raised
 
 
+# The stops a command that holds an external engine or unsaved work unwinds on as on Ctrl-C:
+# a kill, and a closed terminal or dropped ssh session (SIGHUP, where the platform has it).
+STOP_SIGNALS = (signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
+
+
 @contextmanager
 def stop_signals_raise(signals=(signal.SIGTERM,)):
     """Inside the block the first of ``signals`` raises (``StopOnce``), so a command

@@ -14,6 +14,7 @@ from othello.notation import PASS
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.external import EngineError, GTPPlayer, NBoardPlayer
 from othello_learn.selfplay.registry import make_player
+from processes import gone_soon
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"
@@ -63,19 +64,6 @@ def test_gtp_hang_is_restarted_once_then_reported(tmp_path):
     assert isinstance(e.value, UserError)
 
 
-def _gone_soon(pid: int, what: str) -> None:
-    """Fails unless process ``pid`` is gone within 5 s."""
-    import os
-
-    for _ in range(100):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    pytest.fail(f"engine {pid} outlived {what}")
-
-
 def test_a_hung_engine_behind_a_wrapper_is_killed_with_it(tmp_path):
     """Killing the wrapper (sh -c, a launcher script) alone left the engine under it holding
     the pipes: close() waited for as long as the engine hung, the arena with it."""
@@ -102,7 +90,7 @@ def test_a_hung_engine_behind_a_wrapper_is_killed_with_it(tmp_path):
     worker.join(10)
     assert not worker.is_alive(), "close() waited on the hung engine"
     assert len(raised) == 1 and re.search(r"failed again after a restart.*after f5", raised[0])
-    _gone_soon(int(pid_file.read_text()), "close()")  # the restarted one; orphaned, init reaps it
+    gone_soon(int(pid_file.read_text()), "close()")  # the restarted one; orphaned, init reaps it
 
 
 @pytest.mark.parametrize("kind", ["gtp", "nboard"])
@@ -274,7 +262,7 @@ def test_arena_stopped_by_a_signal_stops_its_engine(tmp_path, sig):
     arena.send_signal(getattr(signal, sig))
     _, err = arena.communicate(timeout=30)
     assert arena.returncode == (143 if sig == "SIGTERM" else 129), err
-    _gone_soon(engine, "the arena")  # the engine was killed and reaped by the arena
+    gone_soon(engine, "the arena")  # the engine was killed and reaped by the arena
 
 
 def test_the_first_answer_may_take_the_startup_time_the_rest_only_the_timeout():
@@ -340,3 +328,30 @@ def test_a_position_the_moves_do_not_reach_is_set_up_without_them():
     gtp.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64), np.array([True]), None,
                moves=[[37, 43]])  # the whole game: replayed from the start
     assert gtp.engine.sent == ["clear_board", "play black f5", "play white d6", "genmove black"]
+
+
+def test_an_interrupt_during_the_polite_close_still_kills_the_engine(tmp_path, monkeypatch):
+    """A second Ctrl-C in close()'s wait for the engine to quit left a hung engine running, orphaned."""
+    import subprocess
+
+    from othello_learn.selfplay.external import EngineProcess
+
+    pid_file = tmp_path / "pid"
+    engine = EngineProcess(f"{FAKE} --hang --pid-file {pid_file}", 5.0)
+    engine.start()
+    engine.send("genmove b")  # thinking forever: it will not read quit
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    wait = subprocess.Popen.wait
+
+    def interrupted_wait(self, timeout=None):
+        if timeout == 1.0:  # the polite wait
+            raise KeyboardInterrupt
+        return wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        engine.close()
+    gone_soon(int(pid_file.read_text()), "an interrupted close()")

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import reference_engine as ref
+from processes import gone_soon
 from othello import bitboard as bb
 from othello.files import run_main
 from othello.formats import format_obf
@@ -440,3 +441,26 @@ def test_a_player_that_chooses_an_illegal_move_is_an_error_naming_the_position()
     player.select = second_illegal
     with pytest.raises(RuntimeError, match="chose a1 at position 2, not a legal move"):
         solve(player, positions()[1:3])
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_kill_stops_the_command_and_its_engine(tmp_path, sig):
+    """Killed, the command died at once and left its external engine thinking, orphaned."""
+    import signal
+    import subprocess
+    import time
+
+    start = "-" * 27 + "OX------XO" + "-" * 27 + " X;\n"
+    (tmp_path / "p.obf").write_text(start)
+    pid_file = tmp_path / "pid"
+    fake = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'} --hang --pid-file {pid_file}"
+    proc = subprocess.Popen([sys.executable, "selfplay/solve.py", str(tmp_path / "p.obf"), "--player",
+                             f"gtp:timeout=100:{fake}"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.5)  # the engine is thinking on its genmove
+    proc.send_signal(getattr(signal, sig))
+    assert proc.wait(timeout=30) == (143 if sig == "SIGTERM" else 129)
+    gone_soon(int(pid_file.read_text()), "solve.py")

@@ -434,6 +434,20 @@ def test_wandb_online_without_an_account_is_one_line_before_any_training(dataset
     assert "--wandb-online: W&B says: No API key configured" in err and "wandb login" in err
 
 
+def test_sigterm_before_training_starts_does_not_speak_of_a_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import main
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(MovePredictor, "validation_step", lambda *a: os.kill(os.getpid(), signal.SIGTERM))
+    handler = signal.getsignal(signal.SIGTERM)
+    # in the sanity check, before the first step
+    code, err = _run(main, _args(dataset_dir, out, "--set", "trainer.num_sanity_val_steps=2"), capsys)
+    assert signal.getsignal(signal.SIGTERM) == handler
+    assert code == 143 and err.strip().endswith("terminated") and "last.ckpt" not in err, err
+    assert not (out / "checkpoints" / "last.ckpt").exists()
+
+
 def test_sigterm_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
     from othello_learn.train.train import main
 

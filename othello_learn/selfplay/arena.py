@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import signal
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from othello.files import (ArgumentParser, UserError, atomic_write, bar_pacing, check_distinct, check_output, run_main,
-                          seed_arg, stop_signals_raise, write_json)
+                          STOP_SIGNALS, seed_arg, stop_signals_raise, write_json)
 from othello.game import IllegalMoveError
 from othello.notation import PASS, format_transcript, square_name
 from othello.states import States
@@ -241,7 +240,7 @@ def main(argv=None) -> int:
 
     plies = args.opening_plies if args.opening_plies is not None else default_opening_plies(args.games)
     # SIGTERM and SIGHUP unwind like Ctrl-C, so the engines' processes are stopped with the match.
-    with stop_signals_raise((signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())):
+    with stop_signals_raise(STOP_SIGNALS):
         try:
             for flag, player in (("--a", a), ("--b", b)):
                 try:

@@ -183,6 +183,12 @@ class EngineProcess:
                     self._kill(proc)
                     proc.wait(timeout=5.0)
         finally:
+            if proc.poll() is None:  # a second Ctrl-C during the polite wait: killed all the same
+                self._kill(proc)
+                try:
+                    proc.wait(timeout=5.0)
+                except subprocess.TimeoutExpired:
+                    pass
             # The readers reach end of file once the engine has exited; closing the
             # pipes under them instead raised "I/O operation on closed file" in them.
             # A reader still blocked (a process that left the group holds the pipe)

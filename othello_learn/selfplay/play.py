@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ import numpy as np
 
 from othello import bitboard as bb
 from othello.files import (ArgumentParser, UserError, atomic_write, check_input, check_output, run_main, seed_arg,
-                          stop_signals_raise)
+                          STOP_SIGNALS, stop_signals_raise)
 from othello.formats import FormatError, play_with_passes
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
@@ -465,7 +464,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
             print(f"resuming {args.start}: you play {colour} against {spec}", file=out)
         # Also around the save: a SIGTERM there unwinds through atomic_write, no temp file left.
         # SIGHUP (the terminal closed) is taken too, so a game is not lost with its window.
-        with stop_signals_raise((signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())):
+        with stop_signals_raise(STOP_SIGNALS):
             try:
                 finished = game.play()
             except BaseException:

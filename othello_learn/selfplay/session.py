@@ -5,11 +5,11 @@ differ in their lines; how a session starts, reads and ends does not."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from collections.abc import Callable
 
-from othello.files import ArgumentParser, StopOnce, UserError, seed_arg, stdout_to_devnull, stop_signals_raise
+from othello.files import (STOP_SIGNALS, ArgumentParser, StopOnce, UserError, seed_arg, stdout_to_devnull,
+                          stop_signals_raise)
 from othello_learn.selfplay.players import Player
 from othello_learn.selfplay.registry import PlayerSpecError, make_program
 
@@ -72,7 +72,7 @@ def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> in
     # external engine is closed is ignored (the handler stays for the close), not a death
     # that leaves it running. The player starts inside the block: a kill while an external
     # engine loads (its process already up) unwinds too, and check() stops that process.
-    with stop_signals_raise((signal.SIGTERM,)) as stop:
+    with stop_signals_raise(STOP_SIGNALS) as stop:
         player = None
         try:
             player = session_player(args.player)

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import (ArgumentParser, UserError, check_distinct, check_input, check_output, run_main, seed_arg,
-                          write_json)
+from othello.files import (STOP_SIGNALS, ArgumentParser, UserError, check_distinct, check_input, check_output, run_main,
+                          seed_arg, stop_signals_raise, write_json)
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, move_name, parse_square, square_name
@@ -195,17 +195,21 @@ def main(argv=None) -> int:
     check_distinct({"--json": args.json}, {"positions": args.positions})
     check_input(args.positions, "positions")
     obf = read_obf(args.positions)  # a bad file costs nothing: read before loading any network
-    try:
-        player = make_program(args.player)
-    except PlayerSpecError as e:  # it names the spec
-        raise UserError(f"--player: {e}") from None
-    player.reset()
-    try:
-        records = solve(player, [x.position for x in obf], seed=args.seed,
-                        labels=[label(x, i) for i, x in enumerate(obf, 1)])
-    finally:
-        if hasattr(player, "close"):  # an external engine's process ends with the command
-            player.close()
+    # A kill or a closed terminal unwinds as Ctrl-C does, so an external engine is stopped with
+    # the command instead of thinking on, orphaned (the player starts inside the block).
+    with stop_signals_raise(STOP_SIGNALS):
+        player = None
+        try:
+            try:
+                player = make_program(args.player)
+            except PlayerSpecError as e:  # it names the spec
+                raise UserError(f"--player: {e}") from None
+            player.reset()
+            records = solve(player, [x.position for x in obf], seed=args.seed,
+                            labels=[label(x, i) for i, x in enumerate(obf, 1)])
+        finally:
+            if hasattr(player, "close"):  # an external engine's process ends with the command
+                player.close()
     summary = grade(records, [x.scores() for x in obf])
     if args.json is not None:  # first: a reader that stops early (| head) ends us at a print
         write_json(args.json, records)

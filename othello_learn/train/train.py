@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import (ArgumentParser, UserError, at_least, atomic_write, check_input, check_output, one_line,
-                          remove_stale_temps, run_main, seed_below, temp_target, write_json)
+from othello.files import (ArgumentParser, Terminated, UserError, at_least, atomic_write, check_input, check_output,
+                          one_line, remove_stale_temps, run_main, seed_below, temp_target, write_json)
 from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
 
@@ -610,12 +610,16 @@ def interrupts_reraised(saver):
     was raised (a ``Terminated``: 143)."""
     try:
         yield
-    except SystemExit:
+    except SystemExit as e:
+        from lightning.pytorch.utilities.exceptions import SIGTERMException  # loaded: this is inside fit or test
+
         interrupt = saver.interrupted_by
         if type(interrupt) is KeyboardInterrupt and saver.started:
             raise SavedInterrupt() from None
         if isinstance(interrupt, KeyboardInterrupt):
             raise interrupt.with_traceback(None) from None
+        if isinstance(e, SIGTERMException) and not saver.started:  # before any training: nothing saved
+            raise Terminated() from None
         raise
 
 
