@@ -692,7 +692,7 @@ def test_dropping_no_resign_on_a_resume_resigns_again_and_each_generation_record
     threshold it did not play with."""
     out = tmp_path / "rl"
     one = LOOP[:LOOP.index("--generations")] + LOOP[LOOP.index("--generations") + 2:] + [
-        "--games", "4", "--parallel", "4", "--train-steps", "1"]  # cheap generations
+        "--games", "4", "--parallel", "4", "--train-steps", "1", "--logger", "none"]  # cheap generations
     assert cli(one + ["--out", str(out), "--generations", "1", "--no-resign", "--resign-threshold", "-0.7"],
                capsys)[0] == 0
     state = json.loads((out / "state.json").read_text())

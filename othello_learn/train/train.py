@@ -354,8 +354,11 @@ def make_logger(kind: str, out: Path, name: str, online: bool, project: str, fre
         if not online:
             os.environ.setdefault("WANDB_MODE", "offline")
         # Checkpoints go up as artifacts only when online: offline they are already in OUT.
+        # mode said to wandb.init itself: its settings read WANDB_MODE once a process, so after another
+        # W&B run in the same process (the loop's, a notebook's) an offline run asked for a login
         logger = WandbLogger(project=project, name=name, save_dir=str(out), offline=not online,
-                             id=wandb_run_id(out, fresh), resume="allow", log_model=online)
+                             id=wandb_run_id(out, fresh), resume="allow", log_model=online,
+                             **({} if online else {"mode": "offline"}))
         # Lightning hands wandb.init anonymous=None, which wandb >= 0.19 warns of on every run ("has no
         # effect"); unset, it says nothing. A private dict: where it is not there, the warning stays.
         init_args = getattr(logger, "_wandb_init", None)
