@@ -16,3 +16,13 @@ def gone_soon(pid: int, what: str, seconds: float = 5.0) -> None:
             return
         time.sleep(0.05)
     pytest.fail(f"process {pid} outlived {what}")
+
+
+def pid_written(path, process=None, seconds: float = 60.0) -> int:
+    """The pid a fake engine writes to ``path`` (``--pid-file``) once it runs; fails if
+    ``process`` (the command that starts it) ends first, or after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not (path.exists() and path.read_text()):
+        assert time.monotonic() < deadline and (process is None or process.poll() is None)
+        time.sleep(0.05)
+    return int(path.read_text())

@@ -14,7 +14,7 @@ from othello.notation import PASS
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.external import EngineError, GTPPlayer, NBoardPlayer
 from othello_learn.selfplay.registry import make_player
-from processes import gone_soon
+from processes import gone_soon, pid_written
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'}"
@@ -253,11 +253,7 @@ def test_arena_stopped_by_a_signal_stops_its_engine(tmp_path, sig):
     arena = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "arena.py"), "--a",
                               f"gtp:timeout=100:{FAKE} --hang --pid-file {pid_file}", "--b", "random",
                               "--games", "2", "--quiet"], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not (pid_file.exists() and pid_file.read_text()):
-        assert time.monotonic() < deadline and arena.poll() is None
-        time.sleep(0.05)
-    engine = int(pid_file.read_text())
+    engine = pid_written(pid_file, arena)
     time.sleep(0.5)  # into the match: the engine is thinking forever on its first genmove
     arena.send_signal(getattr(signal, sig))
     _, err = arena.communicate(timeout=30)
@@ -340,10 +336,7 @@ def test_an_interrupt_during_the_polite_close_still_kills_the_engine(tmp_path, m
     engine = EngineProcess(f"{FAKE} --hang --pid-file {pid_file}", 5.0)
     engine.start()
     engine.send("genmove b")  # thinking forever: it will not read quit
-    deadline = time.monotonic() + 30
-    while not (pid_file.exists() and pid_file.read_text()):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    engine_pid = pid_written(pid_file)
     wait = subprocess.Popen.wait
 
     def interrupted_wait(self, timeout=None):
@@ -354,4 +347,4 @@ def test_an_interrupt_during_the_polite_close_still_kills_the_engine(tmp_path, m
     monkeypatch.setattr(subprocess.Popen, "wait", interrupted_wait)
     with pytest.raises(KeyboardInterrupt):
         engine.close()
-    gone_soon(int(pid_file.read_text()), "an interrupted close()")
+    gone_soon(engine_pid, "an interrupted close()")

@@ -14,6 +14,7 @@ from othello.game import Position
 from othello.notation import PASS, square_name
 from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
 from othello_learn.selfplay.gtp_engine import GTPEngine, serve
+from processes import pid_written
 from test_nboard import pass_position
 
 REPO = Path(__file__).resolve().parents[1]
@@ -228,11 +229,7 @@ def test_a_signal_to_the_engine_stops_the_external_player_it_wraps(tmp_path, slo
             f" --slow-start {slow_start}")
     engine = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "gtp.py"), "--player", f"gtp:timeout=60:{fake}"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not (pid_file.exists() and pid_file.read_text()):
-        assert time.monotonic() < deadline and engine.poll() is None
-        time.sleep(0.05)
-    inner = int(pid_file.read_text())
+    inner = pid_written(pid_file, engine)
     engine.send_signal(signal.SIGTERM)
     _, err = engine.communicate(timeout=30)
     assert engine.returncode == 143, err

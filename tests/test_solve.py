@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import reference_engine as ref
-from processes import gone_soon
+from processes import gone_soon, pid_written
 from othello import bitboard as bb
 from othello.files import run_main
 from othello.formats import format_obf
@@ -456,11 +456,8 @@ def test_a_kill_stops_the_command_and_its_engine(tmp_path, sig):
     fake = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'} --hang --pid-file {pid_file}"
     proc = subprocess.Popen([sys.executable, "selfplay/solve.py", str(tmp_path / "p.obf"), "--player",
                              f"gtp:timeout=100:{fake}"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not (pid_file.exists() and pid_file.read_text()):
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    engine = pid_written(pid_file, proc)
     time.sleep(0.5)  # the engine is thinking on its genmove
     proc.send_signal(getattr(signal, sig))
     assert proc.wait(timeout=30) == (143 if sig == "SIGTERM" else 129)
-    gone_soon(int(pid_file.read_text()), "solve.py")
+    gone_soon(engine, "solve.py")

@@ -168,10 +168,7 @@ class EngineProcess:
             return
         proc, self.proc = self.proc, None
         try:
-            if proc.poll() is None and not polite:
-                self._kill(proc)
-                proc.wait(timeout=5.0)
-            elif proc.poll() is None:
+            if polite and proc.poll() is None:
                 try:
                     proc.stdin.write("quit\n")
                     proc.stdin.flush()
@@ -180,10 +177,10 @@ class EngineProcess:
                 try:
                     proc.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
-                    self._kill(proc)
-                    proc.wait(timeout=5.0)
+                    pass
         finally:
-            if proc.poll() is None:  # a second Ctrl-C during the polite wait: killed all the same
+            # a hung engine, one that did not quit, or a second Ctrl-C during the polite wait
+            if proc.poll() is None:
                 self._kill(proc)
                 try:
                     proc.wait(timeout=5.0)

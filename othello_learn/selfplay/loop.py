@@ -347,6 +347,11 @@ HISTORY_NUMBERS = ("elo_best", "gate_score", "elo_candidate", "eval_elo", "eval_
                    "eval_elo_high")
 
 
+def _a_threshold(x) -> bool:
+    """A resign threshold as the run files hold it: a finite number, or None (none kept or used)."""
+    return x is None or (not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x))
+
+
 def read_state(path: Path) -> dict:
     """The run's commit point, checked: a state that does not hold together would
     otherwise fail generations later, or silently train the wrong network."""
@@ -370,9 +375,7 @@ def read_state(path: Path) -> dict:
                             f"or Elo, or holds a number that is not one): {remedy}")
     if not math.isfinite(state["elo_best"]):
         raise UserError(f"{path}: corrupt run state (elo_best {state['elo_best']}): {remedy}")
-    threshold = state.get("resign_threshold", "missing")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                                  or not math.isfinite(threshold)):
+    if not _a_threshold(state.get("resign_threshold", "missing")):
         raise UserError(f"{path}: corrupt run state (no valid 'resign_threshold'): {remedy}")
     if state["generation"] < 0 or len(state["history"]) != state["generation"]:
         raise UserError(f"{path}: corrupt run state (generation {state['generation']} with "
@@ -983,8 +986,7 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
     # The threshold the games were played with (None: --no-resign); a stats file from before
     # 2026-11-26 does not say, and the state's was the one then.
     threshold = sp_stats.get("resign_threshold", state["resign_threshold"])
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                                  or not math.isfinite(threshold)):
+    if not _a_threshold(threshold):
         raise UserError(f"{p['self_play']}: not a resign threshold: {threshold!r}: {REDONE}")
     frr, n_low = false_resign_rate(games, threshold) if threshold is not None else (0.0, 0)
     n = len(games.winner)
