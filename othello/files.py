@@ -348,17 +348,40 @@ class StopOnce:
             raise self.raised
 
 
+def stop_status(e: KeyboardInterrupt) -> tuple[str, int]:
+    """What a command says of a stop, and its exit status: the shell's 128 + the signal."""
+    return (("hung up", 129) if isinstance(e, HangUp) else ("terminated", 143) if isinstance(e, Terminated)
+            else ("interrupted", 130))
+
+
+def say_stopped(message: str) -> None:
+    """Print a stop's message on stderr, which a hang-up may have taken away."""
+    try:
+        print(message, file=sys.stderr)
+    except OSError:  # a hang-up's terminal is gone
+        pass
+
+
 # The stops a command that holds an external engine or unsaved work unwinds on as on Ctrl-C:
 # a kill, and a closed terminal or dropped ssh session (SIGHUP, where the platform has it).
 STOP_SIGNALS = (signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
+
+
+def taken(sig: int) -> bool:
+    """Whether a command may take the stop signal ``sig``: not where it was ignored on purpose
+    (``nohup`` ignores SIGHUP, a shell a background job's SIGINT), and SIGINT only where it
+    is Python's Ctrl-C."""
+    handler = signal.getsignal(sig)
+    return handler is not signal.SIG_IGN and (sig != signal.SIGINT or handler is signal.default_int_handler)
 
 
 @contextmanager
 def stop_signals_raise(signals=(signal.SIGTERM,)):
     """Inside the block the first of ``signals`` raises (``StopOnce``), so a command
     unwinds as on Ctrl-C: nothing half-written, what is done kept; the previous handlers
-    are back after it. SIGINT is taken only where it is Python's Ctrl-C (a background
-    job's is ignored, and stays so). Python lets only the main thread set handlers (a
+    are back after it. A signal ignored when the block begins stays ignored: ``nohup``'s
+    SIGHUP, a background job's SIGINT (which is taken only where it is Python's Ctrl-C).
+    Python lets only the main thread set handlers (a
     command's ``main`` may be called from another, a notebook's say): there the block
     runs with the handlers as they were.
 
@@ -371,8 +394,7 @@ def stop_signals_raise(signals=(signal.SIGTERM,)):
     previous = {}
     stop = StopOnce()
     if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, stop) for sig in sorted(signals)
-                    if sig != signal.SIGINT or signal.getsignal(sig) is signal.default_int_handler}
+        previous = {sig: signal.signal(sig, stop) for sig in sorted(signals) if taken(sig)}
     try:
         yield stop
         stop.check()
@@ -465,10 +487,6 @@ def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | N
         if debug:
             raise
         _close_progress_bars()
-        what, code = (("hung up", 129) if isinstance(e, HangUp) else ("terminated", 143) if isinstance(e, Terminated)
-                      else ("interrupted", 130))
-        try:
-            print(f"{prog}: {what}", file=sys.stderr)
-        except OSError:  # a hang-up's terminal is gone
-            pass
+        what, code = stop_status(e)
+        say_stopped(f"{prog}: {what}")
         return code

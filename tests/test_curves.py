@@ -1,8 +1,11 @@
 """Learning curves: a resumed run's CSV versions are joined; losses are not shown as percents."""
 
+import os
+import signal
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from othello.files import run_main
 from othello_learn.train.curves import is_fraction, load_curve, main
@@ -35,6 +38,26 @@ def test_resumed_run_joins_all_versions(tmp_path):
     assert curve["hours"].tolist() == [0.1, 0.21, 0.3]
     assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 0
     assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("sig, code, said", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
+def test_a_stop_signal_is_one_line_and_leaves_no_plot(tmp_path, monkeypatch, capsys, sig, code, said):
+    from othello_learn.train import curves
+
+    run = tmp_path / "run"
+    _version(run, 0, [{"step": 9, "val/acc": 0.30}])
+
+    def stopped(*a, **k):
+        os.kill(os.getpid(), getattr(signal, sig))
+        pytest.fail("not stopped")
+
+    monkeypatch.setattr(curves, "save_figure", stopped)
+    handler = signal.getsignal(getattr(signal, sig))
+    assert curves_main([str(run), "--out", str(tmp_path / "plots" / "c.png")]) == code
+    assert signal.getsignal(getattr(signal, sig)) == handler
+    err = capsys.readouterr().err
+    assert err.strip().endswith(said) and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "plots").exists() or not list((tmp_path / "plots").iterdir())
 
 
 def test_after_a_fresh_start_only_the_new_runs_logs_are_joined(tmp_path, capsys):

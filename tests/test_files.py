@@ -9,7 +9,8 @@ import stat
 
 import pytest
 
-from othello.files import StopOnce, Terminated, UserError, atomic_path, atomic_write, run_main, stop_signals_raise
+from othello.files import (STOP_SIGNALS, HangUp, StopOnce, Terminated, UserError, atomic_path, atomic_write, run_main,
+                          stop_signals_raise)
 
 
 def test_atomic_write_replaces_whole_files_with_a_plain_mode(tmp_path):
@@ -239,6 +240,25 @@ def test_check_output_refuses_a_folder_this_user_cannot_write(tmp_path, monkeypa
     with pytest.raises(UserError, match=r"^--out .*run: cannot write in .*run \(permission denied\)$"):
         check_output(run, "--out", folder=True)
     check_output(tmp_path / "other", "--out", folder=True)  # a new one is made in tmp_path, which may be written
+
+
+def test_a_hang_up_that_nohup_ignores_stays_ignored():
+    """Under ``nohup`` a closed terminal must not stop a long run: the command leaves an ignored
+    SIGHUP alone, and takes it where it is not ignored."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with stop_signals_raise(STOP_SIGNALS):
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored: the block runs on
+            assert isinstance(signal.getsignal(signal.SIGTERM), StopOnce)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        with pytest.raises(HangUp):
+            with stop_signals_raise(STOP_SIGNALS):
+                _signal_self_and_wait(signal.SIGHUP)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def _signal_self_and_wait(sig=signal.SIGTERM):

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from othello import bitboard as bb
-from othello.files import UserError, run_main
+from othello.files import StopOnce, UserError, run_main
 from othello_learn.models.batch import augment
 from othello_learn.models.nets import NetConfig, build_network, legal_mask, save_network
 from othello_learn.selfplay import loop as rl_loop
@@ -751,23 +751,25 @@ def rl_run(tmp_path_factory):
                            resumed=resumed)
 
 
-def test_sigterm_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
-    """``kill`` (a scheduler ending the job) unwinds like Ctrl-C: exit 143, the
-    generation the rerun resumes from, nothing half-written, the handlers given back."""
+@pytest.mark.parametrize("sig, code, said", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
+def test_a_stop_signal_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, capsys, sig, code, said):
+    """``kill`` (a scheduler ending the job) or a closed terminal unwinds like Ctrl-C: its
+    exit status, the generation the rerun resumes from, nothing half-written, the handlers
+    given back."""
     out = tmp_path / "rl"
     real, calls = rl_loop.play_games, []
 
     def killed_in_the_second_part(*a, **k):
         calls.append(k["seed"])
         if len(calls) == 2:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), getattr(signal, sig))
         return real(*a, **k)
 
     monkeypatch.setattr(rl_loop, "play_games", killed_in_the_second_part)
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    code, err = cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)
-    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
-    assert code == 143 and "terminated; rerun the same command to resume from generation 1" in err, err
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    got, err = cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
+    assert got == code and f"{said}; rerun the same command to resume from generation 1" in err, err
     assert "Traceback" not in err and not [f for f in _files(out) if f.endswith(".tmp")]
     assert len(list((out / "games" / "gen_0001").glob("part_*.npz"))) == 1, "the finished part is kept"
 
@@ -820,6 +822,26 @@ def test_a_failing_worker_is_named_and_the_finished_parts_are_kept(tmp_path, cap
     assert "self-play worker: error: " in err and "a_file" in err and "Traceback" not in err, err
     assert len(SelfPlayGames.load(todo[0][0]).winner) == 2
     assert (tmp_path / "a_file").read_text() == "mine"
+
+
+@pytest.mark.parametrize("nohup", [True, False])
+def test_a_worker_leaves_nohups_hang_up_ignored(tmp_path, nohup):
+    """Under nohup a shell's hang-up still reaches every process of the job: workers that took
+    SIGHUP stopped, and the loop failed naming one; where SIGHUP is not ignored they stop on it."""
+    net = tmp_path / "net.pt"
+    save_network(build_network(NetConfig(**TINY)), net)
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path / "rl")])
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    handlers, threads = {s: signal.getsignal(s) for s in signals}, torch.get_num_threads()
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN if nohup else signal.SIG_DFL)
+        rl_loop._play_parts(net, "cpu", rl_loop._search_config(cfg), SelfPlayConfig(), [], threads)  # nothing to play
+        taken = {s: isinstance(signal.getsignal(s), StopOnce) for s in signals}
+        assert taken == {signal.SIGINT: True, signal.SIGTERM: True, signal.SIGHUP: not nohup}
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        torch.set_num_threads(threads)
 
 
 def test_a_worker_whose_main_process_is_gone_stops_itself(monkeypatch):

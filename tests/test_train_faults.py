@@ -434,30 +434,37 @@ def test_wandb_online_without_an_account_is_one_line_before_any_training(dataset
     assert "--wandb-online: W&B says: No API key configured" in err and "wandb login" in err
 
 
-def test_sigterm_before_training_starts_does_not_speak_of_a_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
+STOPS = [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")]  # a kill, a closed terminal
+
+
+@pytest.mark.parametrize("sig, code, said", STOPS)
+def test_a_stop_before_training_starts_does_not_speak_of_a_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys,
+                                                                     sig, code, said):
     from othello_learn.train.module import MovePredictor
     from othello_learn.train.train import main
 
     out = tmp_path / "run"
-    monkeypatch.setattr(MovePredictor, "validation_step", lambda *a: os.kill(os.getpid(), signal.SIGTERM))
-    handler = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(MovePredictor, "validation_step", lambda *a: os.kill(os.getpid(), getattr(signal, sig)))
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
     # in the sanity check, before the first step
-    code, err = _run(main, _args(dataset_dir, out, "--set", "trainer.num_sanity_val_steps=2"), capsys)
-    assert signal.getsignal(signal.SIGTERM) == handler
-    assert code == 143 and err.strip().endswith("terminated") and "last.ckpt" not in err, err
+    got, err = _run(main, _args(dataset_dir, out, "--set", "trainer.num_sanity_val_steps=2"), capsys)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == handlers
+    assert got == code and err.strip().endswith(said) and "last.ckpt" not in err, err
     assert not (out / "checkpoints" / "last.ckpt").exists()
 
 
-def test_sigterm_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("sig, code, said", STOPS)
+def test_a_stop_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys, sig, code, said):
     from othello_learn.train.train import main
 
     out = tmp_path / "run"
     args = _args(dataset_dir, out, "--checkpoint-every", "5", "--max-steps", "30")
-    handler = signal.getsignal(signal.SIGTERM)
-    _interrupt_at(monkeypatch, 7, lambda: os.kill(os.getpid(), signal.SIGTERM))  # the end of a session
-    code, err = _run(main, args, capsys)
-    assert signal.getsignal(signal.SIGTERM) == handler  # Lightning gave the handler back
-    assert code == 143 and "rerun the same command" in err
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+    _interrupt_at(monkeypatch, 7, lambda: os.kill(os.getpid(), getattr(signal, sig)))  # the end of a session
+    got, err = _run(main, args, capsys)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == handlers  # given back
+    assert got == code and err.strip().endswith(f"{said}; last.ckpt holds the progress: rerun the same command "
+                                                "to resume"), err
     assert _step(out / "checkpoints" / "last.ckpt") >= 7  # not the periodic save at 5: nothing lost
     assert not (out / ".lock").exists()
     monkeypatch.undo()
@@ -821,6 +828,28 @@ def test_evaluate_creates_the_json_folder(dataset_dir, tmp_path, tiny_checkpoint
     assert '"positions": 100' in report.read_text()
     assert report.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     assert sorted(p.name for p in report.parent.iterdir()) == ["eval.json", "eval.png"]
+
+
+@pytest.mark.parametrize("sig, code, said", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
+def test_a_stop_signal_ends_evaluate_with_its_status_and_nothing_written(dataset_dir, tmp_path, tiny_checkpoint,
+                                                                        monkeypatch, capsys, sig, code, said):
+    """A kill or a closed terminal during the evaluation is one line and its exit status, as
+    every command's; the --json, its plot and the --export are not written, nor their temporary files."""
+    from othello_learn.train import evaluate
+
+    def stopped(*a, **k):
+        os.kill(os.getpid(), getattr(signal, sig))
+        pytest.fail("not stopped")
+
+    monkeypatch.setattr(evaluate, "predict", stopped)
+    handler = signal.getsignal(getattr(signal, sig))
+    report = tmp_path / "eval" / "eval.json"
+    got, err = _run(evaluate.main, ["--checkpoint", str(tiny_checkpoint), "--wthor-dir", str(dataset_dir.parent),
+                                    "--years", "2003", "--json", str(report), "--limit", "100", "--calibrate",
+                                    "--export", str(tmp_path / "eval" / "calibrated.pt")], capsys)
+    assert signal.getsignal(getattr(signal, sig)) == handler
+    assert got == code and err.strip().endswith(said) and "Traceback" not in err, err
+    assert not report.parent.exists() or not list(report.parent.iterdir())
 
 
 def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(dataset_dir, tmp_path, capsys):

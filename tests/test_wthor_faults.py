@@ -495,18 +495,20 @@ def test_a_year_with_no_games_is_listed_with_0_and_no_games_at_all_is_one_line(w
     assert not empty_only.exists()
 
 
-def test_sigterm_removes_the_build_folder_and_exits_143(wthor_dir, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("sig, code, said", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
+def test_a_stop_signal_removes_the_build_folder_and_exits_with_its_status(wthor_dir, tmp_path, monkeypatch, capsys,
+                                                                          sig, code, said):
     import signal
 
-    def terminated(*a, **k):
-        os.kill(os.getpid(), signal.SIGTERM)
+    def stopped(*a, **k):
+        os.kill(os.getpid(), getattr(signal, sig))
 
-    monkeypatch.setattr(pd.DataFrame, "to_csv", terminated)  # inside write, the build folder made
-    handler = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(pd.DataFrame, "to_csv", stopped)  # inside write, the build folder made
+    handler = signal.getsignal(getattr(signal, sig))
     out = tmp_path / "out"
-    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 143
-    assert signal.getsignal(signal.SIGTERM) == handler
-    assert capsys.readouterr().err.strip().endswith("terminated")
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == code
+    assert signal.getsignal(getattr(signal, sig)) == handler
+    assert capsys.readouterr().err.strip().endswith(said)
     assert _listing(tmp_path) == ["wthor"]
 
 

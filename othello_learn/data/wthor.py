@@ -6,7 +6,7 @@
 
 Exit status 0 on success (skipped games are reported, not fatal), 2 on bad
 input (one line naming the file; ``--debug`` shows the traceback), 130 on
-Ctrl-C and 143 on SIGTERM; OUT is left untouched on failure, and only an empty folder or a dataset this tool wrote is
+Ctrl-C, 143 on SIGTERM and 129 on a closed terminal (SIGHUP); OUT is left untouched on failure, and only an empty folder or a dataset this tool wrote is
 ever replaced.
 """
 
@@ -21,7 +21,7 @@ import zipfile
 from io import BytesIO
 from pathlib import Path
 
-from othello.files import ArgumentParser, UserError, atomic_write, check_output, run_main, stop_signals_raise
+from othello.files import STOP_SIGNALS, ArgumentParser, UserError, atomic_write, check_output, run_main, stop_signals_raise
 from othello_learn import HOME, HOME_HELP
 from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         parser.error(f"--years: {e}")
 
-    with stop_signals_raise():  # SIGTERM unwinds as Ctrl-C does: the build folder removed, exit 143
+    with stop_signals_raise(STOP_SIGNALS):  # unwound as Ctrl-C is: the build folder removed, exit 143 / 129
         return _run(parser, args, years)
 
 

@@ -11,8 +11,8 @@ Each of these stages reads and writes files under OUT, atomically (temporary
 file, then rename), self-play in parts, and skips work whose output is already
 there, so the process can be killed at any moment: rerunning the same command
 resumes where it stopped, without losing or repeating a game (training goes on from
-its state, saved every minute); Ctrl-C (exit status 130) or SIGTERM (143) says which
-generation the rerun resumes from.
+its state, saved every minute); Ctrl-C (exit status 130), SIGTERM (143) or a closed
+terminal (SIGHUP, 129) says which generation the rerun resumes from.
 Settings marked (fixed) define the run and cannot change on resume.
 Per-generation statistics go to OUT/stats, W&B (offline by default) and OUT/elo.png.
 """
@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import (ArgumentParser, StopOnce, Terminated, UserError, atomic_write, bar_pacing, check_output,
-                           describe_os_error, one_line, remove_stale_temps, run_main, stop_signals_raise, temp_target,
-                           write_json)
+from othello.files import (STOP_SIGNALS, ArgumentParser, StopOnce, UserError, atomic_write, bar_pacing, check_output,
+                           describe_os_error, one_line, remove_stale_temps, run_main, say_stopped, stop_signals_raise,
+                           stop_status, taken, temp_target, write_json)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import default_device, usable_device
@@ -515,7 +515,7 @@ def _no_elo_why(history: list[dict]) -> str:
             "its game count, which would bound it, was not recorded)")
 
 
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_STOP_SIGNALS = {signal.SIGINT, *STOP_SIGNALS}  # and a closed terminal: SIGHUP
 
 
 def main(argv=None) -> int:
@@ -529,9 +529,8 @@ def main(argv=None) -> int:
             stop.caught = True
             # Everything is written atomically, so the rerun finds only whole files.
             g = min(committed_generation(cfg.out) + 1, cfg.generations)
-            what, code = ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
-            print(f"{Path(sys.argv[0]).name}: {what}; rerun the same command to resume from generation {g}",
-                  file=sys.stderr)
+            what, code = stop_status(e)
+            say_stopped(f"{Path(sys.argv[0]).name}: {what}; rerun the same command to resume from generation {g}")
             return code
     return 0
 
@@ -791,8 +790,9 @@ def _play_parts(best: Path, device: str, search, sp: SelfPlayConfig, parts: list
     it is the main process's business. The worker starts with the stop signals
     blocked (``_play_parts_in_workers``): one sent while it imports waits here."""
     stop = StopOnce()
-    for sig in _STOP_SIGNALS:
-        signal.signal(sig, stop)
+    for sig in _STOP_SIGNALS:  # all but nohup's SIGHUP, which stays ignored (the main process stops us by SIGINT)
+        if sig in (signal.SIGINT, signal.SIGTERM) or taken(sig):
+            signal.signal(sig, stop)
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # one that came meanwhile is raised here
         if parent is not None:
@@ -817,7 +817,7 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
     written atomically as it finishes, so a crash or Ctrl-C keeps the finished
     ones, and on either the workers are stopped at once (nothing queued plays
     on). Spawned, not forked: a fork of a process whose torch threads are
-    running can deadlock. They start with SIGINT and SIGTERM blocked (a spawned
+    running can deadlock. They start with the stop signals blocked (a spawned
     process inherits the mask) and unblock them once they can stop quietly:
     a signal to the whole process group during their seconds of imports would
     otherwise print a traceback, and the main process's stop could be lost."""
@@ -832,7 +832,7 @@ def _play_parts_in_workers(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo:
     bar = tqdm(total=sum(n for _, n, _ in todo), unit="game", desc=f"self-play ({workers} processes)",
                disable=cfg.quiet, file=sys.stderr, **bar_pacing())
     try:
-        # Started first: starting the resource tracker unblocks the two signals (and so would undo this block).
+        # Started first: starting the resource tracker unblocks SIGINT and SIGTERM (and so would undo this block).
         resource_tracker.ensure_running()
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from othello.files import ArgumentParser, UserError, one_line, run_main
+from othello.files import STOP_SIGNALS, ArgumentParser, UserError, one_line, run_main, stop_signals_raise
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn.train.train import FRESH_START, csv_versions
 
@@ -196,7 +196,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     check_plot_path(args.out, "--out")
     try:
-        print(plot(args.runs, args.out, args.metric))
+        with stop_signals_raise(STOP_SIGNALS):  # a kill or a closed terminal: "terminated", the plot unwritten
+            print(plot(args.runs, args.out, args.metric))
     except (FileNotFoundError, ValueError) as err:  # a missing log or metric is the user's to fix
         raise UserError(str(err)) from None
     return 0

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import (ArgumentParser, UserError, at_least, check_distinct, check_input, check_output, run_main,
-                           write_json)
+from othello.files import (STOP_SIGNALS, ArgumentParser, UserError, at_least, check_distinct, check_input, check_output,
+                           run_main, stop_signals_raise, write_json)
 from othello.symmetry import SQUARE_MAP, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import SYMMETRY_GROUPS, from_records, transform_batch
@@ -340,7 +340,8 @@ def evaluate_command(argv=None) -> dict:
 
 
 def main(argv=None) -> int:
-    evaluate_command(argv)
+    with stop_signals_raise(STOP_SIGNALS):  # a kill or a closed terminal: "terminated", the --json/--export unwritten
+        evaluate_command(argv)
     return 0
 
 

@@ -5,7 +5,7 @@
 
 Rerunning the same command resumes from ``OUT/checkpoints/last.ckpt`` (saved
 every ``--checkpoint-every`` steps, after each validation, at the end, and when
-interrupted by Ctrl-C or SIGTERM); ``--fresh`` starts over. At the end the best checkpoint (by validation accuracy) is tested on the
+interrupted by Ctrl-C, SIGTERM or a closed terminal, SIGHUP); ``--fresh`` starts over. At the end the best checkpoint (by validation accuracy) is tested on the
 test years and exported to ``OUT/model.pt`` (weights and hyperparameters only).
 W&B logging is offline by default (no account needed; ``wandb sync`` later),
 ``--wandb-online`` to stream to your account.
@@ -20,16 +20,20 @@ import math
 import os
 import re
 import secrets
+import signal
 import sys
+import threading
 import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import (ArgumentParser, Terminated, UserError, at_least, atomic_write, check_input, check_output,
-                          one_line, remove_stale_temps, run_main, seed_below, temp_target, write_json)
+from othello.files import (ArgumentParser, HangUp, Terminated, UserError, at_least, atomic_write, check_input,
+                          check_output, one_line, remove_stale_temps, run_main, say_stopped, seed_below, stop_status,
+                          taken, temp_target, write_json)
 from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
 
@@ -895,24 +899,54 @@ def earlier_test(metrics: Path, best_path: str, cfg: dict) -> dict | None:
     return earlier["test"]
 
 
-def main(argv=None) -> int:
+@contextmanager
+def hang_up_as_sigterm():
+    """Lightning saves last.ckpt and stops at the next step on SIGTERM only: a closed terminal
+    or a dropped ssh session (SIGHUP) killed training with up to --checkpoint-minutes of it
+    unsaved. In the block SIGHUP is Lightning's SIGTERM (raised as ``HangUp`` where Lightning
+    is not listening), and ``.hung_up`` remembers it, for ``main`` to say so. nohup's ignored
+    SIGHUP stays ignored."""
+    said = SimpleNamespace(hung_up=False)
+
+    def hang_up(signum, frame):
+        said.hung_up = True
+        sigterm = signal.getsignal(signal.SIGTERM)
+        if not callable(sigterm):  # outside fit and test
+            raise HangUp
+        sigterm(signal.SIGTERM, frame)
+
+    sighup = getattr(signal, "SIGHUP", None)
+    mine = sighup is not None and threading.current_thread() is threading.main_thread() and taken(sighup)
+    previous = signal.signal(sighup, hang_up) if mine else None
     try:
-        train(argv)
-    except SavedInterrupt:
-        print(f"{Path(sys.argv[0]).name}: interrupted; last.ckpt holds the progress: rerun the same command "
-              "to resume", file=sys.stderr)
-        return 130
-    except SystemExit as e:
-        # Lightning raises its SIGTERMException (a SystemExit) at the next step after SIGTERM,
-        # once LastCheckpoint has saved. Looked up, not imported: --help and a bad flag exit
-        # before training imports Lightning, and stay fast.
-        lightning_exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
-        if lightning_exceptions is None or not isinstance(e, lightning_exceptions.SIGTERMException):
+        yield said
+    finally:
+        if mine:
+            signal.signal(sighup, signal.SIG_DFL if previous is None else previous)
+
+
+def main(argv=None) -> int:
+    with hang_up_as_sigterm() as hangup:
+        try:
+            train(argv)
+            return 0
+        except SavedInterrupt:
+            stop = KeyboardInterrupt()
+        except Terminated:  # before any training: nothing saved, no last.ckpt to speak of
+            if hangup.hung_up:
+                raise HangUp() from None
             raise
-        print(f"{Path(sys.argv[0]).name}: terminated; last.ckpt holds the progress: rerun the same command "
-              "to resume", file=sys.stderr)
-        return 143
-    return 0
+        except SystemExit as e:
+            # Lightning raises its SIGTERMException (a SystemExit) at the next step after SIGTERM,
+            # once LastCheckpoint has saved. Looked up, not imported: --help and a bad flag exit
+            # before training imports Lightning, and stay fast.
+            lightning_exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
+            if lightning_exceptions is None or not isinstance(e, lightning_exceptions.SIGTERMException):
+                raise
+            stop = HangUp() if hangup.hung_up else Terminated()
+    what, code = stop_status(stop)
+    say_stopped(f"{Path(sys.argv[0]).name}: {what}; last.ckpt holds the progress: rerun the same command to resume")
+    return code
 
 
 def cli() -> None:
