@@ -8,6 +8,7 @@ training sample is applied there, on the device, by whole-batch bit tricks.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import lightning as L
@@ -18,6 +19,16 @@ from othello.files import UserError
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_records
 
 from .dataset import REFERENCE_SPLIT, WthorDataset, parse_years
+
+
+def leave_the_process_group(worker_id: int) -> None:
+    """A DataLoader worker's start: out of the run's process group, so a stop meant for the run
+    (Ctrl-C at the terminal, a scheduler's or ``timeout``'s SIGTERM to the group, a closed
+    terminal's SIGHUP) reaches the main process only, which saves last.ckpt and shuts its
+    workers down. A worker the stop killed first became torch's 100-line RuntimeError, exit 1,
+    and could abort the save. A worker whose main process is gone still ends (torch's watchdog)."""
+    if hasattr(os, "setpgid"):
+        os.setpgid(0, 0)
 
 
 class PositionBatches(torch.utils.data.Dataset):
@@ -148,6 +159,7 @@ class WthorDataModule(L.LightningDataModule):
             collate_fn=_keep,
             num_workers=self.hparams.num_workers,
             persistent_workers=self.hparams.num_workers > 0,
+            worker_init_fn=leave_the_process_group,
             pin_memory=torch.cuda.is_available(),
         )
 
