@@ -348,3 +348,30 @@ def test_an_interrupt_during_the_polite_close_still_kills_the_engine(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         engine.close()
     gone_soon(engine_pid, "an interrupted close()")
+
+
+def test_close_returns_while_a_process_outside_the_engines_group_holds_its_pipes(tmp_path):
+    """An engine that starts a process in a session of its own (a daemon) leaves the pipes
+    open after the group is killed: the reader stays blocked, holding its stream's lock, and
+    closing that stream under it waited for as long as the daemon lived."""
+    import os
+    import shlex
+    import signal
+    import threading
+
+    from othello_learn.selfplay.external import EngineProcess
+
+    pid_file = tmp_path / "pid"
+    script = ("import subprocess, sys, time; "
+              "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], start_new_session=True); "
+              f"open({str(pid_file)!r}, 'w').write(str(d.pid)); time.sleep(30)")
+    engine = EngineProcess(f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}", 5.0)
+    engine.start()
+    daemon = pid_written(pid_file)
+    try:
+        closer = threading.Thread(target=engine.close, kwargs={"polite": False}, daemon=True)
+        closer.start()
+        closer.join(10)  # a regression fails here, rather than hang
+        assert not closer.is_alive(), "close() waited on the pipes a process outside the group holds"
+    finally:
+        os.kill(daemon, signal.SIGKILL)

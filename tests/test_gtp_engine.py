@@ -295,3 +295,23 @@ def test_an_illegal_move_after_an_inferred_pass_leaves_the_pass_out_too():
     engine.handle(f"play {other} {illegal}")
     assert engine.out.getvalue().strip().split("\n\n")[-1] == "? illegal move"
     assert engine.moves == moves and engine.pos == pos and len(engine.positions) == len(moves) + 1
+
+
+@pytest.mark.parametrize("front_end", ["gtp.py", "nboard.py"])
+def test_a_hang_up_stops_the_session_and_the_external_player_it_wraps(tmp_path, front_end):
+    """A closed terminal or dropped ssh session (SIGHUP) unwinds the session as SIGTERM does
+    (exit 129), so the external --player's process is stopped with it, not left thinking."""
+    import signal
+
+    from processes import gone_soon
+
+    pid_file = tmp_path / "pid"
+    fake = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'} --pid-file {pid_file}"
+    engine = subprocess.Popen([sys.executable, str(REPO / "selfplay" / front_end), "--player",
+                               f"gtp:timeout=60:{fake}"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    inner = pid_written(pid_file, engine)
+    engine.send_signal(signal.SIGHUP)
+    _, err = engine.communicate(timeout=30)
+    assert engine.returncode == 129 and "hung up" in err, err
+    gone_soon(inner, f"{front_end}'s session")

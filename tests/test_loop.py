@@ -344,6 +344,7 @@ def _state(**changes):
                                           ({"best": "../elsewhere.pt"}, "best '../elsewhere.pt' is not one of"),
                                           ({"trainee": "nets/gen_1.pt"}, "trainee 'nets/gen_1.pt' is not one of"),
                                           ({"resign_threshold": False}, "no valid 'resign_threshold'"),
+                                          ({"resign_threshold": float("nan")}, "no valid 'resign_threshold'"),
                                           ({"generation": 2}, "generation 2 with 1 history records"),
                                           # the Elo plot read these after a whole generation, in a traceback
                                           ({"history": [{}]}, "history record 1 lacks its generation"),
@@ -545,3 +546,16 @@ def test_a_run_file_of_the_wrong_kind_is_refused_before_a_generation(tmp_path, f
         rl_loop.main(["--init", "random", "--out", str(out), "--generations", "1", "--arch-blocks", "1",
                       "--arch-width", "8", "--logger", "none", "--quiet"])
     assert sorted(p.name for p in out.iterdir()) == [folder]
+
+
+def test_a_self_play_record_with_a_bad_resign_threshold_is_named_at_the_commit(tmp_path, monkeypatch):
+    """The threshold the games were played with comes from the generation's self-play record; a
+    damaged one was a numpy traceback inside the false-resign count, not a line naming the file."""
+    monkeypatch.setattr(rl_loop, "publish", lambda cfg, state: None)
+    cfg = _generation_2_to_commit(tmp_path, 0.6, 70.4)
+    stats = cfg.out / "stats" / "gen_0002_selfplay.json"
+    for bad in ("-0.9", True, float("nan")):
+        stats.write_text(json.dumps({"games_per_hour": None, "resign_threshold": bad}))
+        with pytest.raises(UserError, match=r"gen_0002_selfplay\.json: not a resign threshold: .*rerun the same"):
+            rl_loop.commit(cfg, 2)
+        assert json.loads((cfg.out / "state.json").read_text())["generation"] == 1  # nothing committed

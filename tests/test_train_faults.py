@@ -454,6 +454,30 @@ def test_a_stop_before_training_starts_does_not_speak_of_a_last_ckpt(dataset_dir
     assert not (out / "checkpoints" / "last.ckpt").exists()
 
 
+@pytest.mark.parametrize("where", ["sanity check", "first step"])
+def test_ctrl_c_before_a_step_is_done_does_not_speak_of_a_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys,
+                                                                    where):
+    """As SIGTERM: a Ctrl-C in the sanity check or in a fresh run's first step saved nothing to resume."""
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import main
+
+    def ctrl_c(*a):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "run"
+    if where == "sanity check":
+        monkeypatch.setattr(MovePredictor, "validation_step", ctrl_c)
+    else:
+        _interrupt_at(monkeypatch, 0, ctrl_c)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        code, err = _run(main, _args(dataset_dir, out, "--set", "trainer.num_sanity_val_steps=2"), capsys)
+    finally:
+        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT during its shutdown
+    assert code == 130 and err.strip().endswith("interrupted") and "last.ckpt" not in err, err
+    assert not (out / "checkpoints" / "last.ckpt").exists()
+
+
 @pytest.mark.parametrize("sig, code, said", STOPS)
 def test_a_stop_saves_a_resumable_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys, sig, code, said):
     from othello_learn.train.train import main
@@ -825,6 +849,9 @@ def test_a_config_with_aliases_is_refused_before_they_expand(tmp_path):
     ("model:\n  arch: reference\n  depth 8\n", "line 3, column 3: could not find expected ':'"),
     ("model: {arch: reference\n", "line 1, column 8: expected ',' or '}', but got '<stream end>'"),
     ("model:\n\tarch: reference\n", "line 2, column 1: found character '\\t' that cannot start any token"),
+    ("model:\n  arch: 'abc\n  depth: 3\n", "line 2, column 9: found unexpected end of stream"),  # the open quote
+    # a block's context is where the block began, line 1: the stray line is the place
+    ("model:\n  depth: 8\ndata:\n  batch_size: 64\n- x\n", "line 5, column 1: expected <block end>, but found '-'"),
 ])
 def test_a_yaml_syntax_error_names_its_line_and_the_problem(tmp_path, text, said):
     """PyYAML's first line is its context ("while scanning a simple key"): the error said only that."""

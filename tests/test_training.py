@@ -158,6 +158,7 @@ def test_the_wandb_logger_does_not_hand_wandb_an_anonymous_setting(tmp_path, mon
     monkeypatch.setenv("WANDB_MODE", "offline")
     logger = make_logger("wandb", tmp_path, "run", online=False, project="p")
     assert "anonymous" not in logger._wandb_init and logger._wandb_init["id"] == (tmp_path / "wandb_id").read_text().strip()
+    assert logger._wandb_init["mode"] == "offline"  # said to wandb.init: WANDB_MODE is read once a process
 
 
 def test_the_wandb_run_id_is_kept_across_resumes_and_new_with_fresh(tmp_path):
@@ -819,3 +820,21 @@ def test_calibration_fits_on_an_evenly_spread_subsample_aligned_with_its_moves(d
     assert got["policy_temperature"] == pytest.approx(ev.fit_temperature(logp[::stride], moves[::stride]), rel=1e-5)
     shifted = ev.fit_temperature(logp[1::stride], moves[::stride][:len(logp[1::stride])])
     assert shifted != pytest.approx(got["policy_temperature"], rel=1e-5)  # the check can tell misaligned rows
+
+
+def test_wandb_errors_are_one_line_online_and_tracebacks_offline():
+    """Online, W&B's own failure (no key, no network) is the user's to fix: one line naming
+    --wandb-online. Offline needs no account, so a failure there is a bug and keeps its traceback."""
+    import wandb
+
+    from othello.files import UserError
+    from othello_learn.tracking import start_wandb
+
+    def no_key():
+        raise wandb.errors.UsageError("\nNo API key configured.\nUse `wandb login` to log in.")
+
+    with pytest.raises(wandb.errors.UsageError):
+        start_wandb(no_key, online=False)
+    with pytest.raises(UserError, match=r"^--wandb-online: W&B says: No API key configured\. \(run `wandb login`"):
+        start_wandb(no_key, online=True)
+    assert start_wandb(lambda: "the run", online=True) == "the run"

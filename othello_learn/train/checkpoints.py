@@ -207,8 +207,9 @@ class LastCheckpoint(Checkpoint):
 
     @property
     def started(self) -> bool:
-        """Whether ``path`` holds this run's progress: training started (or resumed from it)."""
-        return self._saved_step is not None
+        """Whether ``path`` holds this run's progress: training started (or resumed from it), and
+        a fresh run's first save is made (a Ctrl-C in its first step saves nothing)."""
+        return self._saved_step is not None and self.path.exists()
 
     def _save(self, trainer) -> None:
         trainer.save_checkpoint(self.path, weights_only=False)  # the full resumable state

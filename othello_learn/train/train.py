@@ -141,9 +141,13 @@ class Origin(str):
 def _yaml_problem(e: yaml.YAMLError) -> str:
     """Where and what: PyYAML's first line is often its context ("while scanning a simple key"),
     the problem ("could not find expected ':'") coming after it. The place is where that context
-    began (the key without its colon, the unclosed brace), else where the parser stopped."""
+    began (the key without its colon, the unclosed brace or quote), else where the parser stopped:
+    a block's context begins with the block ("while parsing a block mapping": line 1 for a stray
+    line anywhere in the file)."""
     problem = getattr(e, "problem", None)
-    mark = getattr(e, "context_mark", None) or getattr(e, "problem_mark", None)
+    context = getattr(e, "context", None) or ""
+    mark = None if "block" in context else getattr(e, "context_mark", None)
+    mark = mark or getattr(e, "problem_mark", None)
     if not problem:
         return str(e).splitlines()[0]
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
