@@ -769,6 +769,24 @@ def test_a_stop_swallowed_during_the_match_keeps_its_files_and_exits_as_stopped(
     assert json.loads(out.read_text())["games"] == 2 and games.read_text().count("\n") == 3
 
 
+def test_a_file_that_cannot_be_written_after_the_match_is_said_after_its_summary(tmp_path, capsys, monkeypatch):
+    """A full disk at the end of a long match lost its result: the --games-out error came before
+    the summary and the --json. Each file is tried, the summary printed, then the error said."""
+    import errno
+
+    def full_disk(path, result):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(arena, "write_games", full_disk)
+    report = tmp_path / "r.json"
+    code = run_main(arena.main, ["--a", "greedy", "--b", "random", "--games", "4", "--quiet", "--opening-plies", "2",
+                                 "--games-out", str(tmp_path / "g.ggf"), "--json", str(report)])
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no space left on device" in err[0] and "g.ggf" in err[0], err
+    assert "Elo difference" in captured.out and json.loads(report.read_text())["games"] == 4
+
+
 def test_cli_refuses_a_folder_as_json(tmp_path, capsys):
     code, err = _cli(["--a", "random", "--b", "random", "--games", "2", "--json", str(tmp_path), "--quiet"], capsys)
     assert code == 2 and "is a folder" in err

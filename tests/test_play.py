@@ -385,6 +385,16 @@ def test_a_saved_game_resumes_where_it_was_left(tmp_path, capsys):
         assert len(err) == 1 and said in err[0], err
 
 
+def test_a_saved_game_with_a_byte_order_mark_resumes(tmp_path):
+    """A Windows editor's byte-order mark was "text outside any game". (The file is read as UTF-8,
+    as --save writes it, also where the locale's encoding is another: latin-1 mangled "José".)"""
+    path = tmp_path / "game.ggf"
+    play.write_ggf(path, [(parse_transcript("f5d6c3"), "José", "greedy")])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    game = play.saved_game(path)
+    assert game.black == "José" and game.moves == parse_transcript("f5d6c3")
+
+
 def test_a_saved_game_resumes_with_its_colours_and_opponent_unless_told_otherwise(tmp_path, capsys):
     """The saved game named who played what (PB, PW): resumed without --colour and --opponent,
     you took black against the default network, which played your side's moves."""
@@ -444,6 +454,24 @@ def test_a_bad_start_is_one_line_before_the_first_prompt(start, message, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--start" in err[0] and message in err[0], err
     assert out.getvalue() == ""
+
+
+def test_a_save_that_fails_at_the_end_still_prints_the_score_and_the_transcript(tmp_path, capsys, monkeypatch):
+    """A full disk at the end lost the finished game: the error came before the score and the
+    transcript, which keep it (a transcript can be played again with --start)."""
+    import errno
+
+    def full_disk(path, games):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(play, "write_ggf", full_disk)
+    out = io.StringIO()
+    rc = play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("c5\n"), stdout=out),
+                       ["--opponent", "alphabeta:1", "--start", "e6f4e3f6g5d6e7f5", "--save", str(tmp_path / "g.ggf")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "no space left on device" in err[0] and "g.ggf" in err[0], err
+    text = out.getvalue()
+    assert "Final score" in text and transcript_of(text) == "e6f4e3f6g5d6e7f5c5" and "Saved to" not in text
 
 
 def test_a_finished_saved_game_is_one_error_without_a_resuming_line(tmp_path, capsys):

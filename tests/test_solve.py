@@ -125,6 +125,32 @@ def test_command_prints_one_line_per_position_and_writes_json(tmp_path, capsys):
     assert [r["number"] for r in json.loads(out.read_text())] == list(range(1, 8))
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path, capsys):
+    """A Windows editor's mark made the first board 65 squares long."""
+    obf = write_obf(tmp_path / "p.obf", positions())
+    obf.write_bytes(b"\xef\xbb\xbf" + obf.read_bytes()[len(b"% test positions\n"):])
+    assert run_main(main, [str(obf), "--player", "alphabeta:1"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(positions())
+
+
+def test_a_json_that_cannot_be_written_is_said_after_the_answers(tmp_path, capsys, monkeypatch):
+    """A full disk lost every answer of a long run: the error came before they were printed."""
+    import errno
+
+    from othello_learn.selfplay import solve as solve_module
+
+    def full_disk(path, records):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(solve_module, "write_json", full_disk)
+    obf = write_obf(tmp_path / "p.obf", positions())
+    assert run_main(main, [str(obf), "--player", "alphabeta:1", "--json", str(tmp_path / "a.json")]) == 2
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == len(positions())
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "no space left on device" in err[0] and "a.json" in err[0], err
+
+
 def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
     """``othello-solve big.obf | head -1``: the closed pipe is the reader's choice, not an
     error to report (exit 141, as a process SIGPIPE ends, and nothing on stderr)."""

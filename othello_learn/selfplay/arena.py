@@ -259,14 +259,23 @@ def main(argv=None) -> int:
             return 1
         # The files first, and inside the block: a reader that stops early (| head) ends us at
         # the print, and a stop something swallowed during the match is raised at the block's
-        # end; the finished match's results must be lost with neither.
-        if args.games_out:
-            write_games(args.games_out, result)
-        if args.json:
-            out = result.to_dict()
-            out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=plies)
-            write_json(args.json, out)
-    print(result.summary())
+        # end; the finished match's results must be lost with neither. A file that cannot be
+        # written (a full disk) is said after the summary, so the results are not lost with it.
+        out = result.to_dict()
+        out.update(a_spec=args.a, b_spec=args.b, seed=args.seed, opening_plies=plies)
+        writes = [(args.games_out, write_games, result), (args.json, write_json, out)]
+        unwritten = None
+        for path, write, what in writes:
+            try:
+                if path:
+                    write(path, what)
+            except OSError as e:
+                unwritten = unwritten or e
+    try:
+        print(result.summary())
+    finally:
+        if unwritten is not None:
+            raise unwritten
     return 0
 
 

@@ -185,7 +185,9 @@ def saved_game(path: Path):
     games, or one from a set-up board, is a UserError naming it."""
     from othello.formats import parse_ggf
 
-    games = parse_ggf(path.read_text(errors="replace"), str(path))  # a FormatError names the file and ply
+    # UTF-8, as --save writes it, whatever the locale; a byte-order mark (Windows editors) is not text.
+    # A FormatError names the file and the ply.
+    games = parse_ggf(path.read_text(encoding="utf-8-sig", errors="replace"), str(path))
     if len(games) != 1:
         raise UserError(f"--start {path}: holds {len(games)} games; give a file with the one game to resume")
     if games[0].start != Position():
@@ -483,21 +485,28 @@ def end_game(game: TerminalGame, finished: bool, save: Path | None, out, why: st
     is: the score when ``finished`` (else ``why``, where the game has not said it), the
     transcript, the moves so far written to ``save``.
     The file is written first: an abandoned game's terminal may be gone (a hang-up), and
-    then the lines to it are dropped, not the game."""
+    then the lines to it are dropped, not the game. A file that cannot be written (a full
+    disk) is said after the score and the transcript, which keep the game."""
+    unsaved = None
     if save:
         you, them = "human", game.opponent.name
         black, white = (you, them) if game.human_black else (them, you)
-        write_ggf(save, [(game.moves, black, white)])
+        try:
+            write_ggf(save, [(game.moves, black, white)])
+        except OSError as e:
+            unsaved = e
     lines = [game.result_line()] if finished else [why] if why else []
     lines.append(f"Transcript: {game.transcript() or '(no moves)'}")
-    if save:
+    if save and unsaved is None:
         lines.append(f"Saved to {save}{'' if finished else ' (unfinished)'}.")
     try:
         out.write("".join(line + "\n" for line in lines))
         out.flush()
     except OSError:
-        if finished:
+        if finished and unsaved is None:
             raise
+    if unsaved is not None:
+        raise unsaved
 
 
 def cli() -> None:

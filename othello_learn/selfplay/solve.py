@@ -48,7 +48,7 @@ TOP = 3
 def read_obf(path: Path) -> list[ObfPosition]:
     """The file's positions, or one UserError naming the file and the bad line."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not text
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not a text (UTF-8) file: {e.reason} at byte {e.start}") from None
     try:
@@ -211,12 +211,20 @@ def main(argv=None) -> int:
             if hasattr(player, "close"):  # an external engine's process ends with the command
                 player.close()
     summary = grade(records, [x.scores() for x in obf])
+    unwritten = None
     if args.json is not None:  # first: a reader that stops early (| head) ends us at a print
-        write_json(args.json, records)
-    for rec in records:
-        print(format_record(rec))
-    if summary is not None:
-        print(format_summary(summary))
+        try:
+            write_json(args.json, records)
+        except OSError as e:  # a full disk: said after the answers, which are not lost with the file
+            unwritten = e
+    try:
+        for rec in records:
+            print(format_record(rec))
+        if summary is not None:
+            print(format_summary(summary))
+    finally:
+        if unwritten is not None:
+            raise unwritten
     return 0
 
 

@@ -159,7 +159,7 @@ def _read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
     origin = {}
     if path is not None:
         try:
-            loaded = _yaml(Path(path).read_text()) or {}
+            loaded = _yaml(Path(path).read_text(encoding="utf-8-sig")) or {}
         except yaml.YAMLError as e:
             raise UserError(f"{path}: not valid YAML ({_yaml_problem(e)})") from None
         except UnicodeDecodeError:
@@ -206,7 +206,7 @@ def gpu_recipe_warning(path: Path | None, on_gpu: bool) -> str | None:
     days where the CPU recipes take two hours, which is better said before than found after."""
     if path is None or on_gpu:
         return None
-    recipe = (_yaml(Path(path).read_text()) or {}).get("recipe") or {}
+    recipe = (_yaml(Path(path).read_text(encoding="utf-8-sig")) or {}).get("recipe") or {}
     if recipe.get("device") != "gpu":
         return None
     instead = recipe.get("on_cpu")
