@@ -155,6 +155,31 @@ def test_several_games_per_file_and_stray_text():
         parse_ggf(format_ggf(a) + " junk")
 
 
+def test_a_truncated_archive_names_the_game_that_never_ends_and_quotes_it():
+    """The message quoted what was left once the whole games were taken out: the archive's
+    leading game counts ('1 \\n2 \\n3 ...'), and named no game."""
+    line = "2 " + format_ggf(GameRecord(moves=random_game(1))) + "\n"
+    text = (line * 5)[:-30]
+    with pytest.raises(FormatError) as e:
+        parse_ggf(text, "archive.ggf")
+    assert str(e.value).startswith("archive.ggf game 5 (line 5): starts with '(;' but never ends with ';)': '(;GM[")
+
+
+def test_errors_quote_a_value_on_one_line_and_the_last_result_given_is_kept():
+    """A value with a newline made a two-line error; RE and TY given twice kept the first one's
+    marker, so the record said +12 and wrote back -64."""
+    for bad in ("(;GM[Go\nfoo];)", "(;GM[Othello]TY[1\n0];)", "(;GM[Othello]BO[8\n---- x];)"):
+        with pytest.raises(FormatError) as e:
+            parse_ggf(bad)
+        assert "\n" not in str(e.value) and "\\n" in str(e.value)
+    for text, result, tags in (("(;GM[Othello]TY[s8]TY[8]RE[-64.000:r]RE[+12.000]B[f5];)", 12.0, {}),
+                               ("(;GM[Othello]TY[8]TY[s8]RE[+12.000]RE[-64.000:r]B[f5];)", -64.0,
+                                {"TY": "s8", "RE": "-64.000:r"})):
+        rec = parse_ggf_game(text)
+        assert (rec.result, rec.tags) == (result, tags)
+        assert parse_ggf_game(format_ggf(rec)) == rec
+
+
 def test_a_ggs_archive_line_with_its_game_count_and_a_board_in_rows():
     """GGS's archives write the board in rows and begin each line with its match's game count
     (2 for a synchro match's pair of games)."""
