@@ -406,6 +406,14 @@ def test_an_engine_that_fails_names_the_file_line_and_position(tmp_path, capsys)
     assert "cannot be given a position that is not reached from the start: refused 'grhino-setup_board" in err
 
 
+def test_an_engine_that_cannot_start_is_named_by_its_flag_not_by_a_position(tmp_path, capsys):
+    """A missing engine read as a fault of the file's first position ("line 2 (position 1)")."""
+    obf = write_obf(tmp_path / "p.obf", positions()[1:3])
+    assert run_main(main, [str(obf), "--player", f"gtp:{tmp_path / 'no_such_engine'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and ": error: --player: cannot start engine" in err and "position" not in err, err
+
+
 def test_a_gtp_engine_is_given_each_position_with_grhinos_set_up(tmp_path, capsys):
     """Our own GTP engine knows grhino-setup_board: over a pipe, set up position by position,
     it answers as the wrapped player does (a network's argmax: no random tie-breaks)."""

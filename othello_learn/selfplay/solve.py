@@ -202,7 +202,8 @@ def main(argv=None) -> int:
         try:
             try:
                 player = make_program(args.player)
-            except PlayerSpecError as e:  # it names the spec
+                player.check(keep_running=True)  # an engine that cannot start is said as such, before the positions
+            except (PlayerSpecError, UserError) as e:  # it names the spec, or the engine
                 raise UserError(f"--player: {e}") from None
             player.reset()
             records = solve(player, [x.position for x in obf], seed=args.seed,
