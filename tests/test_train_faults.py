@@ -177,8 +177,9 @@ def test_last_ckpt_is_saved_periodically_at_validation_and_at_the_end_through_th
     out = tmp_path / "run"
     train(_args(dataset_dir, out, "--max-steps", "12", "--checkpoint-every", "5",
                 "--set", "trainer.val_check_interval=10"))
-    last_steps = sorted({s for name, s in saves if name == "last.ckpt"})
-    assert last_steps == [5, 10, 12]  # every 5 steps, after validation (10), at the end (12)
+    last_steps = [s for name, s in saves if name == "last.ckpt"]
+    # every 5 steps, after each validation (10, once: not before it too; 12, the last) and at the end (12)
+    assert last_steps == [5, 10, 12, 12]
     assert [s for name, s in saves if name == "best"] == [10]
     names = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert names == ["best-epoch=0-step=10.ckpt", "last.ckpt"]  # no last-v1.ckpt beside it
@@ -188,6 +189,33 @@ def test_last_ckpt_is_saved_periodically_at_validation_and_at_the_end_through_th
     assert _step(out / "checkpoints" / "last.ckpt") == 12
     assert load_network(out / "model.pt").config.depth == 1
     assert not (out / ".lock").exists()
+
+
+@pytest.mark.parametrize("interval", [7, 5])  # a validation (at 10) between periodic saves, and at one
+def test_a_stop_during_a_validation_is_resumed_with_that_validation(dataset_dir, tmp_path, monkeypatch, interval):
+    """A save at the step of a validation, made before it, resumed past it: the run stopped in
+    that validation never did it (a point lost from the curves and from the choice of the best)."""
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import main
+
+    out = tmp_path / "run"
+    args = _args(dataset_dir, out, "--max-steps", "20", "--checkpoint-every", str(interval),
+                 "--set", "trainer.val_check_interval=10")
+    original, validated = MovePredictor.validation_step, []
+
+    def stopped_in_the_validation_at_10(self, batch, batch_idx):
+        if self.trainer.global_step == 10 and batch_idx == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(MovePredictor, "validation_step", stopped_in_the_validation_at_10)
+    assert run_main(main, args) == 143
+    monkeypatch.setattr(MovePredictor, "validation_step",
+                        lambda self, batch, batch_idx: (validated.append((self.trainer.global_step, batch_idx)),
+                                                        original(self, batch, batch_idx))[1])
+    assert run_main(main, args) == 0
+    batches = max(i for _, i in validated) + 1
+    assert validated == [(10, i) for i in range(batches)] + [(20, i) for i in range(batches)]
 
 
 def _best_run(dataset_dir, out):
@@ -388,29 +416,29 @@ def test_each_epoch_has_its_own_order_and_a_resume_across_epochs_keeps_it(datase
 
 def test_a_resume_after_a_limited_epochs_last_batch_starts_the_next_epoch_whole(dataset_dir, tmp_path,
                                                                                 monkeypatch, capsys):
-    """Saved after the last batch trainer.limit_train_batches allows and stopped in the
-    validation after it: the rerun skipped that many batches of the next epoch too."""
-    from othello_learn.train.module import MovePredictor
+    """Saved after the last batch trainer.limit_train_batches allows and stopped before the
+    next epoch's first step: the rerun skipped that many batches of the next epoch too. (No
+    validation: a stop in one resumes from the save before it, to do it.)"""
     from othello_learn.train.train import main, train
 
     seen = _record_training_batches(monkeypatch)
     common = ("--train-positions", "640", "--set", "trainer.limit_train_batches=5", "--checkpoint-every", "5",
-              "--max-epochs", "2")
+              "--max-epochs", "2", "--set", "trainer.limit_val_batches=0")
     assert train(_args(dataset_dir, tmp_path / "whole", *common))["global_step"] == 10
     whole, seen[:] = list(seen), []
     out = tmp_path / "resumed"
-    validate = MovePredictor.validation_step
 
-    def ctrl_c(self, batch, batch_idx):
+    def ctrl_c():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(MovePredictor, "validation_step", ctrl_c)
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        assert _run(main, _args(dataset_dir, out, *common), capsys)[0] == 130
-    finally:
-        signal.signal(signal.SIGINT, handler)
-    monkeypatch.setattr(MovePredictor, "validation_step", validate)
+    with monkeypatch.context() as m:
+        _interrupt_at(m, 5, ctrl_c)
+        handler = signal.getsignal(signal.SIGINT)
+        try:
+            assert _run(main, _args(dataset_dir, out, *common), capsys)[0] == 130
+        finally:
+            signal.signal(signal.SIGINT, handler)
+    assert _step(out / "checkpoints" / "last.ckpt") == 5
     seen[:] = []
     assert train(_args(dataset_dir, out, *common))["global_step"] == 10
     assert seen == whole[5:]  # epoch 1, whole
@@ -1303,7 +1331,7 @@ def _fake_trainer(**kw):
     from lightning.pytorch.trainer.states import TrainerFn
 
     saved = []
-    trainer = SimpleNamespace(**{"global_step": 0, "sanity_checking": False,
+    trainer = SimpleNamespace(**{"global_step": 0, "sanity_checking": False, "validating": False,
                                  "state": SimpleNamespace(fn=TrainerFn.FITTING), **kw})
     trainer.save_checkpoint = lambda path, weights_only: saved.append(trainer.global_step)
     return trainer, saved
@@ -1630,24 +1658,23 @@ def test_the_resumed_progress_bar_is_drawn_at_its_place_before_the_next_batch(da
 
 def test_a_run_resumed_after_its_epochs_last_batch_draws_the_next_epoch_from_its_start(dataset_dir, tmp_path, capsys,
                                                                                        monkeypatch):
-    """Saved at an epoch's last batch and stopped in the validation after it, the run resumes
-    into the next epoch, which Lightning still calls a mid-epoch restart: the bar started that
-    epoch at the last one's length, and its rate and time left read negative."""
+    """Saved at an epoch's last batch and stopped before the next one's first step, the run
+    resumes into the next epoch, which Lightning still calls a mid-epoch restart: the bar started
+    that epoch at the last one's length, and its rate and time left read negative."""
     import re
 
-    from othello_learn.train.module import MovePredictor
     from othello_learn.train.train import main, train
 
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     out = tmp_path / "run"
     args = _args(dataset_dir, out, "--train-positions", "640", "--checkpoint-every", "10", "--max-epochs", "2",
-                 "--set", "trainer.enable_progress_bar=true", "--set", "trainer.val_check_interval=1.0")
+                 "--set", "trainer.enable_progress_bar=true", "--set", "trainer.limit_val_batches=0")
 
-    def ctrl_c(self, batch, batch_idx):
+    def ctrl_c():
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(MovePredictor, "validation_step", ctrl_c)
+        _interrupt_at(m, 10, ctrl_c)
         handler = signal.getsignal(signal.SIGINT)
         try:
             assert _run(main, args, capsys)[0] == 130

@@ -185,6 +185,22 @@ class ValidateAtEnd(Callback):
             trainer.should_stop = True
 
 
+def _validates_now(trainer) -> bool:
+    """Whether Lightning validates right after this training batch. A save before that
+    validation resumes past it, never done (Lightning counts it as done with its step): a run
+    stopped there lost the point from its curves and its choice of the best checkpoint, and
+    the shipped recipes validate every 2,000 steps, where --checkpoint-every saves. The
+    save after the validation (``on_validation_end``) is the step's. Lightning's own test,
+    a private one: where it is not there, saved as before."""
+    fit = getattr(trainer, "fit_loop", None)
+    loop = getattr(fit, "epoch_loop", None)
+    should = getattr(loop, "_should_check_val_fx", None)
+    fetcher = getattr(fit, "_data_fetcher", None)
+    if should is None or fetcher is None or getattr(loop, "_skip_next_val", False):
+        return False
+    return bool(should(fetcher))
+
+
 class LastCheckpoint(Checkpoint):
     """Saves the resumable state to ``path``.
 
@@ -222,7 +238,7 @@ class LastCheckpoint(Checkpoint):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
-        if step == self._saved_step:
+        if step == self._saved_step or _validates_now(trainer):
             return
         if step % self.every_n_steps == 0 or time.monotonic() - self._saved_at >= self.every_seconds:
             self._save(trainer)
@@ -257,6 +273,8 @@ class LastCheckpoint(Checkpoint):
         self.interrupted_by = exception
         if self._saved_step is None or trainer.global_step == self._saved_step:
             return  # training never started, or nothing new since the last save
+        if getattr(trainer, "validating", False) and not trainer.sanity_checking:
+            return  # saved mid-validation, the rerun went on past it; from the save before it, it validates
         try:
             self._save(trainer)
         except Exception as e:  # e.g. the disk is full: keep the previous last.ckpt and the original error
