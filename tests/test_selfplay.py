@@ -808,6 +808,29 @@ def test_worker_processes_play_the_same_games_as_one_process(tmp_path):
         np.testing.assert_array_equal(getattr(played[1], f.name), getattr(played[2], f.name), err_msg=f.name)
 
 
+def test_a_kill_before_the_merged_games_keeps_the_generations_self_play_record(tmp_path, monkeypatch):
+    """Written after the merged games, whose file ends the stage, the record was lost for good by a
+    kill between the two: the commit then read no games/hour and another resign threshold."""
+    out = tmp_path / "rl"
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(out), "--logger", "none"])
+    rl_loop.open_run(cfg)
+    merged, real = out / "games" / "gen_0001.npz", SelfPlayGames.save
+
+    def killed_at_the_merge(games, path):
+        if Path(path) == merged:
+            raise KeyboardInterrupt
+        return real(games, path)
+
+    with monkeypatch.context() as m:
+        m.setattr(SelfPlayGames, "save", killed_at_the_merge)
+        with pytest.raises(KeyboardInterrupt):
+            rl_loop.self_play(cfg, 1)
+    record = out / "stats" / "gen_0001_selfplay.json"
+    assert json.loads(record.read_text())["games_played"] == 6 and not merged.exists()
+    rl_loop.self_play(cfg, 1)  # the rerun plays nothing: every part is there
+    assert json.loads(record.read_text())["games_played"] == 6 and merged.exists()
+
+
 def test_a_failing_worker_is_named_and_the_finished_parts_are_kept(tmp_path, capfd):
     """A worker that cannot write its part (its folder is a file) is one line
     naming the worker and one naming the file; the other worker's part stays."""

@@ -737,10 +737,13 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         seconds = time.time() - t0
         played = sum(n for _, n, _ in todo)
         merged = [kept[path] if path in kept else load_games(path, REPLAYED) for path, _, _ in parts]
+        # The record before the merged games, whose file ends the stage: written after them, a kill
+        # between the two lost it for good. A rerun that plays nothing keeps the one there.
+        if played or not p["self_play"].exists():
+            write_json(p["self_play"], {"seconds": seconds, "games_played": played, "workers": workers,
+                                        "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None,
+                                        "resign_threshold": threshold})
         SelfPlayGames.concat(merged).save(p["games"])
-        write_json(p["self_play"], {"seconds": seconds, "games_played": played, "workers": workers,
-                                    "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None,
-                                    "resign_threshold": threshold})
     if p["parts"].exists():  # our parts, now in the merged file (also after a kill during this clean-up)
         for path in _part_paths(cfg, p):
             path.unlink(missing_ok=True)
