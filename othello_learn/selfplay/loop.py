@@ -543,8 +543,8 @@ def run(cfg: RunConfig) -> dict:
         with RunLock(cfg.out):  # a second loop into this --out is refused, naming the first
             state = open_run(cfg)
             remove_killed_writes(cfg.out)
+            publish(cfg, state)  # a run stopped between its commit point and these left them behind
             if state["generation"] >= cfg.generations:
-                publish(cfg, state)  # a run stopped between its commit point and these left them behind
                 print(f"{cfg.out} holds {state['generation']} generations already (--generations "
                       f"{cfg.generations}): nothing to do; a larger --generations goes on", file=sys.stderr)
                 return state  # before the logger: an idle rerun opens no W&B run
@@ -1042,7 +1042,7 @@ def commit(cfg: RunConfig, gen: int, log: Logger | None = None) -> dict:
 
 def publish(cfg: RunConfig, state: dict) -> None:
     """What a user reads off the run, made to match state.json: ``best.pt`` (the best network's
-    copy) and ``elo.png``. After every commit, and by a rerun with nothing left to do, not at the
+    copy) and ``elo.png``. After every commit, and as every rerun starts, not at the
     end of the run: a long run is stopped by Ctrl-C or a kill far more often than it reaches
     ``--generations``, and it used to leave ``best.pt`` missing or a previous run's. Each is
     written only if stale, so a rerun with nothing to do rewrites nothing."""
