@@ -77,7 +77,7 @@ def main(argv=None) -> None:
     build = statistics.median(times)
 
     games = np.concatenate([read_wtb(p).games for _, p in find_wtb_files(args.wthor_dir)])
-    sample = games["moves"][np.random.default_rng(0).choice(len(games), args.sample, replace=False)]
+    sample = games["moves"][np.random.default_rng(0).choice(len(games), min(args.sample, len(games)), replace=False)]
     t = time.perf_counter()
     n_sample = plain_python_replay(sample)
     plain = (time.perf_counter() - t) / n_sample

@@ -95,6 +95,12 @@ def main(argv=None) -> int:
     evaluators = {fastpath.FP32: Evaluator(net, args.device, precision=fastpath.FP32)}
     if fast != fastpath.FP32:
         evaluators[fast] = Evaluator(copy.deepcopy(net), args.device, precision=fast)
+        small = evaluators[fast].min_fast_batch
+        if args.games < small:
+            print(f"note: batches of fewer than {small} positions run in fp32 on a CPU (Evaluator.min_fast_batch): "
+                  f"with --games {args.games} both rows are fp32", file=sys.stderr)
+    else:
+        print(f"note: no fast path on this device ({args.device}: no fast bf16): fp32 only", file=sys.stderr)
     configs = {"puct": MCTSConfig(simulations=args.simulations), "gumbel": GumbelConfig(simulations=args.simulations)}
     searches = args.searches
     sp = SelfPlayConfig(resign_threshold=None)

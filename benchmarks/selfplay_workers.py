@@ -15,6 +15,7 @@ endgames from ``--solve-empties``: the CPU recipe of RESULTS.md.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -25,25 +26,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from othello.files import ArgumentParser, at_least, run_main  # noqa: E402
+from othello.files import ArgumentParser, UserError, at_least, run_main  # noqa: E402
 from othello_learn.models.fastpath import usable_device  # noqa: E402
 from othello_learn.selfplay import loop as rl_loop  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--init", default="random", help="checkpoint with a value head, or random (a 4x64 raw net)")
-    ap.add_argument("--games", type=at_least(1), default=512)
+    ap.add_argument("--games", type=at_least(1), default=512, help="self-play games a run")
     ap.add_argument("--parallel", type=at_least(1), default=256, help="games per part (at once in one process)")
-    ap.add_argument("--simulations", type=at_least(1), default=32)
-    ap.add_argument("--solve-empties", type=at_least(0), default=10)
+    ap.add_argument("--simulations", type=at_least(1), default=32, help="Gumbel simulations a move")
+    ap.add_argument("--solve-empties", type=at_least(0), default=10, help="exact endgames from this many empties")
     ap.add_argument("--workers", type=at_least(0), default=0, help="the processes to compare with one (0: the loop's default)")
-    ap.add_argument("--rounds", type=at_least(1), default=1)
+    ap.add_argument("--rounds", type=at_least(1), default=1,
+                    help="alternating rounds (one process, then the workers); 3 or more for medians")
     ap.add_argument("--device", default="cpu", help="where the network runs (on a GPU, --workers 0 means one process: "
                                                   "name the count to compare)")
     args = ap.parse_args(argv)
     threads = torch.get_num_threads()
     workers = rl_loop.self_play_workers(args.workers, usable_device(args.device), -(-args.games // args.parallel))[0]
+    if workers == 1:
+        raise UserError(f"nothing to compare: one process ({threads} thread(s), --device {args.device}, "
+                        f"{-(-args.games // args.parallel)} part(s)); give --workers N, or OMP_NUM_THREADS=2 or more "
+                        "on a CPU, and at least two parts (--games / --parallel)")
     figures: dict[int, list[float]] = {1: [], workers: []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -63,14 +69,15 @@ def main(argv=None) -> int:
                 print(f"round {r + 1}: {w} process(es): {stats['games_per_hour']:8,.0f} games/h "
                       f"({stats['seconds']:.1f} s)", file=sys.stderr, flush=True)
     print(f"{args.device}, {threads} threads; {args.init}; {args.games} games in parts of {args.parallel}; Gumbel-{args.simulations}, "
-          f"exact from {args.solve_empties} empties; medians of {args.rounds} alternating rounds")
+          f"exact from {args.solve_empties} empties; "
+          + (f"medians of {args.rounds} alternating rounds" if args.rounds > 1 else "one round (--rounds 3 for medians)"))
     print("| processes x threads | games/hour |")
     print("|---|---:|")
     for w, runs in figures.items():
         print(f"| {w} x {max(1, threads // w) if w > 1 else threads} | {statistics.median(runs):,.0f} |")
     if workers > 1:
         print(f"{workers} processes: {statistics.median(figures[workers]) / statistics.median(figures[1]):.2f}x "
-              "one process's games/hour")
+              "one process's games/hour" + (f" (more processes than the {threads} threads)" if workers > threads else ""))
     return 0
 
 

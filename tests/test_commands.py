@@ -408,8 +408,20 @@ def test_the_selfplay_workers_benchmark_starts_from_a_checkpoint(monkeypatch):
 
     monkeypatch.setattr(module.rl_loop, "open_run", open_run)
     with pytest.raises(Reached):
-        module.main(["--init", str(REPO / "checkpoints" / "best_handcrafted.pt"), "--games", "2", "--parallel", "2",
-                     "--workers", "1"])
+        module.main(["--init", str(REPO / "checkpoints" / "best_handcrafted.pt"), "--games", "4", "--parallel", "2",
+                     "--workers", "2"])
+    # one process against itself, a one-row table without a ratio, is said to be nothing to compare
+    with pytest.raises(module.UserError, match="nothing to compare: one process"):
+        module.main(["--games", "2", "--parallel", "2", "--workers", "2"])
+
+
+def test_the_loader_benchmark_runs_on_past_an_epoch_and_refuses_a_batch_larger_than_the_split(dataset_dir, capsys):  # noqa: F811
+    """Three runs of --batches past the end of the training split ended in a StopIteration traceback."""
+    module = _benchmark("loader")
+    module.main(["--data", str(dataset_dir), "--train-years", "2001", "--batch-size", "64", "--batches", "60"])  # ~55 an epoch
+    assert "median" in capsys.readouterr().out
+    with pytest.raises(module.UserError, match="--batch-size 100000: the training split has"):
+        module.main(["--data", str(dataset_dir), "--train-years", "2001", "--batch-size", "100000"])
 
 
 @pytest.mark.parametrize("name, flag, value, said", [
