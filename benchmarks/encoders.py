@@ -89,7 +89,7 @@ def time_encoder(fn, batches, device: str) -> float:
 def main(argv=None) -> None:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wthor-dir", type=Path, default=None, help="default: ../shared/data/wthor when it exists")
-    ap.add_argument("--year", type=int, default=2016)
+    ap.add_argument("--year", type=int, default=2016, help="the year whose positions are encoded (default: %(default)s)")
     ap.add_argument("--repeats", default="200,50,10", help="timed repeats at each batch size 1, 256, 4096: three positive counts (default: %(default)s)")
     ap.add_argument("--devices", default=None,
                     help="default: cpu,cpu:torch and cuda when available; cpu:torch runs the bitboard work with "

@@ -125,7 +125,7 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=at_least(1), default=40, help="timed steps per round")
     ap.add_argument("--rounds", type=at_least(1), default=5, help="timed rounds per setting (after one warm-up round)")
     ap.add_argument("--batch-size", type=at_least(1), help="overrides the config's data.batch_size")
-    ap.add_argument("--threads", type=at_least(1), help="torch threads (default: torch's choice)")
+    ap.add_argument("--threads", type=at_least(1), help="torch threads, None for torch's choice")
     ap.add_argument("--precision", default="auto", help="the recipe's precision (auto: detected fast path)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the recipe's network")
     ap.add_argument("--compare", action="store_true", help="alternate fp32 eager NCHW baseline and the recipe")
