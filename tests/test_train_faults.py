@@ -8,7 +8,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import time
 import typing
 import warnings
 from pathlib import Path
@@ -43,6 +42,16 @@ def _run(main, argv, capsys):
     capsys.readouterr()
     code = run_main(main, argv)
     return code, capsys.readouterr().err
+
+
+def _interrupted(main, argv, capsys):
+    """``_run`` of a run a test interrupts by Ctrl-C: Lightning ignores SIGINT during its
+    shutdown, and the handler is put back."""
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        return _run(main, argv, capsys)
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def _step(path) -> int:
@@ -342,11 +351,7 @@ def test_a_mid_epoch_resume_trains_on_exactly_the_rest_of_the_epoch(dataset_dir,
             raise KeyboardInterrupt
 
     _interrupt_at(monkeypatch, 6, ctrl_c_once)  # inside step 7, just after the periodic save at step 6
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        assert _run(main, _args(dataset_dir, out, "--max-steps", "9", *common), capsys)[0] == 130
-    finally:
-        signal.signal(signal.SIGINT, handler)
+    assert _interrupted(main, _args(dataset_dir, out, "--max-steps", "9", *common), capsys)[0] == 130
     assert _step(out / "checkpoints" / "last.ckpt") == 6
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -403,11 +408,7 @@ def test_each_epoch_has_its_own_order_and_a_resume_across_epochs_keeps_it(datase
             raise KeyboardInterrupt
 
     _interrupt_at(monkeypatch, 6, ctrl_c_once)  # inside epoch 1, after the periodic save at step 6
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        assert _run(main, _args(dataset_dir, out, *common), capsys)[0] == 130
-    finally:
-        signal.signal(signal.SIGINT, handler)
+    assert _interrupted(main, _args(dataset_dir, out, *common), capsys)[0] == 130
     assert _step(out / "checkpoints" / "last.ckpt") == 6
     seen[:] = []
     assert train(_args(dataset_dir, out, *common))["global_step"] == 12
@@ -433,11 +434,7 @@ def test_a_resume_after_a_limited_epochs_last_batch_starts_the_next_epoch_whole(
 
     with monkeypatch.context() as m:
         _interrupt_at(m, 5, ctrl_c)
-        handler = signal.getsignal(signal.SIGINT)
-        try:
-            assert _run(main, _args(dataset_dir, out, *common), capsys)[0] == 130
-        finally:
-            signal.signal(signal.SIGINT, handler)
+        assert _interrupted(main, _args(dataset_dir, out, *common), capsys)[0] == 130
     assert _step(out / "checkpoints" / "last.ckpt") == 5
     seen[:] = []
     assert train(_args(dataset_dir, out, *common))["global_step"] == 10
@@ -497,11 +494,7 @@ def test_ctrl_c_before_a_step_is_done_does_not_speak_of_a_last_ckpt(dataset_dir,
         monkeypatch.setattr(MovePredictor, "validation_step", ctrl_c)
     else:
         _interrupt_at(monkeypatch, 0, ctrl_c)
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        code, err = _run(main, _args(dataset_dir, out, "--set", "trainer.num_sanity_val_steps=2"), capsys)
-    finally:
-        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT during its shutdown
+    code, err = _interrupted(main, _args(dataset_dir, out, "--set", "trainer.num_sanity_val_steps=2"), capsys)
     assert code == 130 and err.strip().endswith("interrupted") and "last.ckpt" not in err, err
     assert not (out / "checkpoints" / "last.ckpt").exists()
 
@@ -553,11 +546,7 @@ def test_ctrl_c_saves_last_ckpt_and_exits_130(dataset_dir, tmp_path, monkeypatch
         raise KeyboardInterrupt
 
     _interrupt_at(monkeypatch, 7, ctrl_c)
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        code, err = _run(main, _args(dataset_dir, out, "--checkpoint-every", "5", "--max-steps", "30"), capsys)
-    finally:
-        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT during its shutdown
+    code, err = _interrupted(main, _args(dataset_dir, out, "--checkpoint-every", "5", "--max-steps", "30"), capsys)
     assert code == 130 and err.strip().endswith("interrupted; last.ckpt holds the progress: rerun the same command "
                                                 "to resume")
     assert _step(out / "checkpoints" / "last.ckpt") == 7
@@ -1666,11 +1655,7 @@ def test_a_run_resumed_after_its_epochs_last_batch_draws_the_next_epoch_from_its
 
     with monkeypatch.context() as m:
         _interrupt_at(m, 10, ctrl_c)
-        handler = signal.getsignal(signal.SIGINT)
-        try:
-            assert _run(main, args, capsys)[0] == 130
-        finally:
-            signal.signal(signal.SIGINT, handler)
+        assert _interrupted(main, args, capsys)[0] == 130
     assert _step(out / "checkpoints" / "last.ckpt") == 10  # 640 positions: 10 batches an epoch
     train(args)
     frames = re.split(r"[\r\n]", capsys.readouterr().out)
