@@ -32,8 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from othello.files import ArgumentParser, UserError, atomic_write, check_input, check_output, run_main  # noqa: E402
+from othello_learn.data.dataset import WthorDataset  # noqa: E402
 from othello_learn.plots import check_plot_path  # noqa: E402
 from othello_learn.train.curves import load_curve, plot  # noqa: E402
+from othello_learn.train.train import load_config  # noqa: E402
 
 # name -> overrides of the base config (train.py --set items)
 VARIANTS = {
@@ -132,6 +134,17 @@ def main(argv=None) -> int:
         check_output(args.json, "--json", suffixes=(".json",))
     if args.plot:
         check_plot_path(args.plot, "--plot")
+    # The settings and the dataset before the hours of training: each used to fail inside the first run, one
+    # line pointing at its log (and a variant's bad setting only after the variants before it had trained).
+    for name in args.variants:
+        try:
+            load_config(args.config, [*args.set, *VARIANTS[name]])
+        except UserError as e:
+            raise UserError(f"variant {name}: {e}") from None
+    try:
+        WthorDataset(args.data)
+    except (OSError, ValueError) as e:
+        raise UserError(f"--data {args.data}: not a dataset data_tools/wthor.py built ({e})") from None
 
     todo = [(name, seed) for seed in range(args.seeds) for name in args.variants]
     with ThreadPoolExecutor(args.jobs) as pool:

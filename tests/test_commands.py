@@ -339,6 +339,18 @@ def test_benchmark_flags_are_checked_as_they_are_parsed(capsys, name, argv, expe
     assert e.value.code == 2 and expected in err and len(err.splitlines()) == 1
 
 
+def test_the_recipe_comparison_checks_its_settings_and_dataset_before_any_training(tmp_path, capsys, no_training):
+    """A bad --set or a folder that is no dataset failed inside the first train.py run, one line
+    pointing at its log (a variant's own bad setting only after the variants before it had trained)."""
+    module = _benchmark("recipe_compare")
+    for argv, said in ((["--set", "model.nope=3"], "variant base: model.nope: unknown setting"),
+                       (["--variants", "cosine", "--set", "optim.lr=x"], "variant cosine: optim.lr"),
+                       ([], "--data " + str(REPO / "tests") + ": not a dataset data_tools/wthor.py built")):
+        assert run_main(module.main, ["--data", str(REPO / "tests"), "--out", str(tmp_path / "cmp"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_the_recipe_comparisons_own_report_in_its_out_folder_is_no_stranger(tmp_path, capsys, no_training):
     """A rerun (more seeds) with --json and --plot inside --out was refused as a foreign folder."""
     out = tmp_path / "cmp"
