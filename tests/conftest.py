@@ -23,3 +23,25 @@ def shared_wthor() -> Path:
     if not (SHARED_WTHOR / "WTH_2016.wtb").exists():
         pytest.skip(f"the real WTHOR files are not at {SHARED_WTHOR}")
     return SHARED_WTHOR
+
+
+@pytest.fixture(scope="session")
+def dataset_dir(tmp_path_factory):
+    """A small dataset of random games: train 2001, val 2002, test 2003. Built once a session (once
+    an xdist worker), not by each module that uses it; tests read it, and copy it to change it."""
+    import random
+
+    import reference_engine as ref
+    from othello_learn.data import wtb
+    from othello_learn.data.wthor import main as build_main
+
+    root = tmp_path_factory.mktemp("wthor")
+    rng = random.Random(11)
+    for year, n in ((2001, 60), (2002, 12), (2003, 12)):
+        games = [ref.random_game(rng) for _ in range(n)]
+        moves = [[m for _, _, m in rec if m != 64] for rec, _, _ in games]
+        scores = [(64 + ref.final_score(b)) // 2 for _, b, _ in games]
+        wtb.write_wtb(root / f"WTH_{year}.wtb", wtb.make_games(moves, scores), year)
+    out = root / "ds"
+    assert build_main(["--wthor-dir", str(root), "--out", str(out), "--quiet"]) == 0
+    return out

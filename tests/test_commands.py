@@ -16,7 +16,6 @@ import pytest
 from othello.files import UserError, run_main
 from othello_learn import commands
 from othello_learn.commands import COMMANDS
-from test_training import dataset_dir  # noqa: F401  (the module-scoped tiny dataset: 2001, 2002, 2003)
 
 REPO = Path(__file__).resolve().parents[1]
 # Files an example may name that must ship with the repository (run outputs, runs/..., need not).
@@ -214,7 +213,7 @@ def tiny_net(tmp_path_factory):
 
 
 @pytest.mark.parametrize("years", ["2003", "2001,2003", "2001-2003"])
-def test_evaluation_from_the_dataset_matches_a_replay_of_the_raw_files(dataset_dir, tiny_net, years,  # noqa: F811
+def test_evaluation_from_the_dataset_matches_a_replay_of_the_raw_files(dataset_dir, tiny_net, years,
                                                                        monkeypatch):
     from othello_learn.train.evaluate import evaluate_command
 
@@ -230,7 +229,7 @@ def test_evaluation_from_the_dataset_matches_a_replay_of_the_raw_files(dataset_d
     assert built["positions"] == sum(summary[y]["positions"] for y in wanted)
 
 
-def test_evaluation_names_a_year_the_dataset_lacks_and_a_bad_dataset(dataset_dir, tiny_net, tmp_path,  # noqa: F811
+def test_evaluation_names_a_year_the_dataset_lacks_and_a_bad_dataset(dataset_dir, tiny_net, tmp_path,
                                                                      capsys):
     from othello_learn.train.evaluate import main
 
@@ -244,7 +243,7 @@ def test_evaluation_names_a_year_the_dataset_lacks_and_a_bad_dataset(dataset_dir
 
 
 @pytest.mark.parametrize("years,missing", [("2003,2030", "2030"), ("2000-2003", "2000")])
-def test_evaluation_names_a_year_the_wthor_folder_lacks(dataset_dir, tiny_net, tmp_path, years, missing,  # noqa: F811
+def test_evaluation_names_a_year_the_wthor_folder_lacks(dataset_dir, tiny_net, tmp_path, years, missing,
                                                         capsys):
     """Not an evaluation of the years present, recorded under the years asked."""
     from othello_learn.train.evaluate import main
@@ -261,7 +260,7 @@ def test_evaluation_names_a_year_the_wthor_folder_lacks(dataset_dir, tiny_net, t
     assert err.count("\n") == 1 and "--years: no years given" in err, err
 
 
-def test_evaluation_refuses_a_file_named_for_another_year(dataset_dir, tiny_net, tmp_path, capsys):  # noqa: F811
+def test_evaluation_refuses_a_file_named_for_another_year(dataset_dir, tiny_net, tmp_path, capsys):
     from othello_learn.train.evaluate import main
 
     (tmp_path / "WTH_2004.wtb").write_bytes((dataset_dir.parent / "WTH_2003.wtb").read_bytes())
@@ -427,13 +426,14 @@ def test_the_selfplay_workers_benchmark_starts_from_a_checkpoint(monkeypatch):
         module.main(["--games", "2", "--parallel", "2", "--workers", "2"])
 
 
-def test_the_loader_benchmark_runs_on_past_an_epoch_and_refuses_a_batch_larger_than_the_split(dataset_dir, capsys):  # noqa: F811
+def test_the_loader_benchmark_runs_on_past_an_epoch_and_refuses_a_batch_larger_than_the_split(dataset_dir, capsys):
     """Three runs of --batches past the end of the training split ended in a StopIteration traceback."""
     module = _benchmark("loader")
-    module.main(["--data", str(dataset_dir), "--train-years", "2001", "--batch-size", "64", "--batches", "60"])  # ~55 an epoch
+    data = ["--data", str(dataset_dir), "--train-years", "2001"]
+    module.main(data + ["--batch-size", "64", "--batches", "60"])  # some 55 batches an epoch
     assert "median" in capsys.readouterr().out
     with pytest.raises(module.UserError, match="--batch-size 100000: the training split has"):
-        module.main(["--data", str(dataset_dir), "--train-years", "2001", "--batch-size", "100000"])
+        module.main(data + ["--batch-size", "100000"])
 
 
 @pytest.mark.parametrize("name, flag, value, said", [

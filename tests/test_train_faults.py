@@ -18,7 +18,6 @@ import torch
 
 from othello.files import UserError, run_main
 from othello_learn.models.nets import NetConfig, build_network, load_network, read_checkpoint, save_network
-from test_training import dataset_dir  # noqa: F401  (the module-scoped tiny dataset)
 
 REPO = Path(__file__).resolve().parents[1]
 

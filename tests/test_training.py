@@ -19,21 +19,6 @@ from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_records
 from othello_learn.models.nets import NetConfig, build_network, legal_mask, load_network
 
 
-@pytest.fixture(scope="module")
-def dataset_dir(tmp_path_factory):
-    """A small dataset of random games: train 2001, val 2002, test 2003."""
-    root = tmp_path_factory.mktemp("wthor")
-    rng = random.Random(11)
-    for year, n in ((2001, 60), (2002, 12), (2003, 12)):
-        games = [ref.random_game(rng) for _ in range(n)]
-        moves = [[m for _, _, m in rec if m != 64] for rec, _, _ in games]
-        scores = [(64 + ref.final_score(b)) // 2 for _, b, _ in games]
-        wtb.write_wtb(root / f"WTH_{year}.wtb", wtb.make_games(moves, scores), year)
-    out = root / "ds"
-    assert build_main(["--wthor-dir", str(root), "--out", str(out), "--quiet"]) == 0
-    return out
-
-
 def _dm(dataset_dir, **kw):
     dm = WthorDataModule(dataset_dir, batch_size=64, train_years="2001", val_years="2002", test_years="2003", **kw)
     dm.setup()
