@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typing
 
-from othello.files import UserError
+from othello.files import UserError, one_line
 
 
 def start_wandb(init: typing.Callable[[], typing.Any], online: bool):
@@ -21,6 +21,5 @@ def start_wandb(init: typing.Callable[[], typing.Any], online: bool):
     except wandb.errors.Error as e:
         if not online:
             raise
-        why = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        raise UserError(f"--wandb-online: W&B says: {why} (run `wandb login` first, or drop --wandb-online to "
+        raise UserError(f"--wandb-online: W&B says: {one_line(e)} (run `wandb login` first, or drop --wandb-online to "
                         "log offline and `wandb sync` later)") from None

@@ -273,7 +273,7 @@ class LastCheckpoint(Checkpoint):
         self.interrupted_by = exception
         if self._saved_step is None or trainer.global_step == self._saved_step:
             return  # training never started, or nothing new since the last save
-        if getattr(trainer, "validating", False) and not trainer.sanity_checking:
+        if trainer.validating and not trainer.sanity_checking:
             return  # saved mid-validation, the rerun went on past it; from the save before it, it validates
         try:
             self._save(trainer)

@@ -611,26 +611,32 @@ def data_differences(there: dict, now: dict) -> list[str]:
 
 
 class SavedInterrupt(KeyboardInterrupt):
-    """Ctrl-C once training had started: last.ckpt holds the progress, which ``main`` says."""
+    """A stop once training had started: last.ckpt holds the progress, which ``main`` says.
+    ``stop``: the stop it was (a KeyboardInterrupt for Ctrl-C, a ``Terminated`` for SIGTERM)."""
+
+    def __init__(self, stop: KeyboardInterrupt):
+        super().__init__()
+        self.stop = stop
 
 
 @contextmanager
 def interrupts_reraised(saver):
     """Lightning turns Ctrl-C inside ``fit`` or ``test`` into sys.exit(1) after the callbacks'
-    on_exception (LastCheckpoint saved): give run_main the interrupt back (exit 130), as it
-    was raised (a ``Terminated``: 143)."""
+    on_exception (LastCheckpoint saved), and SIGTERM into its SIGTERMException (a SystemExit)
+    at the next step: give ``main`` the stop back, as it was raised (a ``Terminated`` as such),
+    a ``SavedInterrupt`` where last.ckpt holds progress to resume from."""
     try:
         yield
     except SystemExit as e:
         from lightning.pytorch.utilities.exceptions import SIGTERMException  # loaded: this is inside fit or test
 
         interrupt = saver.interrupted_by
-        if type(interrupt) is KeyboardInterrupt and saver.started:
-            raise SavedInterrupt() from None
+        if type(interrupt) is KeyboardInterrupt:  # Ctrl-C
+            raise (SavedInterrupt(KeyboardInterrupt()) if saver.started else interrupt.with_traceback(None)) from None
         if isinstance(interrupt, KeyboardInterrupt):
             raise interrupt.with_traceback(None) from None
-        if isinstance(e, SIGTERMException) and not saver.started:  # before any training: nothing saved
-            raise Terminated() from None
+        if isinstance(e, SIGTERMException):
+            raise (SavedInterrupt(Terminated()) if saver.started else Terminated()) from None
         raise
 
 
@@ -934,20 +940,14 @@ def main(argv=None) -> int:
         try:
             train(argv)
             return 0
-        except SavedInterrupt:
-            stop = KeyboardInterrupt()
+        except SavedInterrupt as e:
+            stop = e.stop
         except Terminated:  # before any training: nothing saved, no last.ckpt to speak of
             if hangup.hung_up:
                 raise HangUp() from None
             raise
-        except SystemExit as e:
-            # Lightning raises its SIGTERMException (a SystemExit) at the next step after SIGTERM,
-            # once LastCheckpoint has saved. Looked up, not imported: --help and a bad flag exit
-            # before training imports Lightning, and stay fast.
-            lightning_exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
-            if lightning_exceptions is None or not isinstance(e, lightning_exceptions.SIGTERMException):
-                raise
-            stop = HangUp() if hangup.hung_up else Terminated()
+    if hangup.hung_up and isinstance(stop, Terminated):
+        stop = HangUp()
     what, code = stop_status(stop)
     say_stopped(f"{Path(sys.argv[0]).name}: {what}; last.ckpt holds the progress: rerun the same command to resume")
     return code
