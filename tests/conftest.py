@@ -18,6 +18,19 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_WTHOR = Path(os.environ.get("OTHELLO_WTHOR_DIR") or REPO.parent / "shared" / "data" / "wthor")
 
 
+# Module fixtures worth seconds, run once: the tests that share one run on one xdist worker
+# (pyproject's "--dist loadgroup"), not each worker building its own.
+SHARED_ONCE = ("rl_run",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for name in SHARED_ONCE:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(name))
+
+
 @pytest.fixture(scope="session")
 def shared_wthor() -> Path:
     if not (SHARED_WTHOR / "WTH_2016.wtb").exists():
