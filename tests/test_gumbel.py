@@ -23,7 +23,7 @@ C_VISIT, C_SCALE = 50.0, 0.1
 # ------------------------------------------------------------------ reference
 def sigma(node, rescale=True):
     """{action: sigma(completed Q)} over the node's legal actions, and the prior logits;
-    Q min-max rescaled over them, or without ``rescale`` read as (Q + 1) / 2."""
+    Q min-max rescaled over all 65 slots as mctx does, or without ``rescale`` read as (Q + 1) / 2."""
     acts = [a for a in range(65) if node.legal[a]]
     logit = {a: math.log(max(node.prior[a], 1e-30)) for a in acts}
     top = max(logit.values())
@@ -39,7 +39,8 @@ def sigma(node, rescale=True):
         weighted = 0.0
     mixed = (node.value + total * weighted) / (total + 1)
     completed = {a: Q.get(a, mixed) for a in acts}
-    lo, hi = min(completed.values()), max(completed.values())
+    every_slot = [Q.get(a, mixed) for a in range(65)]  # mctx: every unvisited slot, illegal too, holds the mixed value
+    lo, hi = min(every_slot), max(every_slot)
     scale = (C_VISIT + max(N.values())) * C_SCALE
     if not rescale:
         return {a: scale * (completed[a] + 1) / 2 for a in acts}, logit, N
@@ -110,6 +111,12 @@ def reference_gumbel(root, sims, ev, gumbel, k_max=16, target_rescale=True):
 
 
 # ---------------------------------------------------------------------- tests
+def _gumbel(n: int, seed: int) -> torch.Tensor:
+    """Standard Gumbel noise for n roots, drawn from the seed (a failure reproduces)."""
+    u = torch.rand((n, 65), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return -torch.log(-torch.log(u.clamp(1e-300, 1 - 1e-16)))
+
+
 @pytest.fixture(scope="module")
 def ev():
     return Evaluator(FakeNet(), "cpu", precision=FP32)
@@ -126,7 +133,7 @@ def test_batched_gumbel_equals_reference(ev, sims, k, seed):
     positions = _positions(6, seed=seed, min_ply=4, max_ply=54)
     tree = GumbelMCTS(ev, len(positions), GumbelConfig(simulations=sims, max_considered=k))
     g = _roots(tree, positions)
-    noise = torch.distributions.Gumbel(0.0, 1.0).sample((len(positions), 65)).double()
+    noise = _gumbel(len(positions), seed)
     tree.search(g, gumbel=noise)
     visits = tree.root_visits(g).long().tolist()
     chosen = tree.chosen_action(g).tolist()
@@ -140,11 +147,34 @@ def test_batched_gumbel_equals_reference(ev, sims, k, seed):
         assert sum(visits[i]) == sims
 
 
+def test_the_mixed_value_stays_in_the_range_q_is_rescaled_over(ev, sims=12, seed=17):
+    """mctx rescales Q over all 65 slots, and its unvisited ones (there are always some) hold
+    the mixed value: where every legal move has been visited and the mixed value lies outside
+    their Qs, the worst move's sigma is above 0 or the best's below the full (c_visit + max N) *
+    c_scale (the range over the legal moves alone pinned both, and stretched two near-tied
+    moves of a decided position ten logits apart)."""
+    positions = _positions(20, seed=seed, min_ply=54, max_ply=59)  # few legal moves, each visited
+    noise = _gumbel(len(positions), seed)
+    tree = GumbelMCTS(ev, len(positions), GumbelConfig(simulations=sims, max_considered=16))
+    g = _roots(tree, positions)
+    tree.search(g, gumbel=noise)
+    legal, _, n, sig = tree._stats(g, torch.zeros_like(g))
+    policy = tree.improved_policy(g)
+    outside = 0
+    for i, (p, o, h, b) in enumerate(positions):
+        *_, want_pi = reference_gumbel(Node(p, o, h, b, ev), sims, ev, noise[i].tolist())
+        assert policy[i].tolist() == pytest.approx(want_pi, abs=1e-6), f"position {i}"
+        s, full = sig[i][legal[i]], (C_VISIT + n[i].max()) * C_SCALE
+        if len(s) > 1 and bool((n[i][legal[i]] > 0).all()):
+            outside += bool(s.min() > 1e-9 or s.max() < full - 1e-9)
+    assert outside >= 2, "the sample lacks roots whose mixed value lies outside the visited moves' Qs"
+
+
 def test_the_absolute_target_changes_the_improved_policy_only(ev, sims=9, k=4, seed=7):
     """target_q="absolute": the same search (visits, move); the improved policy's
     sigma reads (Q + 1) / 2 instead of Q min-max rescaled over the moves."""
     positions = _positions(6, seed=seed, min_ply=4, max_ply=54)
-    noise = torch.distributions.Gumbel(0.0, 1.0).sample((len(positions), 65)).double()
+    noise = _gumbel(len(positions), seed)
     trees = {q: GumbelMCTS(ev, len(positions), GumbelConfig(simulations=sims, max_considered=k, target_q=q))
              for q in ("rescaled", "absolute")}
     for tree in trees.values():

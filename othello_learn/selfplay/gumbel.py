@@ -46,7 +46,7 @@ class GumbelConfig(MCTSConfig):
     c_scale: float = 0.1
     gumbel_scale: float = 1.0  # scale of the root noise when searching with noise (self-play)
     # How the improved policy (the training target, not the search's own ranking) reads Q: "rescaled",
-    # min-max over the node's legal moves as in the paper and mctx; "absolute", (Q + 1) / 2: the
+    # min-max over the node's legal moves and its mixed value as in the paper and mctx; "absolute", (Q + 1) / 2: the
     # values' own [-1, 1] mapped onto the [0, 1] that rescaled Q spans (mctx's rescale_values=False takes
     # Q as it is, so its sigma spreads twice as far as ours). Why: rescaled, moves whose values differ by
     # 0.01 still end ~6 logits apart at 32 simulations, and a loop that trains on its own targets
@@ -135,7 +135,10 @@ class GumbelMCTS(BatchedMCTS):
     def _stats(self, g: torch.Tensor, node: torch.Tensor, ch: torch.Tensor | None = None, rescale: bool = True):
         """Per child of (g, node): legal mask, prior logits, visit counts and
         sigma(completed Q), from the node's side to move's view; Q min-max
-        rescaled to [0, 1] over the legal moves, or (Q + 1) / 2 without ``rescale``."""
+        rescaled to [0, 1] over the legal moves and the mixed value, or (Q + 1) / 2 without
+        ``rescale``. The mixed value is in the range even when every legal move has been
+        visited, as in mctx: else two near-tied moves of a decided position (Q -0.999999 and
+        -0.999998) were stretched ten logits apart."""
         tree = self.tree
         if ch is None:
             ch = tree.children[g, node]
@@ -153,9 +156,9 @@ class GumbelMCTS(BatchedMCTS):
         weighted_q = torch.where(visited, p * q, 0.0).sum(1) / torch.where(total > 0, mass, 1.0)
         mixed = (tree.raw_value[g, node].double() + total * weighted_q) / (total + 1)
         completed = torch.where(visited, q, mixed[:, None])
-        if rescale:
-            lo = completed.masked_fill(~legal, math.inf).min(1, keepdim=True).values
-            hi = completed.masked_fill(~legal, -math.inf).max(1, keepdim=True).values
+        if rescale:  # mctx's range: its 65 slots always hold an unvisited one, which holds the mixed value
+            lo = torch.minimum(completed.masked_fill(~legal, math.inf).min(1).values, mixed)[:, None]
+            hi = torch.maximum(completed.masked_fill(~legal, -math.inf).max(1).values, mixed)[:, None]
             completed = torch.where(legal, (completed - lo) / (hi - lo).clamp_min(1e-8), 0.0)
         else:
             completed = torch.where(legal, (completed + 1) / 2, 0.0)
