@@ -66,6 +66,40 @@ def test_self_play_records_are_consistent(games):
     assert (np.diff(discs.astype(int))[same_game] == 1).all()
 
 
+def test_a_puct_target_is_the_visit_distribution_not_the_move(games):
+    """PUCT records the root's visit shares: with 3 simulations (and the subtree kept) most
+    positions with a choice spread them over several moves, which a one-hot target would not."""
+    n = len(games.player)
+    legal = legal_mask(torch.from_numpy(games.player.view(np.int64)), torch.from_numpy(games.opponent.view(np.int64)))
+    choice = legal.sum(1).numpy() > 1
+    spread = (games.policy.astype(np.float32) > 0).sum(1) > 1
+    assert spread[choice].mean() > 0.5, f"{spread[choice].sum()} of {choice.sum()} of {n} targets spread"
+
+
+class DiscCounter(torch.nn.Module):
+    """A uniform prior and the value of the disc count, from the side to move: late in a
+    game its sign is the result's more often than not."""
+
+    def forward(self, batch):
+        own, opp = bb.popcount(batch["player"]).float(), bb.popcount(batch["opponent"]).float()
+        legal = legal_mask(batch["player"], batch["opponent"])
+        logits = torch.zeros(len(own), 64).masked_fill(~legal, torch.finfo(torch.float32).min)
+        return {"policy": logits, "value": torch.tanh((own - opp) / 8)}
+
+
+def test_the_recorded_value_is_the_side_to_moves(monkeypatch):
+    """The value recorded (and compared with the resign threshold) is the root's from the side
+    to move's view, as the outcome is: in the last plies of played-out games the two agree in
+    sign far more often than not (a flipped sign, which would resign won games, agrees rarely)."""
+    ev = Evaluator(DiscCounter(), "cpu")
+    played = play_games(ev, 8, MCTSConfig(simulations=2), SelfPlayConfig(resign_threshold=None), seed=3,
+                        progress=False)
+    late = played.ply >= played.length[played.game] - 6
+    decided = late & (played.outcome != 0) & (np.abs(played.value.astype(np.float32)) > 0.05)
+    agree = np.sign(played.value[decided].astype(np.float32)) == played.outcome[decided]
+    assert decided.sum() >= 30 and agree.mean() > 0.75, (int(decided.sum()), float(agree.mean()))
+
+
 @pytest.mark.parametrize("search", ["puct", "gumbel"])
 def test_self_play_solves_the_endgame_exactly(tiny_net, search):
     """From ``solve_empties`` on, every record's target is uniform over the
