@@ -478,6 +478,37 @@ def test_a_stop_before_training_starts_does_not_speak_of_a_last_ckpt(dataset_dir
     assert not (out / "checkpoints" / "last.ckpt").exists()
 
 
+@pytest.mark.parametrize("sig, code, said", STOPS + [("SIGINT", 130, "interrupted")])
+@pytest.mark.parametrize("swallowed", [False, True])
+def test_a_stop_while_the_run_is_set_up_ends_it_there(dataset_dir, tmp_path, monkeypatch, capsys, sig, code, said,
+                                                      swallowed):
+    """Lightning listens for SIGTERM in fit and test only: before them (imports, the dataset, the
+    network) a kill ended the process outright, no message and no 143. A stop that something
+    swallowed on its way out (a Cython module's import catches everything) was lost, and the run
+    trained to its end: it is raised again before training. Either way the new run folder goes."""
+    from othello_learn.train import train as train_module
+    from othello_learn.train.module import MovePredictor
+
+    real = train_module.check_dataset
+
+    def stopped(*a, **k):
+        try:
+            os.kill(os.getpid(), getattr(signal, sig))
+        except KeyboardInterrupt:
+            if not swallowed:
+                raise
+        return real(*a, **k)
+
+    monkeypatch.setattr(train_module, "check_dataset", stopped)
+    monkeypatch.setattr(MovePredictor, "training_step", lambda *a: pytest.fail("training started"))
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    out = tmp_path / "run"
+    got, err = _run(train_module.main, _args(dataset_dir, out), capsys)
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
+    assert got == code and err.strip().endswith(said) and "last.ckpt" not in err, err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("where", ["sanity check", "first step"])
 def test_ctrl_c_before_a_step_is_done_does_not_speak_of_a_last_ckpt(dataset_dir, tmp_path, monkeypatch, capsys,
                                                                     where):
@@ -1610,6 +1641,26 @@ def test_a_trainer_setting_lightning_refuses_is_named_without_the_device_flags(d
     errors = [line for line in err.splitlines() if "error:" in line]
     assert code == 2 and len(errors) == 1 and "trainer settings: " in errors[0], err
     assert "gradient_clip_algorithm" in errors[0] and "--accelerator" not in errors[0] and "--devices" not in errors[0]
+
+
+@pytest.mark.parametrize("flags", [["--set", "trainer.gradient_clip_algorithm=bogus"], ["--accelerator", "tpu"],
+                                   ["--set", "trainer.precision=16-true"]])
+def test_a_setting_lightning_refuses_leaves_no_run_folder_or_wandb_run(dataset_dir, tmp_path, capsys, monkeypatch,
+                                                                      flags):
+    """Checked once the folder, its lock and the W&B run were made, a refused setting left a
+    run folder holding checkpoints/, wandb/ and wandb_id, and W&B's banner around the error;
+    "tpu" without torch_xla was an ImportError's traceback."""
+    import wandb
+
+    from othello_learn.train.train import main
+
+    monkeypatch.setattr(wandb, "init", lambda *a, **k: pytest.fail("a W&B run was started"))
+    out = tmp_path / "run"
+    argv = [a if a != "none" else "wandb" for a in _args(dataset_dir, out, "--max-steps", "1", *flags)]
+    code, err = _run(main, argv, capsys)
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err and "wandb" not in err, err
+    assert not out.exists()
 
 
 def test_the_resumed_progress_bar_is_drawn_at_its_place_before_the_next_batch(dataset_dir, tmp_path, capsys,

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import (ArgumentParser, HangUp, Terminated, UserError, at_least, atomic_write, check_input,
+from othello.files import (ArgumentParser, HangUp, StopOnce, Terminated, UserError, at_least, atomic_write, check_input,
                           check_output, one_line, remove_stale_temps, run_main, say_stopped, seed_below, stop_status,
                           taken, temp_target, write_json)
 from othello_learn import HOME, HOME_HELP
@@ -620,11 +620,13 @@ class SavedInterrupt(KeyboardInterrupt):
 
 
 @contextmanager
-def interrupts_reraised(saver):
+def interrupts_reraised(saver, stops):
     """Lightning turns Ctrl-C inside ``fit`` or ``test`` into sys.exit(1) after the callbacks'
     on_exception (LastCheckpoint saved), and SIGTERM into its SIGTERMException (a SystemExit)
-    at the next step: give ``main`` the stop back, as it was raised (a ``Terminated`` as such),
-    a ``SavedInterrupt`` where last.ckpt holds progress to resume from."""
+    at the next step: give ``main`` the stop back, as it was raised (a ``Terminated`` as such,
+    a ``HangUp`` where ``stops`` says SIGHUP was passed on as it), a ``SavedInterrupt`` where
+    last.ckpt holds progress to resume from. A stop something swallowed is raised first."""
+    stops.stop.check()
     try:
         yield
     except SystemExit as e:
@@ -636,7 +638,8 @@ def interrupts_reraised(saver):
         if isinstance(interrupt, KeyboardInterrupt):
             raise interrupt.with_traceback(None) from None
         if isinstance(e, SIGTERMException):
-            raise (SavedInterrupt(Terminated()) if saver.started else Terminated()) from None
+            stop = HangUp() if stops.hung_up else Terminated()
+            raise (SavedInterrupt(stop) if saver.started else stop) from None
         raise
 
 
@@ -649,9 +652,10 @@ def train(argv=None) -> dict:
     check_run_folder(args.out)
     new_out = not args.out.exists()
     try:
-        return _train(args)
-    except UserError:
-        # Refused before training: take back the folder this command made. Only if it holds
+        with stops_around_lightning() as stops:
+            return _train(args, stops)
+    except (UserError, KeyboardInterrupt):
+        # Refused or stopped before training: take back the folder this command made. Only if it holds
         # nothing but what the set-up writes; a checkpoint means training ran, and it all stays.
         # A .lock there is another run's (ours is released by now): one started into the same new
         # OUT at once, which made the folder too and holds it; its files and lock are not ours.
@@ -745,7 +749,7 @@ def stop_reason(trainer) -> str:
     return f"max_epochs={trainer.max_epochs} reached"
 
 
-def _train(args) -> dict:
+def _train(args, stops) -> dict:
     import lightning as L
     import torch
     from lightning.pytorch.callbacks import LearningRateMonitor
@@ -817,19 +821,17 @@ def _train(args) -> dict:
             step = check_resumable(resume, model.net.config, dict(dm.hparams))
             print(f"resuming from {resume} (step {step})", file=sys.stderr)
 
-        torch.set_float32_matmul_precision("high")
-        # The best-by-validation checkpoint keeps the settings (hence the state key) of the
-        # runs before LastCheckpoint, so resuming them keeps their best score.
+        # The settings Lightning checks, checked before a W&B run is made (refused after it, they
+        # left its files, which kept a new OUT from being taken back, and its banner around the error
+        # line); the logger is handed over once it exists. The best-by-validation checkpoint keeps the
+        # settings (hence the state key) of the runs before LastCheckpoint, so resuming them keeps
+        # their best score.
         best = BestCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
                               save_top_k=1)
         saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
-        if args.fresh:
-            mark_fresh_start(args.out)
-        logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
-        if args.logger == "wandb":  # started now, so an account problem is found before any training
-            start_wandb(lambda: logger.experiment, args.wandb_online)
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
-        callbacks = ([ValidateAtEnd(), best, saver] + ([LearningRateMonitor("step")] if logger else [])
+        callbacks = ([ValidateAtEnd(), best, saver]
+                     + ([LearningRateMonitor("step")] if args.logger != "none" else [])
                      + ([TrainingProgressBar()] if trainer_cfg.get("enable_progress_bar", True) else []))
         accelerator = str(args.accelerator).lower()  # Lightning reads it in any case; "gpu": CUDA or Apple's MPS
         if ((accelerator == "cuda" and not torch.cuda.is_available())
@@ -841,21 +843,30 @@ def _train(args) -> dict:
             trainer_cfg["precision"] = resolve(requested, args.accelerator)
         except ValueError as e:
             raise UserError(f"trainer.precision: {e}") from None
-        if str(requested) == "auto":
-            print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
         _drop_lightning_tips()
         try:
             trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
-                                logger=logger, callbacks=callbacks, use_distributed_sampler=False,
+                                logger=False, callbacks=callbacks, use_distributed_sampler=False,
                                 plugins=[AtomicCheckpointIO()], **trainer_cfg)
-        except (MisconfigurationException, ValueError, TypeError) as e:
-            device_error = "devices" in str(e) or "accelerator" in str(e)
+        except (MisconfigurationException, ValueError, TypeError, ImportError) as e:  # Import: tpu, no torch_xla
+            device_error = isinstance(e, ImportError) or "devices" in str(e) or "accelerator" in str(e)
             flags = f"--accelerator {args.accelerator} --devices {args.devices}" if device_error else ""
             raise UserError(f"trainer settings{': ' + flags if flags else ''}: {one_line(e)}") from e
+
+        torch.set_float32_matmul_precision("high")
+        if args.fresh:
+            mark_fresh_start(args.out)
+        logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
+        if args.logger == "wandb":  # started now, so an account problem is found before any training
+            start_wandb(lambda: logger.experiment, args.wandb_online)
+        if logger:
+            trainer.logger = logger
+        if str(requested) == "auto":
+            print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
         # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
-        with interrupts_reraised(saver), warnings.catch_warnings():
+        with interrupts_reraised(saver, stops), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
             if resume or args.fresh:  # the checkpoints it warns of: the ones the run resumes from, or the
                 # discarded run's, which --fresh keeps (README)
@@ -879,7 +890,7 @@ def _train(args) -> dict:
                 print(f"--no-test: kept the test results {args.out / 'metrics.json'} had for this same best "
                       "checkpoint", file=sys.stderr)
         else:
-            with interrupts_reraised(saver), warnings.catch_warnings():
+            with interrupts_reraised(saver, stops), warnings.catch_warnings():
                 _ignore_lightning_noise()
                 result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
             summary["test"] = {k: float(v) for k, v in result.items()}
@@ -910,44 +921,51 @@ def earlier_test(metrics: Path, best_path: str, cfg: dict) -> dict | None:
 
 
 @contextmanager
-def hang_up_as_sigterm():
-    """Lightning saves last.ckpt and stops at the next step on SIGTERM only: a closed terminal
-    or a dropped ssh session (SIGHUP) killed training with up to --checkpoint-minutes of it
-    unsaved. In the block SIGHUP is Lightning's SIGTERM (raised as ``HangUp`` where Lightning
-    is not listening), and ``.hung_up`` remembers it, for ``main`` to say so. nohup's ignored
-    SIGHUP stays ignored."""
-    said = SimpleNamespace(hung_up=False)
+def stops_around_lightning():
+    """Lightning takes SIGTERM in ``fit`` and ``test`` only (it saves last.ckpt and stops at the
+    next step); before and between them SIGTERM killed the process outright (no message, no
+    exit 143) and a Ctrl-C that an import swallowed was lost (the run trained to its end). In the
+    block SIGTERM and Ctrl-C raise (``StopOnce``) where Lightning is not listening; where it is,
+    its handler calls this one, the handler it found, which leaves the stop to it. SIGHUP (a
+    closed terminal, a dropped ssh session) is SIGTERM: Lightning's where it listens (else up to
+    --checkpoint-minutes were lost), else raised as ``HangUp``; ``.hung_up`` remembers it.
+    ``.stop.check()`` raises a swallowed stop (``interrupts_reraised`` calls it before fit and
+    test). Signals ignored as the block begins (nohup's SIGHUP) stay ignored."""
+    stop = StopOnce()
+    said = SimpleNamespace(stop=stop, hung_up=False)
+
+    def term(signum, frame):
+        if signal.getsignal(signal.SIGTERM) is term:  # else Lightning's handler called this one
+            stop(signum, frame)
 
     def hang_up(signum, frame):
         said.hung_up = True
         sigterm = signal.getsignal(signal.SIGTERM)
-        if not callable(sigterm):  # outside fit and test
-            raise HangUp
-        sigterm(signal.SIGTERM, frame)
+        if sigterm is term or not callable(sigterm):
+            stop(signum, frame)
+        else:
+            sigterm(signal.SIGTERM, frame)
 
-    sighup = getattr(signal, "SIGHUP", None)
-    mine = sighup is not None and threading.current_thread() is threading.main_thread() and taken(sighup)
-    previous = signal.signal(sighup, hang_up) if mine else None
+    handlers = {signal.SIGINT: stop, signal.SIGTERM: term}
+    if hasattr(signal, "SIGHUP"):
+        handlers[signal.SIGHUP] = hang_up
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items() if taken(sig)}
     try:
         yield said
+        stop.check()
     finally:
-        if mine:
-            signal.signal(sighup, signal.SIG_DFL if previous is None else previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def main(argv=None) -> int:
-    with hang_up_as_sigterm() as hangup:
-        try:
-            train(argv)
-            return 0
-        except SavedInterrupt as e:
-            stop = e.stop
-        except Terminated:  # before any training: nothing saved, no last.ckpt to speak of
-            if hangup.hung_up:
-                raise HangUp() from None
-            raise
-    if hangup.hung_up and isinstance(stop, Terminated):
-        stop = HangUp()
+    try:
+        train(argv)
+        return 0
+    except SavedInterrupt as e:
+        stop = e.stop
     what, code = stop_status(stop)
     say_stopped(f"{Path(sys.argv[0]).name}: {what}; last.ckpt holds the progress: rerun the same command to resume")
     return code
