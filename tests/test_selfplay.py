@@ -741,7 +741,8 @@ def test_dropping_no_resign_on_a_resume_resigns_again_and_each_generation_record
 
 
 def test_wandb_online_without_an_account_is_one_line_before_any_self_play(tmp_path, monkeypatch, capsys):
-    """W&B's "No API key configured" was a 32-line traceback, exit 1."""
+    """W&B's "No API key configured" was a 32-line traceback, exit 1; then one line that left
+    the new run's folder behind (config.json, state.json, best.pt, nets/gen_0000.pt)."""
     import wandb
 
     def no_key(**kwargs):
@@ -752,6 +753,7 @@ def test_wandb_online_without_an_account_is_one_line_before_any_self_play(tmp_pa
     code, err = cli(LOOP + ["--out", str(tmp_path / "rl"), "--logger", "wandb", "--wandb-online"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "--wandb-online: W&B says: No API key configured" in err and "wandb login" in err
+    assert not (tmp_path / "rl").exists()
 
 
 @pytest.fixture(scope="module")

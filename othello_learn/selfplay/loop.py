@@ -548,7 +548,12 @@ def run(cfg: RunConfig) -> dict:
                 print(f"{cfg.out} holds {state['generation']} generations already (--generations "
                       f"{cfg.generations}): nothing to do; a larger --generations goes on", file=sys.stderr)
                 return state  # before the logger: an idle rerun opens no W&B run
-            log = Logger(cfg, state)
+            try:
+                log = Logger(cfg, state)
+            except UserError:  # --wandb-online without a login: a new run leaves no folder behind
+                if new and state["generation"] == 0:
+                    _take_back_new_run(cfg.out)
+                raise
             try:
                 for gen in range(state["generation"] + 1, cfg.generations + 1):
                     self_play(cfg, gen)  # the best network's games: games/gen_N.npz
@@ -565,6 +570,17 @@ def run(cfg: RunConfig) -> dict:
 
 # The files the loop writes under OUT that are not a generation's (_paths names those).
 RUN_TOP_FILES = ("config.json", "state.json", "best.pt", "elo.png")
+
+
+def _take_back_new_run(out: Path) -> None:
+    """Remove what setting up a new run wrote (open_run, publish), before a generation began:
+    by name, and its folders only if that leaves them empty (``run`` removes OUT itself)."""
+    for name in RUN_TOP_FILES:
+        (out / name).unlink(missing_ok=True)
+    (out / "nets" / "gen_0000.pt").unlink(missing_ok=True)
+    for folder in ("nets", "stats", "games"):
+        if (out / folder).is_dir() and not any((out / folder).iterdir()):
+            (out / folder).rmdir()
 
 
 def _is_run_file(name: str) -> bool:
