@@ -1209,6 +1209,38 @@ def test_a_resume_on_other_data_is_refused_naming_the_settings(dataset_dir, tmp_
     assert code == 0, err  # the same years, spelt as a number
 
 
+def test_a_resume_on_its_dataset_folder_rebuilt_from_other_files_is_refused(dataset_dir, tmp_path, capsys):
+    """The folder is the run's own, so comparing it with itself found nothing: a rebuild in place
+    from other files resumed in silence. A rebuild from the same files (the same bytes) resumes."""
+    import random
+    import shutil
+
+    import reference_engine as ref
+    from othello_learn.data import wtb
+    from othello_learn.data.wthor import main as build_main
+    from othello_learn.train.train import main, train
+
+    data, out = tmp_path / "ds", tmp_path / "run"
+    shutil.copytree(dataset_dir, data)
+    train(["--data", str(data)] + _args(dataset_dir, out, "--max-steps", "2")[2:])
+    again = ["--data", str(data)] + _args(dataset_dir, out, "--max-steps", "4")[2:]
+    assert build_main(["--wthor-dir", str(dataset_dir.parent), "--out", str(data), "--quiet"]) == 0  # the same files
+    code, err = _run(main, again, capsys)
+    assert code == 0, err
+    other = tmp_path / "other_files"
+    other.mkdir()
+    rng = random.Random(5)
+    for year in (2001, 2002, 2003):
+        games = [ref.random_game(rng) for _ in range(12)]
+        wtb.write_wtb(other / f"WTH_{year}.wtb", wtb.make_games([[m for _, _, m in rec if m != 64] for rec, _, _ in games],
+                                                               [(64 + ref.final_score(b)) // 2 for _, b, _ in games]), year)
+    assert build_main(["--wthor-dir", str(other), "--out", str(data), "--quiet"]) == 0
+    again[again.index("--max-steps") + 1] = "6"
+    code, err = _run(main, again, capsys)
+    assert code == 2 and f"--data {data}: rebuilt since the run began" in err and "other data" in err, err
+    assert _step(out / "checkpoints" / "last.ckpt") == 4
+
+
 def test_a_resume_from_another_dataset_folder_is_refused_unless_it_holds_the_same_data(dataset_dir, tmp_path,
                                                                                        capsys):
     """Another folder of other data is refused; a copy of the run's data (a second checkout's own

@@ -18,7 +18,7 @@ import torch
 from othello.files import UserError
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_records
 
-from .dataset import REFERENCE_SPLIT, WthorDataset, parse_years
+from .dataset import REFERENCE_SPLIT, WthorDataset, content_digest, parse_years
 
 
 def leave_the_process_group(worker_id: int) -> None:
@@ -141,6 +141,7 @@ class WthorDataModule(L.LightningDataModule):
             return
         self.data = WthorDataset(self.hparams.data_dir)
         hp = self.hparams
+        hp["data_digest"] = content_digest(self.data.summary)  # saved in the checkpoints: a rebuild is told
         self.splits = {
             "train": self._subset(self._years("train"), hp.train_positions, 1),
             "val": self._subset(self._years("val"), hp.val_positions, 2),

@@ -455,6 +455,17 @@ def write(result: BuildResult, out, log=None, recovered: bool = False) -> Path:
     return given
 
 
+def content_digest(summary: dict) -> str:
+    """A digest of a dataset's summary.json without its ``source``: the same for a copy or a
+    rebuild from the same files (the build is deterministic), another for a rebuild from other
+    files or years. Kept in a training run's checkpoints, it tells a folder rebuilt in place since
+    the run began, which ``same_dataset`` cannot: by then only the new build is there."""
+    import hashlib
+
+    kept = {k: v for k, v in summary.items() if k != "source"}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def same_dataset(a, b) -> bool:
     """Whether two dataset folders hold the same data: one folder, or a copy or a rebuild of
     it elsewhere (the build is deterministic, so the same files give the same bytes; only the

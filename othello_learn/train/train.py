@@ -607,6 +607,8 @@ def data_differences(there: dict, now: dict) -> list[str]:
     old, new = there.get("data_dir"), now.get("data_dir")
     if old and new and Path(old).is_dir() and Path(new).is_dir() and not same_dataset(old, new):
         differ.insert(0, f"--data {old} there, {new} now")
+    elif there.get("data_digest") and now.get("data_digest") and there["data_digest"] != now["data_digest"]:
+        differ.insert(0, f"--data {new}: rebuilt since the run began (its summary.json differs)")
     return differ
 
 
