@@ -288,3 +288,24 @@ def test_a_metric_with_no_number_in_it_is_refused_not_plotted_empty(tmp_path, ca
         err = capsys.readouterr().err
         assert said in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "c.png").exists()
+
+
+def test_a_run_has_one_colour_in_both_panels(tmp_path, monkeypatch):
+    """An untimed run is left out of the time panel; the colours drawn after it there no longer
+    matched the runs' colours in the positions panel."""
+    from othello_learn.train import curves
+
+    runs = []
+    for name, timed in (("a", True), ("untimed", False), ("c", True)):
+        run = tmp_path / name
+        run.mkdir()
+        rows = [{"step": s, "val/acc": 0.3 + s / 100, **({"time/hours": s / 10} if timed else {})} for s in (9, 19)]
+        _version(run, 0, rows)
+        runs.append(run)
+    drawn = {}
+    monkeypatch.setattr(curves, "save_figure", lambda fig, out: drawn.setdefault("fig", fig) and out)
+    curves.plot(runs, tmp_path / "c.png")
+    positions, hours = drawn["fig"].axes
+    colour = {line.get_label(): line.get_color() for line in positions.get_lines()}
+    assert len(set(colour.values())) == 3 and [line.get_label() for line in hours.get_lines()] == ["a", "c"]
+    assert all(line.get_color() == colour[line.get_label()] for line in hours.get_lines())

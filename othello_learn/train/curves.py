@@ -172,10 +172,11 @@ def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
     timed = any(c["hours"].notna().any() for c in curves.values())
     fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(12 if timed else 7, 4.2), squeeze=False)
     scale, unit = (100, " (%)") if is_fraction(metric) else (1, "")
-    for name, curve in curves.items():
-        axes[0, 0].plot(curve["positions"] / 1e6, scale * curve[metric], marker="o", ms=3, label=name)
-        if timed and curve["hours"].notna().any():
-            axes[0, 1].plot(curve["hours"], scale * curve[metric], marker="o", ms=3, label=name)
+    for i, (name, curve) in enumerate(curves.items()):
+        style = {"marker": "o", "ms": 3, "label": name, "color": f"C{i % 10}"}  # a run's colour in both panels
+        axes[0, 0].plot(curve["positions"] / 1e6, scale * curve[metric], **style)
+        if timed and curve["hours"].notna().any():  # (a run without times is left out of the second)
+            axes[0, 1].plot(curve["hours"], scale * curve[metric], **style)
     axes[0, 0].set_xlabel("training positions seen (millions)")
     if timed:
         axes[0, 1].set_xlabel("training time (hours)")
