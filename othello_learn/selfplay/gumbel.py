@@ -46,14 +46,14 @@ class GumbelConfig(MCTSConfig):
     c_scale: float = 0.1
     gumbel_scale: float = 1.0  # scale of the root noise when searching with noise (self-play)
     # How the improved policy (the training target, not the search's own ranking) reads Q: "rescaled",
-    # min-max over the node's legal moves and its mixed value as in the paper and mctx; "absolute", (Q + 1) / 2: the
-    # values' own [-1, 1] mapped onto the [0, 1] that rescaled Q spans (mctx's rescale_values=False takes
-    # Q as it is, so its sigma spreads twice as far as ours). Why: rescaled, moves whose values differ by
-    # 0.01 still end ~6 logits apart at 32 simulations, and a loop that trains on its own targets
-    # compounds that into an over-confident prior; absolute spreads the target in proportion to the
-    # values' differences. Measured (RESULTS.md, "Softer policy targets"): absolute slows the sharpening
-    # without stopping it and costs the 1-ply policy; calibrating the net after the run mends the search
-    # player as well. Hence the default.
+    # min-max over the node's legal moves and its mixed value as in the paper and mctx; "absolute",
+    # (Q + 1) / 2: the values' own [-1, 1] mapped onto the [0, 1] that rescaled Q spans (mctx's
+    # rescale_values=False takes Q as it is, so its sigma spreads twice as far as ours). Why: rescaled,
+    # moves whose values differ by 0.01 still end ~6 logits apart at 32 simulations, and a loop that
+    # trains on its own targets compounds that into an over-confident prior; absolute spreads the
+    # target in proportion to the values' differences. Measured (RESULTS.md, "Softer policy targets"):
+    # absolute slows the sharpening without stopping it and costs the 1-ply policy; calibrating the net
+    # after the run mends the search player as well. Hence the default.
     target_q: str = "rescaled"
     reuse_tree: bool = False  # sequential halving counts from an empty root: no reuse
 

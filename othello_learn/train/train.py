@@ -31,9 +31,9 @@ from types import SimpleNamespace
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import (ArgumentParser, HangUp, StopOnce, Terminated, UserError, at_least, atomic_write, check_input,
-                          check_output, one_line, remove_stale_temps, run_main, say_stopped, seed_below, stop_status,
-                          taken, temp_target, write_json)
+from othello.files import (ArgumentParser, HangUp, StopOnce, Terminated, UserError, at_least, atomic_write,
+                          check_input, check_output, one_line, remove_stale_temps, run_main, say_stopped, seed_below,
+                          stop_status, taken, temp_target, write_json)
 from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
 
