@@ -332,3 +332,17 @@ def test_make_games_stores_a_given_theoretical_score():
     recs = wtb.make_games([[37], [37, 43]], [40, 20], theoretical=[36, 28])
     assert recs["theoretical_score"].tolist() == [36, 28] and recs["black_score"].tolist() == [40, 20]
     assert wtb.make_games([[37]], [40])["theoretical_score"].tolist() == [40]
+
+
+def test_the_table_names_each_split_by_the_years_the_build_holds():
+    """A build of 2013-2014 printed "train 1977-2014" for its two years."""
+    from othello_learn.data.wthor import format_table
+
+    year = {"games": 2, "positions": 120, "skipped_games": 0}
+    table = format_table({"years": {"1977": year, "1990": year, "2013": year, "2014": year, "2016": year},
+                          "total": {"games": 10, "positions": 600, "skipped_games": 0}})
+    rows = [line.split("  ")[0].strip() for line in table.splitlines()]
+    assert "train 1977-2014 (4 years)" in rows and "test 2016" in rows and not any(r.startswith("val") for r in rows)
+    table = format_table({"years": {"2013": year, "2014": year},
+                          "total": {"games": 4, "positions": 240, "skipped_games": 0}})
+    assert "train 2013-2014" in [line.split("  ")[0].strip() for line in table.splitlines()]

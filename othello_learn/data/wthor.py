@@ -93,9 +93,12 @@ def format_table(summary: dict) -> str:
     for year, v in summary["years"].items():
         rows.append((year, f"{v['games']:,}", f"{v['positions']:,}", str(v["skipped_games"])))
     for name, (lo, hi) in REFERENCE_SPLIT.items():
-        sel = [v for y, v in summary["years"].items() if lo <= int(y) <= hi]
-        if sel:
-            label = f"{name} {lo}-{hi}" if lo != hi else f"{name} {lo}"
+        years = sorted(int(y) for y in summary["years"] if lo <= int(y) <= hi)
+        sel = [summary["years"][str(y)] for y in years]
+        if sel:  # named by the years it holds: a build of 2013-2014 is no "train 1977-2014"
+            first, last = years[0], years[-1]
+            label = (f"{name} {first}-{last}" if first != last else f"{name} {first}") + (
+                f" ({len(years)} years)" if len(years) < last - first + 1 else "")
             rows.append((label, f"{sum(v['games'] for v in sel):,}", f"{sum(v['positions'] for v in sel):,}",
                          str(sum(v["skipped_games"] for v in sel))))
     t = summary["total"]
