@@ -6,7 +6,8 @@
 
 Exit status 0 on success (skipped games are reported, not fatal), 2 on bad
 input (one line naming the file; ``--debug`` shows the traceback), 130 on
-Ctrl-C, 143 on SIGTERM and 129 on a closed terminal (SIGHUP); OUT is left untouched on failure, and only an empty folder or a dataset this tool wrote is
+Ctrl-C, 143 on SIGTERM and 129 on a closed terminal (SIGHUP); OUT is left
+untouched on failure, and only an empty folder or a dataset this tool wrote is
 ever replaced.
 """
 

@@ -5,7 +5,8 @@
 
 Rerunning the same command resumes from ``OUT/checkpoints/last.ckpt`` (saved
 every ``--checkpoint-every`` steps, after each validation, at the end, and when
-interrupted by Ctrl-C, SIGTERM or a closed terminal, SIGHUP); ``--fresh`` starts over. At the end the best checkpoint (by validation accuracy) is tested on the
+interrupted by Ctrl-C, SIGTERM or a closed terminal, SIGHUP); ``--fresh`` starts
+over. At the end the best checkpoint (by validation accuracy) is tested on the
 test years and exported to ``OUT/model.pt`` (weights and hyperparameters only).
 W&B logging is offline by default (no account needed; ``wandb sync`` later),
 ``--wandb-online`` to stream to your account.
