@@ -1968,3 +1968,104 @@ def test_progress_bars_in_a_log_file_are_redrawn_once_a_minute(monkeypatch):
         clock[0] += 1
         bar.refresh()
     assert bar.drawn == [1, 61, 121, 181, 241, 300]
+
+
+# ---- proposed by mutation testing -------------------------------------------------------------
+
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGINT"])
+def test_a_stop_signal_ignored_as_the_run_begins_stays_ignored(dataset_dir, tmp_path, monkeypatch, capsys, sig):
+    """nohup ignores SIGHUP, a shell a background job's SIGINT: a run started so trains on when
+    the terminal closes; stops_around_lightning must not take them."""
+    from othello_learn.train import train as train_module
+
+    real = train_module.check_dataset
+
+    def signalled(*a, **k):
+        os.kill(os.getpid(), getattr(signal, sig))
+        return real(*a, **k)
+
+    monkeypatch.setattr(train_module, "check_dataset", signalled)
+    s = getattr(signal, sig)
+    previous = signal.signal(s, signal.SIG_IGN)
+    try:
+        got, err = _run(train_module.main, _args(dataset_dir, tmp_path / "run", "--max-steps", "1"), capsys)
+        assert signal.getsignal(s) is signal.SIG_IGN
+    finally:
+        signal.signal(s, previous)
+    assert got == 0, err
+    assert (tmp_path / "run" / "model.pt").exists()
+
+
+def test_a_stop_swallowed_after_the_last_fit_still_ends_the_run_with_its_status(dataset_dir, tmp_path, monkeypatch,
+                                                                                capsys):
+    """The block's last check: a SIGTERM something swallowed after training (no later fit or
+    test to check it) was lost, exit 0; the run's files are kept and it exits 143."""
+    from othello.files import Terminated
+    from othello_learn.models import nets
+    from othello_learn.train.train import main
+
+    real = nets.save_network
+
+    def swallowed(*a, **k):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        except Terminated:
+            pass
+        return real(*a, **k)
+
+    monkeypatch.setattr(nets, "save_network", swallowed)
+    out = tmp_path / "run"
+    got, err = _run(main, _args(dataset_dir, out, "--max-steps", "1"), capsys)
+    assert got == 143 and err.strip().endswith("terminated") and "last.ckpt" not in err, err
+    assert (out / "model.pt").exists() and (out / "checkpoints" / "last.ckpt").exists()
+
+
+def test_a_csv_run_logs_the_learning_rate(dataset_dir, tmp_path, monkeypatch):
+    """LearningRateMonitor is added for any logger but none: the CSV's lr column."""
+    from othello_learn.train.train import train
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    out = tmp_path / "run"
+    train(_args(dataset_dir, out, "--logger", "csv", "--max-steps", "2", "--set", "trainer.log_every_n_steps=1"))
+    header = next((out / "csv").rglob("metrics.csv")).read_text().splitlines()[0]
+    assert any(col.startswith("lr-") for col in header.split(",")), header
+
+
+def test_tpu_without_torch_xla_names_the_device_flags(dataset_dir, tmp_path, capsys):
+    import importlib.util
+
+    from othello_learn.train.train import main
+
+    if importlib.util.find_spec("torch_xla") is not None:
+        pytest.skip("torch_xla is installed")
+    out = tmp_path / "run"
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1", "--accelerator", "tpu"), capsys)
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert code == 2 and len(errors) == 1 and "trainer settings: --accelerator tpu --devices 1: " in errors[0], err
+
+
+def test_data_differences_speak_of_a_rebuild_only_for_the_runs_own_folder(tmp_path):
+    from othello_learn.train.train import data_differences
+
+    folder, other = tmp_path / "ds", tmp_path / "other"
+    folder.mkdir()
+    other.mkdir()
+    there = {"seed": 0, "data_dir": str(folder), "data_digest": "aaaa"}
+    assert data_differences(there, {**there, "data_dir": str(other), "data_digest": "bbbb"}) == [
+        f"--data {folder} there, {other} now"]  # another folder: not "rebuilt since the run began"
+    assert data_differences(there, {**there, "seed": 1, "data_digest": "bbbb"}) == [
+        f"--data {folder}: rebuilt since the run began (its summary.json differs)", "--seed=0 there, 1 now"]
+    assert data_differences({"seed": 0, "data_dir": str(folder)}, there) == []  # a run from before the digest
+
+
+def test_content_digest_ignores_only_the_source():
+    from othello_learn.data.dataset import content_digest
+
+    summary = {"format": "f", "source": "/a", "years": {"2001": {"games": 1}}, "total": {"games": 1},
+               "skipped": []}
+    digest = content_digest(summary)
+    assert content_digest({**summary, "source": "/elsewhere"}) == digest
+    assert content_digest(dict(reversed(list(summary.items())))) == digest  # key order is no content
+    for key, value in [("years", {"2002": {"games": 1}}), ("total", {"games": 2}),
+                       ("skipped", [{"file": "WTH_2001.wtb", "game": 0}]), ("format", "g")]:
+        assert content_digest({**summary, key: value}) != digest, key

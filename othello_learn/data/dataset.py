@@ -458,8 +458,10 @@ def write(result: BuildResult, out, log=None, recovered: bool = False) -> Path:
 def content_digest(summary: dict) -> str:
     """A digest of a dataset's summary.json without its ``source``: the same for a copy or a
     rebuild from the same files (the build is deterministic), another for a rebuild from other
-    files or years. Kept in a training run's checkpoints, it tells a folder rebuilt in place since
-    the run began, which ``same_dataset`` cannot: by then only the new build is there."""
+    years or files whose counts differ (games, positions, skipped games by year; a rebuild from
+    files of exactly the same counts passes). Kept in a training run's checkpoints, it tells a
+    folder rebuilt in place since the run began, which ``same_dataset`` cannot: by then only
+    the new build is there."""
     import hashlib
 
     kept = {k: v for k, v in summary.items() if k != "source"}

@@ -729,6 +729,33 @@ class _NoTips:
         return not str(record.msg).startswith(("\N{ELECTRIC LIGHT BULB} Tip:", "`Trainer.fit` stopped: `max_"))
 
 
+class _HeldInfo:
+    """A logging filter that holds Lightning's info lines back (the precision, the devices) while
+    the Trainer is built before the W&B run is started: ``replay`` shows them once that worked, so
+    an account problem stays the one line; a refused setting drops them with the run."""
+
+    def __init__(self):
+        import logging
+
+        self.log, self.records = logging.getLogger("lightning.pytorch.utilities.rank_zero"), []
+
+    def filter(self, record) -> bool:
+        self.records.append(record)
+        return False
+
+    def __enter__(self):
+        self.log.addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        self.log.removeFilter(self)
+
+    def replay(self) -> None:
+        for record in self.records:
+            self.log.handle(record)
+        self.records = []
+
+
 def _drop_lightning_tips() -> None:
     import logging
 
@@ -848,9 +875,10 @@ def _train(args, stops) -> dict:
             raise UserError(f"trainer.precision: {e}") from None
         _drop_lightning_tips()
         try:
-            trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
-                                logger=False, callbacks=callbacks, use_distributed_sampler=False,
-                                plugins=[AtomicCheckpointIO()], **trainer_cfg)
+            with _HeldInfo() as held:
+                trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
+                                    logger=False, callbacks=callbacks, use_distributed_sampler=False,
+                                    plugins=[AtomicCheckpointIO()], **trainer_cfg)
         except (MisconfigurationException, ValueError, TypeError, ImportError) as e:  # Import: tpu, no torch_xla
             device_error = isinstance(e, ImportError) or "devices" in str(e) or "accelerator" in str(e)
             flags = f"--accelerator {args.accelerator} --devices {args.devices}" if device_error else ""
@@ -864,6 +892,7 @@ def _train(args, stops) -> dict:
             start_wandb(lambda: logger.experiment, args.wandb_online)
         if logger:
             trainer.logger = logger
+        held.replay()
         if str(requested) == "auto":
             print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
         atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
