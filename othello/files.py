@@ -376,7 +376,7 @@ def taken(sig: int) -> bool:
 
 
 @contextmanager
-def stop_signals_raise(signals=(signal.SIGTERM,)):
+def stop_signals_raise(signals=(signal.SIGTERM,), handlers=None):
     """Inside the block the first of ``signals`` raises (``StopOnce``), so a command
     unwinds as on Ctrl-C: nothing half-written, what is done kept; the previous handlers
     are back after it. A signal ignored when the block begins stays ignored: ``nohup``'s
@@ -390,11 +390,16 @@ def stop_signals_raise(signals=(signal.SIGTERM,)):
     an engine session serving, to exit 0 at end of input) is raised again when the block ends,
     unless the block caught it itself (``as stop``: it sets ``stop.caught`` and reports it), and
     sooner by a loop that calls ``stop.check()`` between its units of work (an engine session
-    before each line it reads)."""
+    before each line it reads).
+
+    ``handlers(stop)``, if given, returns {signal: handler} to take some of ``signals`` in the
+    block's stead, handlers that call ``stop`` when they stop (train.py's leave SIGTERM to
+    Lightning where it listens)."""
     previous = {}
     stop = StopOnce()
+    own = handlers(stop) if handlers else {}
     if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, stop) for sig in sorted(signals) if taken(sig)}
+        previous = {sig: signal.signal(sig, own.get(sig, stop)) for sig in sorted(signals) if taken(sig)}
     try:
         yield stop
         stop.check()

@@ -23,7 +23,6 @@ import re
 import secrets
 import signal
 import sys
-import threading
 import time
 import warnings
 from contextlib import contextmanager
@@ -32,9 +31,9 @@ from types import SimpleNamespace
 
 import yaml  # (a Lightning dependency)
 
-from othello.files import (ArgumentParser, HangUp, StopOnce, Terminated, UserError, at_least, atomic_write,
+from othello.files import (STOP_SIGNALS, ArgumentParser, HangUp, Terminated, UserError, at_least, atomic_write,
                           check_input, check_output, one_line, remove_stale_temps, run_main, say_stopped, seed_below,
-                          stop_status, taken, temp_target, write_json)
+                          stop_signals_raise, stop_status, temp_target, write_json)
 from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
 
@@ -963,33 +962,27 @@ def stops_around_lightning():
     --checkpoint-minutes were lost), else raised as ``HangUp``; ``.hung_up`` remembers it.
     ``.stop.check()`` raises a swallowed stop (``interrupts_reraised`` calls it before fit and
     test). Signals ignored as the block begins (nohup's SIGHUP) stay ignored."""
-    stop = StopOnce()
-    said = SimpleNamespace(stop=stop, hung_up=False)
+    said = SimpleNamespace(stop=None, hung_up=False)
 
-    def term(signum, frame):
-        if signal.getsignal(signal.SIGTERM) is term:  # else Lightning's handler called this one
-            stop(signum, frame)
+    def handlers(stop):
+        said.stop = stop
 
-    def hang_up(signum, frame):
-        said.hung_up = True
-        sigterm = signal.getsignal(signal.SIGTERM)
-        if sigterm is term or not callable(sigterm):
-            stop(signum, frame)
-        else:
-            sigterm(signal.SIGTERM, frame)
+        def term(signum, frame):
+            if signal.getsignal(signal.SIGTERM) is term:  # else Lightning's handler called this one
+                stop(signum, frame)
 
-    handlers = {signal.SIGINT: stop, signal.SIGTERM: term}
-    if hasattr(signal, "SIGHUP"):
-        handlers[signal.SIGHUP] = hang_up
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items() if taken(sig)}
-    try:
+        def hang_up(signum, frame):
+            said.hung_up = True
+            sigterm = signal.getsignal(signal.SIGTERM)
+            if sigterm is term or not callable(sigterm):
+                stop(signum, frame)
+            else:
+                sigterm(signal.SIGTERM, frame)
+
+        return {signal.SIGTERM: term, getattr(signal, "SIGHUP", None): hang_up}
+
+    with stop_signals_raise({signal.SIGINT, *STOP_SIGNALS}, handlers):
         yield said
-        stop.check()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def main(argv=None) -> int:
