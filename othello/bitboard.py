@@ -139,19 +139,30 @@ def final_disc_difference(player, opponent):
 
     This is the FFO's convention for a finished game, which WTHOR records.
     """
-    p = popcount(player)
-    o = popcount(opponent)
-    if isinstance(p, int):
-        diff = p - o
-        empties = 64 - p - o
-        return diff + empties if diff > 0 else diff - empties if diff < 0 else 0
-    p = p.astype(np.int64) if isinstance(p, np.ndarray) else p.long()
-    o = o.astype(np.int64) if isinstance(o, np.ndarray) else o.long()
+    p, o = _signed_counts(player, opponent)
     diff = p - o
     empties = 64 - p - o
+    if isinstance(p, int):
+        return diff + empties if diff > 0 else diff - empties if diff < 0 else 0
     if _is_torch(diff):
         return diff + empties * diff.sign()
     return diff + empties * np.sign(diff)
+
+
+def disc_difference(player, opponent):
+    """The side to move's discs less its opponent's, as they stand (int64 on arrays:
+    numpy's popcount is uint8, whose difference wraps, 3 - 6 = 253)."""
+    p, o = _signed_counts(player, opponent)
+    return p - o
+
+
+def _signed_counts(player, opponent):
+    p, o = popcount(player), popcount(opponent)
+    if isinstance(p, int):
+        return p, o
+    if isinstance(p, np.ndarray):
+        return p.astype(np.int64), o.astype(np.int64)
+    return p.long(), o.long()
 
 
 def bit(square):

@@ -131,7 +131,7 @@ class States:
         of a game still going, the difference of the discs on the board now."""
         over = self.is_over()
         final = bb.final_disc_difference(self.player, self.opponent)
-        now = bb.popcount(self.player) - bb.popcount(self.opponent)
+        now = bb.disc_difference(self.player, self.opponent)
         mover = _where(over, final, now)
         return _where(self.black_to_move, mover, -mover)
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from othello import bitboard as bb
 from othello.notation import PASS, wthor_to_square
 from othello.states import HISTORY, States
 
@@ -98,13 +97,11 @@ def replay(moves: np.ndarray, black_scores: np.ndarray | None = None) -> ReplayR
         filled[idx, i] = True
         state.put(idx, cur.step(sq, check=False))
 
-    player, opponent, black = state.player, state.opponent, state.black_to_move
-    finished = bb.is_terminal(player, opponent)
-    own = bb.final_disc_difference(player, opponent) if n else np.zeros(0, np.int64)
+    finished = state.is_over()
     if not n:
         final_black = np.zeros(0, np.int64)
     else:
-        on_board = np.where(black, 1, -1) * np.where(finished, own, bb.popcount(player).astype(np.int64) - bb.popcount(opponent).astype(np.int64))
+        on_board = state.outcome()
         recorded = 2 * np.asarray(black_scores, dtype=np.int64) - 64 if black_scores is not None else on_board
         final_black = np.where(finished, on_board, recorded)
 
