@@ -552,12 +552,12 @@ class OffBoard(Player):
     name = "off-board"
 
     def select(self, player, opponent, black_to_move, rng):
-        return np.full(len(player), 64, dtype=np.int64)
+        return np.full(len(player), 64, dtype=np.int64)  # a pass, where moves exist
 
 
 @pytest.mark.parametrize("bad,pattern", [(Occupied(), r"'bad-player' played d4.*game 0"),
                                          (WrongShape(), r"'wrong-shape' returned"),
-                                         (OffBoard(), r"'off-board' played 64")])
+                                         (OffBoard(), r"'off-board' played pass, which is illegal")])
 def test_illegal_moves_raise(bad, pattern):
     with pytest.raises(IllegalMoveError, match=pattern) as e:
         play_match(bad, RandomPlayer(), 4, progress=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from othello.formats import GameRecord, format_ggf
-from othello.game import Position
+from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
 from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
 from othello_learn.selfplay.nboard import Engine, serve
@@ -603,5 +603,5 @@ def test_an_illegal_choice_is_never_handed_to_a_gui():
         def select(self, player, opponent, black_to_move, rng):
             return np.zeros(len(player), np.int64)  # a1: empty at the start, and not a legal move
 
-    with pytest.raises(RuntimeError, match=r"'cheat' chose a1, not a legal move \(legal: d3, c4, f5, e6\)"):
+    with pytest.raises(IllegalMoveError, match=r"'cheat' played a1, which is illegal, here \(legal: d3, c4, f5, e6\)"):
         Analyst(Cheat()).choose(Position(), [])

@@ -15,7 +15,7 @@ from processes import gone_soon, pid_written
 from othello import bitboard as bb
 from othello.files import run_main
 from othello.formats import format_obf
-from othello.game import Position
+from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
 from othello_learn.selfplay import external
 from othello_learn.selfplay.arena import play_match
@@ -473,8 +473,29 @@ def test_a_player_that_chooses_an_illegal_move_is_an_error_naming_the_position()
         return sq
 
     player.select = second_illegal
-    with pytest.raises(RuntimeError, match="chose a1 at position 2, not a legal move"):
+    with pytest.raises(IllegalMoveError, match="played a1, which is illegal, at position 2 "):
         solve(player, positions()[1:3])
+
+
+@pytest.mark.parametrize("answer,said", [(PASS, r"played pass, which is illegal, {} \(legal: "),
+                                         (19.7, r"returned float64 moves of shape \(\d+,\), expected")])
+def test_every_caller_checks_a_players_answer_alike(answer, said):
+    """solve, the arena and the one-position callers (a GUI's, a person's opponent) share
+    one check: a pass where a move exists, or a move that is not an integer (19.7 read
+    as d3 by two of the three), is the player's bug, named, never played."""
+    from othello_learn.selfplay.players import Player, RandomPlayer, select_one
+
+    class Odd(Player):
+        name = "odd"
+
+        def select(self, player, opponent, black_to_move, rng, **extra):
+            return np.full(len(player), answer)
+
+    for call, where in ((lambda: solve(Odd(), [Position()]), "at position 1"),
+                        (lambda: select_one(Odd(), Position(), np.random.default_rng(0)), "here"),
+                        (lambda: play_match(Odd(), RandomPlayer(), 2, progress=False), "in game 0")):
+        with pytest.raises(IllegalMoveError, match=said.format(where)):
+            call()
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])

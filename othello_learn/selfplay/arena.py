@@ -21,43 +21,15 @@ import numpy as np
 
 from othello.files import (ArgumentParser, UserError, atomic_write, bar_pacing, check_distinct, check_output, run_main,
                           STOP_SIGNALS, seed_arg, stop_signals_raise, write_json)
-from othello.game import IllegalMoveError
-from othello.notation import PASS, format_transcript, square_name
-from othello.states import States
+from othello.notation import PASS, format_transcript
 from othello_learn.selfplay.elo import MatchResult
 from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings
-from othello_learn.selfplay.players import HumanQuit, Player, close_players
+from othello_learn.selfplay.players import HumanQuit, Player, checked_moves, close_players
 from othello_learn.selfplay.registry import SPEC_KINDS, make_player
 
 
 # --------------------------------------------------------------------------
 # The match
-
-
-def _validate(player: Player, moves, state: States, legal: np.ndarray, games_idx) -> np.ndarray:
-    """The moves as int64, or an IllegalMoveError naming the player and the
-    position; ``legal`` is the games' [N, 64] legal squares."""
-    if hasattr(moves, "detach"):  # a torch tensor, possibly on the GPU
-        moves = moves.detach().cpu().numpy()
-    mv = np.asarray(moves)
-    if mv.shape != (len(state),) or not np.issubdtype(mv.dtype, np.integer):
-        raise IllegalMoveError(
-            f"player {player.name!r} returned {mv.dtype} moves of shape {mv.shape}, "
-            f"expected {len(state)} square indices (integers 0..63)"
-        )
-    mv = mv.astype(np.int64)
-    ok = (mv >= 0) & (mv < 64)
-    ok[ok] = legal[np.nonzero(ok)[0], mv[ok]]
-    if not ok.all():
-        i = int(np.nonzero(~ok)[0][0])
-        sq = int(mv[i])
-        name = square_name(sq) if 0 <= sq < 64 else str(sq)
-        pos = state.position(i)
-        raise IllegalMoveError(
-            f"player {player.name!r} played {name}, which is illegal, in game {int(games_idx[i])} "
-            f"(legal: {', '.join(square_name(s) for s in pos.legal_moves())}):\n{pos}"
-        )
-    return mv
 
 
 FEW_OPENING_PLIES, MANY_OPENING_PLIES = 4, 6
@@ -164,7 +136,9 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
                     if getattr(player, "uses_moves", False):
                         extra["moves"] = [list(game_moves[j]) for j in g.tolist()]
                     chosen = player.select(asked.player, asked.opponent, asked.black_to_move, rng, **extra)
-                    actions[g] = _validate(player, chosen, state[g], movers_legal[mask], g)
+                    actions[g] = checked_moves(player, chosen, movers_legal[mask],
+                                               lambda i, g=g: state.position(int(g[i])),
+                                               lambda i, g=g: f"in game {int(g[i])}")
             going = np.zeros(games, dtype=bool)
             going[idx] = True
             going[ended] = False

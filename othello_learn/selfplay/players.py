@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from othello import bitboard as bb
-from othello.game import Position
+from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
 
 _SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
@@ -81,21 +81,45 @@ class Player:
         return f"<{type(self).__name__} {self.name}>"
 
 
+def checked_moves(player: Player, answer, legal: np.ndarray, position, where) -> np.ndarray:
+    """``player.select``'s ``answer`` for N positions as int64 squares, each one of
+    ``legal`` [N, 64] (the positions' legal squares; players are asked only where a
+    move exists, so a pass is never one). Anything else is the player's bug: an
+    IllegalMoveError naming the player, ``where(i)`` and the board ``position(i)``; an
+    answer of floats or of another shape is refused whole (19.7 is not d3). The one
+    check of the arena, the GUIs' and the person's opponents, and solve."""
+    if hasattr(answer, "detach"):  # a torch tensor, possibly on the GPU
+        answer = answer.detach().cpu().numpy()
+    mv = np.asarray(answer)
+    n = len(legal)
+    if mv.shape != (n,) or not np.issubdtype(mv.dtype, np.integer):
+        raise IllegalMoveError(f"player {player.name!r} returned {mv.dtype} moves of shape {mv.shape}, "
+                               f"expected {n} square indices (integers 0..63)")
+    mv = mv.astype(np.int64)
+    ok = (mv >= 0) & (mv < 64)
+    ok[ok] = legal[np.nonzero(ok)[0], mv[ok]]
+    if not ok.all():
+        i = int(np.nonzero(~ok)[0][0])
+        sq, pos = int(mv[i]), position(i)
+        raise IllegalMoveError(
+            f"player {player.name!r} played {square_name(sq) if 0 <= sq <= PASS else sq}, which is illegal, "
+            f"{where(i)} (legal: {', '.join(map(square_name, pos.legal_moves()))}):\n{pos}")
+    return mv
+
+
+def legal_squares_of(positions) -> np.ndarray:
+    """[N, 64] bool: the legal squares of each ``Position``, for ``checked_moves``."""
+    rows = [bb.legal_moves(p.player, p.opponent) for p in positions]
+    return bb.bits(np.array(rows, dtype=np.uint64)).astype(bool).reshape(len(rows), 64)
+
+
 def select_one(player: Player, pos: Position, rng: np.random.Generator, **extra) -> int:
-    """``player``'s move at one position, checked legal: what a GUI, a person's opponent or a
-    front-end hands on (the arena checks its batches itself). ``extra``: the ``history`` or
-    ``moves`` the player asks for. An illegal choice is a player's bug: a RuntimeError."""
+    """``player``'s move at one position that has one, checked legal (``checked_moves``):
+    what a GUI, a person's opponent or a front-end hands on. ``extra``: the ``history``
+    or ``moves`` the player asks for."""
     sq = player.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
                        np.array([pos.black_to_move]), rng, **extra)
-    if hasattr(sq, "detach"):  # a torch tensor, possibly on the GPU
-        sq = sq.detach().cpu().numpy()
-    sq = int(np.asarray(sq).reshape(-1)[0])
-    legal = pos.legal_moves()
-    if sq not in legal:
-        named = square_name(sq) if 0 <= sq <= PASS else sq
-        raise RuntimeError(f"player {player.name!r} chose {named}, not a legal move "
-                           f"(legal: {', '.join(map(square_name, legal))})")
-    return sq
+    return int(checked_moves(player, sq, legal_squares_of([pos]), lambda i: pos, lambda i: "here")[0])
 
 
 def close_players(*players: Player) -> None:

@@ -39,7 +39,7 @@ from othello.game import Position
 from othello.notation import PASS, move_name, parse_square, square_name
 from othello.states import States
 from othello_learn.selfplay.analysis import Analyst
-from othello_learn.selfplay.players import Player
+from othello_learn.selfplay.players import Player, checked_moves, legal_squares_of
 from othello_learn.selfplay.registry import PlayerSpecError, make_program
 
 TOP = 3
@@ -93,9 +93,8 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
             if not external:
                 raise
             raise UserError(f"{where[batch[0]]}: {e}") from None
-        if hasattr(sq, "detach"):
-            sq = sq.detach().cpu().numpy()
-        chosen[batch] = np.asarray(sq, dtype=np.int64).reshape(-1)
+        chosen[batch] = checked_moves(player, sq, legal_squares_of([positions[i] for i in batch]),
+                                      lambda j: positions[batch[j]], lambda j: f"at {where[batch[j]]}")
 
     probs = evals = None
     if analyst.net is not None and n:
@@ -113,9 +112,6 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
             rec.update(game_over=True, move=None, final_disc_difference=d)
             continue
         sq = int(chosen[i])
-        if sq != PASS and sq not in legal:
-            named = square_name(sq) if 0 <= sq <= PASS else sq
-            raise RuntimeError(f"player {player.name!r} chose {named} at {where[i]}, not a legal move")
         rec.update(game_over=False, move=move_name(sq))
         if probs is not None:
             rec["probability"] = None if sq == PASS else float(probs[i, sq])
