@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from othello.files import UserError, process_exists
+from othello.files import UserError, bar_pacing, process_exists
 from othello.notation import square_name, wthor_to_square
 
 from .replay import POSITION_DTYPE, replay
@@ -180,13 +180,8 @@ def _lookup(names: list[str], ids: np.ndarray) -> list[str]:
 def _progress(total: int, enabled: bool):
     from tqdm.auto import tqdm
 
-    if not enabled:
-        class _Null:
-            def update(self, n): pass
-            def close(self): pass
-        return _Null()
-    # drawn on a terminal only (disable=None): a log file would fill with its redrawn frames
-    return tqdm(total=total, unit="game", desc="replaying", file=sys.stderr, smoothing=0.1, disable=None)
+    return tqdm(total=total, unit="game", desc="replaying", file=sys.stderr, smoothing=0.1, disable=not enabled,
+                **bar_pacing())
 
 
 @dataclass

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import (STOP_SIGNALS, ArgumentParser, UserError, at_least, check_distinct, check_input, check_output,
-                           run_main, stop_signals_raise, write_json)
+from othello.files import (STOP_SIGNALS, ArgumentParser, UserError, at_least, bar_pacing, check_distinct, check_input,
+                           check_output, run_main, stop_signals_raise, write_json)
 from othello.symmetry import SQUARE_MAP, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import SYMMETRY_GROUPS, from_records, transform_batch
@@ -123,8 +123,8 @@ def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, d
 
     from othello_learn.train.metrics import PhaseAccuracy  # torchmetrics: seconds to import, not for --help
 
-    for s in tqdm(range(0, len(positions), batch_size), disable=None if progress else True, desc="evaluating",
-                  file=sys.stderr):
+    for s in tqdm(range(0, len(positions), batch_size), disable=not progress, desc="evaluating",
+                  file=sys.stderr, **bar_pacing()):
         batch = {k: v.to(device) for k, v in from_records(positions[s:s + batch_size]).items()}
         with autocast(device, precision):
             probs = predict(net, batch, tta)
