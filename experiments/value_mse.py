@@ -21,7 +21,7 @@ def sample_positions(year: int, n: int) -> np.ndarray:
     """``n`` random positions of ``year`` (seed 0, in the dataset's order) from data/wthor."""
     torch.set_num_threads(1)
     dataset = WthorDataset("data/wthor")
-    positions = dataset.positions[dataset.year_slice(year)]
+    positions = dataset.positions_of({year})
     return positions[np.sort(np.random.default_rng(0).choice(len(positions), min(n, len(positions)), replace=False))]
 
 

@@ -111,7 +111,7 @@ def test_build_and_load(wthor_dir, tmp_path, games, capsys):
     assert isinstance(ds.positions, np.memmap)
     g = ds.games
     assert list(g["black"].unique()) == ["Alice Black"] and list(g["tournament"].unique()) == ["Synthetic Open"]
-    y2002 = ds.positions[ds.year_slice(2002)]
+    y2002 = ds.positions[slice(*summary["years"]["2002"]["position_range"])]
     assert (y2002["game"] >= half).all() and len(y2002) == summary["years"]["2002"]["positions"]
     first = g.loc[half, "first_position"]
     assert ds.positions[first]["game"] == half and ds.positions[first]["ply"] == 0

@@ -576,15 +576,6 @@ class WthorDataset:
     def years(self) -> list[int]:
         return sorted(int(y) for y in self.summary["years"])
 
-    def year_slice(self, first: int, last: int | None = None) -> slice:
-        """Positions of the years ``first..last``: contiguous, since storage is by year."""
-        last = first if last is None else last
-        ranges = [v["position_range"] for y, v in self.summary["years"].items() if first <= int(y) <= last]
-        if not ranges:
-            raise DatasetError(f"{self.path}: no positions for years {first}-{last} "
-                               f"(has {self.years[0]}-{self.years[-1]})")
-        return slice(min(r[0] for r in ranges), max(r[1] for r in ranges))
-
     def positions_of(self, years: set[int] | None = None) -> np.ndarray:
         """The positions of ``years`` (None: all) in storage order (year, game, ply), the order
         a replay of the raw files gives. Adjacent years stay one memory-mapped view, not a copy.
