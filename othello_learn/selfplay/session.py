@@ -22,7 +22,7 @@ class GuiGone(Exception):
 
 
 def session_player(spec: str) -> Player:
-    """The ``--player`` of an engine session, ready: an external engine that cannot start is
+    """The ``--player`` of an engine session (and of solve), ready: an external engine that cannot start is
     found before the first command (one line naming --player), and one that can stays up
     for the session (``engine_main`` stops it at the end)."""
     try:

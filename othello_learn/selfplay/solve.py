@@ -40,7 +40,7 @@ from othello.notation import PASS, move_name, parse_square, square_name
 from othello.states import States
 from othello_learn.selfplay.analysis import Analyst
 from othello_learn.selfplay.players import Player, checked_moves, legal_squares_of
-from othello_learn.selfplay.registry import PlayerSpecError, make_program
+from othello_learn.selfplay.session import session_player
 
 TOP = 3
 
@@ -196,12 +196,7 @@ def main(argv=None) -> int:
     with stop_signals_raise(STOP_SIGNALS):
         player = None
         try:
-            try:
-                player = make_program(args.player)
-                player.check(keep_running=True)  # an engine that cannot start is said as such, before the positions
-            except (PlayerSpecError, UserError) as e:  # it names the spec, or the engine
-                raise UserError(f"--player: {e}") from None
-            player.reset()
+            player = session_player(args.player)  # an engine that cannot start is said as such, before the positions
             records = solve(player, [x.position for x in obf], seed=args.seed,
                             labels=[label(x, i) for i, x in enumerate(obf, 1)])
         finally:
