@@ -24,7 +24,7 @@ import yaml
 
 from othello.files import STOP_SIGNALS, ArgumentParser, UserError, one_line, run_main, stop_signals_raise
 from othello_learn.plots import check_plot_path, pyplot, save_figure
-from othello_learn.train.train import FRESH_START, csv_versions
+from othello_learn.train.run_folder import FRESH_START, csv_versions
 
 
 HOURS = "time/hours"
