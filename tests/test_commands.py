@@ -174,6 +174,20 @@ def test_gpu_recipes_name_a_cpu_recipe_and_cpu_recipes_say_nothing():
         assert gpu_recipe_warning(config, on_gpu=True) is None
 
 
+@pytest.mark.parametrize("cuda,mps,accelerator,expected", [
+    (True, False, "auto", True), (True, False, "GPU", True), (True, False, "cpu", False),
+    (False, True, "auto", True), (False, True, "mps", True), (False, True, "cuda", False),  # an Apple GPU is a GPU
+    (False, False, "auto", False), (False, False, "gpu", False)])
+def test_the_gpu_recipe_warning_knows_every_gpu_lightning_trains_on(monkeypatch, cuda, mps, accelerator, expected):
+    import torch
+
+    from othello_learn.train.train import gpu_in_use
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert gpu_in_use(accelerator) is expected
+
+
 def test_a_bad_recipe_key_is_refused(tmp_path):
     from othello_learn.train.train import load_config
 

@@ -202,6 +202,16 @@ def _check_recipe(path, recipe) -> None:
         raise UserError(f"{path}: recipe.on_cpu must be a config file name, found {recipe['on_cpu']!r}")
 
 
+def gpu_in_use(accelerator) -> bool:
+    """Whether Lightning will train on a GPU with ``--accelerator``: CUDA's, or an Apple
+    GPU's (MPS), which ``auto`` and ``gpu`` pick too."""
+    import torch
+
+    name = str(accelerator).lower()
+    return ((torch.cuda.is_available() and name in ("auto", "gpu", "cuda"))
+            or (torch.backends.mps.is_available() and name in ("auto", "gpu", "mps")))
+
+
 def gpu_recipe_warning(path: Path | None, on_gpu: bool) -> str | None:
     """The line to print when a GPU recipe is about to train without a GPU: it runs, but takes
     days where the CPU recipes take two hours, which is better said before than found after."""
@@ -766,8 +776,7 @@ def _train(args, stops) -> dict:
     if args.config is None and not cfg["model"] and all(getattr(args, k) is None for k in
                                                          ("max_epochs", "max_steps", "max_minutes")):
         print(f"no --config: {BUILT_IN}", file=sys.stderr)  # a user who forgot it should know at once
-    on_gpu = torch.cuda.is_available() and str(args.accelerator).lower() in ("auto", "gpu", "cuda")
-    warning = gpu_recipe_warning(args.config, on_gpu)
+    warning = gpu_recipe_warning(args.config, gpu_in_use(args.accelerator))
     if warning:
         print(warning, file=sys.stderr)
 
