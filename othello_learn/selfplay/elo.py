@@ -20,6 +20,16 @@ def elo_from_score(score: float) -> float:
     return -400.0 * math.log10(1.0 / score - 1.0) + 0.0  # + 0.0: an even score is 0, not -0.0 in JSON
 
 
+def finite_elo(elo: float | None, score: float, games: int) -> float:
+    """A match's Elo on a curve: its estimate, or for a clean sweep (an infinite
+    estimate, stored as None) the score with half a game given to the loser,
+    (n - 1/2) / n. Why not the sweep's 95 % bound: for a few games it lies on
+    the wrong side of 0 (a 2-0 win read -291)."""
+    if elo is not None:
+        return elo
+    return elo_from_score((games - 0.5) / games if score >= 0.5 else 0.5 / games)
+
+
 @dataclass
 class MatchResult:
     """Outcome of a match from A's side, with one entry per game in the arrays."""

@@ -48,7 +48,7 @@ from othello_learn.models.nets import (SIZE_LIMITS, NetConfig, TrainingCheckpoin
                                        load_network, read_checkpoint, save_network)
 from othello_learn.plots import pyplot, save_figure
 from othello_learn.selfplay.arena import play_match
-from othello_learn.selfplay.elo import elo_from_score
+from othello_learn.selfplay.elo import finite_elo
 from othello_learn.selfplay.endgame import MAX_EMPTIES
 from othello_learn.selfplay.gumbel import TARGET_Q, GumbelConfig
 from othello_learn.selfplay.learner import OptimizerStateError, TrainingDiverged, policy_sharpness, train_network
@@ -1080,16 +1080,6 @@ def publish(cfg: RunConfig, state: dict) -> None:
 def gate_elo_gain(result: dict) -> float:
     """The Elo a gate match adds to the run's curve (0 without one: --continuous)."""
     return 0.0 if result["score"] is None else finite_elo(result["elo"], result["score"], result["games"])
-
-
-def finite_elo(elo: float | None, score: float, games: int) -> float:
-    """A match's Elo on a curve: its estimate, or for a clean sweep (an infinite
-    estimate, stored as None) the score with half a game given to the loser,
-    (n - 1/2) / n. Why not the sweep's 95 % bound: for a few games it lies on
-    the wrong side of 0 (a 2-0 win read -291)."""
-    if elo is not None:
-        return elo
-    return elo_from_score((games - 0.5) / games if score >= 0.5 else 0.5 / games)
 
 
 def _match_summary(r) -> dict:
