@@ -44,7 +44,8 @@ from othello.symmetry import SQUARE_MAP, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import SYMMETRY_GROUPS, from_records, transform_batch
 from othello_learn.models.fastpath import autocast, default_device, prepare, resolve, usable_device
-from othello_learn.models.nets import is_training_checkpoint, read_checkpoint, save_network, temper_policy
+from othello_learn.models.nets import (is_training_checkpoint, network_from_export, read_checkpoint, save_network,
+                                       temper_policy)
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn import HOME, HOME_HELP
 
@@ -280,10 +281,13 @@ def evaluate_command(argv=None) -> dict:
     source = f"--wthor-dir {args.wthor_dir}" if args.wthor_dir else f"--data {args.data}"
     # The dataset is opened (and its years checked) before the network: a wrong folder is found at once.
     dataset = None if args.wthor_dir else open_dataset(args.data)
-    from othello_learn.train.module import network_from_any  # Lightning: imported once the settings passed
-
     ckpt = read_checkpoint(args.checkpoint)  # a UserError naming the file if it is not a safe, whole checkpoint
-    net = network_from_any(ckpt, args.checkpoint)
+    if is_training_checkpoint(ckpt):
+        from othello_learn.train.module import network_from_any  # Lightning (seconds to import): a .ckpt only
+
+        net = network_from_any(ckpt, args.checkpoint)
+    else:
+        net = network_from_export(ckpt, args.checkpoint)
     if dataset is not None:
         try:  # in the dataset's order (year, game, ply), the order a replay of the raw files gives
             positions = dataset.positions_of(years)
