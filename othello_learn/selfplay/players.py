@@ -14,6 +14,7 @@ import numpy as np
 from othello import bitboard as bb
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
+from othello.states import States
 
 _SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
 
@@ -107,19 +108,14 @@ def checked_moves(player: Player, answer, legal: np.ndarray, position, where) ->
     return mv
 
 
-def legal_squares_of(positions) -> np.ndarray:
-    """[N, 64] bool: the legal squares of each ``Position``, for ``checked_moves``."""
-    rows = [bb.legal_moves(p.player, p.opponent) for p in positions]
-    return bb.bits(np.array(rows, dtype=np.uint64)).astype(bool).reshape(len(rows), 64)
-
-
 def select_one(player: Player, pos: Position, rng: np.random.Generator, **extra) -> int:
     """``player``'s move at one position that has one, checked legal (``checked_moves``):
     what a GUI, a person's opponent or a front-end hands on. ``extra``: the ``history``
     or ``moves`` the player asks for."""
     sq = player.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
                        np.array([pos.black_to_move]), rng, **extra)
-    return int(checked_moves(player, sq, legal_squares_of([pos]), lambda i: pos, lambda i: "here")[0])
+    legal = States.from_positions([pos]).legal_actions()[:, :PASS]
+    return int(checked_moves(player, sq, legal, lambda i: pos, lambda i: "here")[0])
 
 
 def close_players(*players: Player) -> None:

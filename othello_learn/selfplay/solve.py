@@ -39,7 +39,7 @@ from othello.game import Position
 from othello.notation import PASS, move_name, parse_square, square_name
 from othello.states import States
 from othello_learn.selfplay.analysis import Analyst
-from othello_learn.selfplay.players import Player, checked_moves, legal_squares_of
+from othello_learn.selfplay.players import Player, checked_moves
 from othello_learn.selfplay.session import session_player
 
 TOP = 3
@@ -86,6 +86,7 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
     external = getattr(player, "uses_moves", False)
     for batch in ([[i] for i in movable] if external else [movable] if movable else []):
         s = States.from_positions([positions[i] for i in batch])  # OBF has no history: none known
+        allowed = s.legal_actions()[:, :PASS]  # before the player, which could write to its inputs
         extra = {"history": s.history} if getattr(player, "uses_history", False) else {}
         try:
             sq = player.select(s.player, s.opponent, s.black_to_move, analyst.rng, **extra)
@@ -93,8 +94,8 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
             if not external:
                 raise
             raise UserError(f"{where[batch[0]]}: {e}") from None
-        chosen[batch] = checked_moves(player, sq, legal_squares_of([positions[i] for i in batch]),
-                                      lambda j: positions[batch[j]], lambda j: f"at {where[batch[j]]}")
+        chosen[batch] = checked_moves(player, sq, allowed, lambda j: positions[batch[j]],
+                                      lambda j: f"at {where[batch[j]]}")
 
     probs = evals = None
     if analyst.net is not None and n:
