@@ -35,7 +35,7 @@ from othello.files import ArgumentParser, UserError, atomic_write, check_input, 
 from othello_learn.data.dataset import WthorDataset  # noqa: E402
 from othello_learn.plots import check_plot_path  # noqa: E402
 from othello_learn.train.curves import load_curve, plot  # noqa: E402
-from othello_learn.train.train import load_config  # noqa: E402
+from othello_learn.train.config import load_config  # noqa: E402
 
 # name -> overrides of the base config (train.py --set items)
 VARIANTS = {

@@ -33,7 +33,7 @@ from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
 from othello_learn.models.fastpath import FP32, autocast, default_device, prepare, resolve  # noqa: E402
 from othello_learn.models.losses import move_losses  # noqa: E402
 from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
-from othello_learn.train.train import load_config  # noqa: E402
+from othello_learn.train.config import load_config  # noqa: E402
 
 EPOCH = 6_912_964  # positions of 1977-2014
 

@@ -170,7 +170,7 @@ def test_the_distribution_ships_othello_and_othello_learn_only():
 # ---- GPU recipes on a CPU -------------------------------------------------------------------------
 
 def test_gpu_recipes_name_a_cpu_recipe_and_cpu_recipes_say_nothing():
-    from othello_learn.train.train import gpu_recipe_warning, load_config
+    from othello_learn.train.config import gpu_recipe_warning, load_config
 
     configs = sorted((REPO / "train" / "configs").glob("*.yaml"))
     gpu = [c for c in configs if c.name.startswith("ref_") or c.name == "resnet_best.yaml"]
@@ -202,7 +202,7 @@ def test_the_gpu_recipe_warning_knows_every_gpu_lightning_trains_on(monkeypatch,
 
 
 def test_a_bad_recipe_key_is_refused(tmp_path):
-    from othello_learn.train.train import load_config
+    from othello_learn.train.config import load_config
 
     config = tmp_path / "c.yaml"
     config.write_text("model: {depth: 2}\nrecipe: {device: tpu}\n")

@@ -99,7 +99,7 @@ def test_a_readme_command_parses(line, argv, monkeypatch, capsys):
             if SHIPPED.match(piece):
                 assert (REPO / piece).exists(), f"README.md:{line}: {piece} is not in the repository"
     if module == "othello_learn.train.train":  # the --set overrides name known settings (the configs
-        from othello_learn.train.train import SCHEMA  # themselves are checked in test_commands.py)
+        from othello_learn.train.config import SCHEMA  # themselves are checked in test_commands.py)
 
         for item in args.set:
             section, _, key = item.split("=", 1)[0].partition(".")

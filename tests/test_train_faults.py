@@ -853,7 +853,7 @@ def test_a_missing_or_damaged_dataset_is_named(dataset_dir, tmp_path, capsys):
 def test_the_schema_matches_the_modules():
     from othello_learn.data.datamodule import WthorDataModule
     from othello_learn.train.module import MovePredictor
-    from othello_learn.train.train import SCHEMA
+    from othello_learn.train.config import SCHEMA
 
     module_args = set(inspect.signature(MovePredictor.__init__).parameters) - {"self", "net"}
     assert set(SCHEMA["optim"]) == module_args
@@ -861,7 +861,7 @@ def test_the_schema_matches_the_modules():
     assert not set(SCHEMA["model"]) & set(SCHEMA["optim"])
     assert set(SCHEMA["data"]) == set(inspect.signature(WthorDataModule.__init__).parameters) - {"self", "data_dir", "seed"}
     for section in ("model", "optim", "data"):  # the shipped configs are valid
-        from othello_learn.train.train import load_config
+        from othello_learn.train.config import load_config
         for config in sorted((REPO / "train" / "configs").glob("*.yaml")):
             load_config(config, [])
 
@@ -869,7 +869,7 @@ def test_the_schema_matches_the_modules():
 def test_a_config_with_aliases_is_refused_before_they_expand(tmp_path):
     """Nine levels of nested aliases are 505 bytes, and the error naming the bad value ran out
     of memory formatting it (eight: a 351 MB "one-line" error)."""
-    from othello_learn.train.train import load_config
+    from othello_learn.train.config import load_config
 
     levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
@@ -893,7 +893,7 @@ def test_a_config_with_aliases_is_refused_before_they_expand(tmp_path):
 ])
 def test_a_yaml_syntax_error_names_its_line_and_the_problem(tmp_path, text, said):
     """PyYAML's first line is its context ("while scanning a simple key"): the error said only that."""
-    from othello_learn.train.train import load_config
+    from othello_learn.train.config import load_config
 
     config = tmp_path / "bad.yaml"
     config.write_text(text)
@@ -1317,7 +1317,7 @@ def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(datase
 
 
 def test_a_config_files_settings_for_the_architecture_set_away_from_are_let_through(tmp_path):
-    from othello_learn.train.train import load_config
+    from othello_learn.train.config import load_config
 
     config = tmp_path / "c.yaml"
     config.write_text("model: {arch: resnet, blocks: 4, value_head: true}\noptim: {value_weight: 1.0}\n")
@@ -1514,7 +1514,7 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
 def test_each_bound_of_the_config_check_at_its_edge(overrides, expected):
     """Each limit refuses the first value past it and lets the last one inside through
     (a --set value that is not YAML is kept as the text it is, and checked as that)."""
-    from othello_learn.train.train import load_config
+    from othello_learn.train.config import load_config
 
     with pytest.raises(UserError) as refused:
         load_config(None, overrides)
@@ -1532,7 +1532,7 @@ def test_a_network_cast_whole_trains(dataset_dir, tmp_path, precision):
 
 
 def test_the_combined_size_error_blames_the_layers_and_says_where_width_came_from():
-    from othello_learn.train.train import load_config
+    from othello_learn.train.config import load_config
 
     with pytest.raises(UserError) as refused:
         load_config(None, ["model.arch=resnet", "model.blocks=1000", "model.width=4096"])
@@ -1541,7 +1541,7 @@ def test_the_combined_size_error_blames_the_layers_and_says_where_width_came_fro
 
 
 def test_the_config_check_lets_the_edges_inside_through():
-    from othello_learn.train.train import load_config
+    from othello_learn.train.config import load_config
 
     cfg = load_config(None, ["optim.lr=1e-9", "optim.ema=0", "optim.label_smoothing=0.99", "data.num_workers=0",
                              "trainer.max_steps=-1", "trainer.max_epochs=1", "model.width=1"])

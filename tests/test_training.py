@@ -398,7 +398,7 @@ def test_every_recipe_variant_is_a_valid_config():
     import importlib.util
     from pathlib import Path
 
-    from othello_learn.train.train import load_config
+    from othello_learn.train.config import load_config
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "recipe_compare.py"
     spec = importlib.util.spec_from_file_location("recipe_compare", path)
