@@ -426,19 +426,11 @@ def stop_reason(trainer) -> str:
     return f"max_epochs={trainer.max_epochs} reached"
 
 
-def _train(args, stops) -> dict:
-    import lightning as L
-    import torch
-    from lightning.pytorch.callbacks import LearningRateMonitor
-    from lightning.pytorch.utilities.exceptions import MisconfigurationException
-
-    from othello_learn.data.datamodule import WthorDataModule
-    from othello_learn.lock import RunLock
-    from othello_learn.models.fastpath import resolve
-    from othello_learn.models.nets import NetConfig, check_carried, grow_network, load_network, save_network
-    from othello_learn.train.checkpoints import (AtomicCheckpointIO, BestCheckpoint, LastCheckpoint,
-                                                 TrainingProgressBar, ValidateAtEnd)
-    from othello_learn.train.module import MovePredictor, network_from_checkpoint
+def settings(args):
+    """The run's config (the recipe, ``--set``, then the flags that override it; an ``--init``
+    net's architecture under them), where each setting came from, and the ``--init`` network:
+    all checked, and the warnings said, before the dataset or a network is touched."""
+    from othello_learn.models.nets import check_carried, load_network
 
     cfg, origin = read_config(args.config, args.set)
     for key, section, name in (("max_epochs", "trainer", "max_epochs"), ("max_steps", "trainer", "max_steps"),
@@ -465,7 +457,24 @@ def _train(args, stops) -> dict:
     warning = gpu_recipe_warning(args.config, gpu_in_use(args.accelerator))
     if warning:
         print(warning, file=sys.stderr)
+    return cfg, origin, init
 
+
+def _train(args, stops) -> dict:
+    import lightning as L
+    import torch
+    from lightning.pytorch.callbacks import LearningRateMonitor
+    from lightning.pytorch.utilities.exceptions import MisconfigurationException
+
+    from othello_learn.data.datamodule import WthorDataModule
+    from othello_learn.lock import RunLock
+    from othello_learn.models.fastpath import resolve
+    from othello_learn.models.nets import NetConfig, grow_network, save_network
+    from othello_learn.train.checkpoints import (AtomicCheckpointIO, BestCheckpoint, LastCheckpoint,
+                                                 TrainingProgressBar, ValidateAtEnd)
+    from othello_learn.train.module import MovePredictor, network_from_checkpoint
+
+    cfg, origin, init = settings(args)
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
     check_dataset(dm, args.data, cfg["trainer"], origin)
     overlap = split_overlap(dm)
