@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from othello.files import UserError
+from othello_learn.selfplay import elo_plot
 from othello_learn.selfplay import loop as rl_loop
 from othello_learn.selfplay.loop import RunConfig, generation_seeds
 
@@ -429,7 +430,7 @@ def test_self_play_records_games_an_hour_only_over_a_second(tmp_path, monkeypatc
 
 
 def test_an_empty_history_draws_the_initial_network_alone():
-    assert rl_loop.elo_series([]) == {"best network": ([0], [0.0], None), "candidate (gating match)": ([], [], None),
+    assert elo_plot.elo_series([]) == {"best network": ([0], [0.0], None), "candidate (gating match)": ([], [], None),
                                       "promoted": ([], [], None)}
 
 

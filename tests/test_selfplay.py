@@ -23,6 +23,7 @@ from othello import bitboard as bb
 from othello.files import StopOnce, UserError, run_main
 from othello_learn.models.batch import augment
 from othello_learn.models.nets import NetConfig, build_network, legal_mask, save_network
+from othello_learn.selfplay import elo_plot
 from othello_learn.selfplay import loop as rl_loop
 from othello_learn.selfplay.learner import to_device_batch, train_network
 from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
@@ -479,7 +480,7 @@ def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     assert (out / "elo.png").stat().st_size > 1000
     assert "eval_elo_low" in rec and "eval_elo_high" in rec  # None here: 4 games against random give no finite bound
     # No gate, so no flat best-network curve: the plot is the eval match alone.
-    assert list(rl_loop.elo_series([rec])) == ["candidate's 1-ply policy vs random"]
+    assert list(elo_plot.elo_series([rec])) == ["candidate's 1-ply policy vs random"]
 
 
 def test_a_generation_reports_its_matches_games_and_rounded_scores(tmp_path, capsys):
@@ -511,7 +512,7 @@ def test_a_continuous_run_plots_its_eval_matches_with_their_intervals():
     hist = [{"generation": g, "gate_score": None, "elo_candidate": 0.0, "promoted": True, "elo_best": 0.0,
              "eval_vs": "policy:x.pt", "eval_elo": elo, "eval_elo_low": elo - 40, "eval_elo_high": elo + 50}
             for g, elo in ((1, -10.0), (2, 30.0))]
-    assert rl_loop.elo_series(hist) == {
+    assert elo_plot.elo_series(hist) == {
         "candidate's 1-ply policy vs policy:x.pt": ([1, 2], [-10.0, 30.0], [[40.0, 40.0], [50.0, 50.0]])}
 
 
@@ -521,18 +522,18 @@ def test_a_run_with_nothing_to_plot_says_so_without_a_warning(tmp_path):
     import warnings
 
     hist = [{"generation": 1, "gate_score": None, "elo_candidate": 0.0, "promoted": True, "elo_best": 0.0}]
-    assert rl_loop.elo_series(hist) == {}
+    assert elo_plot.elo_series(hist) == {}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        rl_loop.plot_elo(hist, tmp_path / "elo.png")
+        elo_plot.plot_elo(hist, tmp_path / "elo.png")
     assert (tmp_path / "elo.png").stat().st_size > 1000
 
 
 def _drawn(history, tmp_path, monkeypatch):
     """plot_elo's figure, drawn and kept open: (figure, axes)."""
     figures = []
-    monkeypatch.setattr(rl_loop, "save_figure", lambda fig, path, dpi: figures.append(fig))
-    rl_loop.plot_elo(history, tmp_path / "elo.png")
+    monkeypatch.setattr(elo_plot, "save_figure", lambda fig, path, dpi: figures.append(fig))
+    elo_plot.plot_elo(history, tmp_path / "elo.png")
     figures[0].canvas.draw()
     return figures[0], figures[0].axes[0]
 
@@ -550,7 +551,7 @@ def test_a_continuous_runs_clean_sweeps_are_plotted_or_explained(tmp_path, monke
     hist = [{**sweep, "generation": 1, "eval_games": 4, "eval_elo_low": -72.0},
             {**sweep, "generation": 2, "eval_games": 4, "eval_elo_low": -72.0, "eval_score": 0.75, "eval_elo": 190.8,
              "eval_elo_high": 400.0}]
-    (gens, elo, bars), = rl_loop.elo_series(hist).values()
+    (gens, elo, bars), = elo_plot.elo_series(hist).values()
     assert gens == [1, 2] and elo == [pytest.approx(elo_from_score(3.5 / 4)), 190.8]
     assert bars[0] == [pytest.approx(elo[0] + 72), pytest.approx(190.8 + 72)]
     assert bars[1] == [0.0, pytest.approx(400 - 190.8)], "no upper bound: no bar up"
@@ -559,13 +560,13 @@ def test_a_continuous_runs_clean_sweeps_are_plotted_or_explained(tmp_path, monke
         fig, ax = _drawn(hist, tmp_path, monkeypatch)
     assert not ax.texts and ax.get_legend() is not None
     old = [{**sweep, "generation": g} for g in (1, 2)]  # before the game count was recorded
-    assert rl_loop.elo_series(old) == {}
+    assert elo_plot.elo_series(old) == {}
     fig, ax = _drawn(old, tmp_path, monkeypatch)
     text = ax.texts[0].get_text()
     assert "clean sweep" in text and "score 1" in text and "add --eval-vs" not in text, text
     fig, ax = _drawn([{k: v for k, v in h.items() if not k.startswith("eval")} for h in old], tmp_path, monkeypatch)
     assert "add --eval-vs" in ax.texts[0].get_text()
-    rl_loop.pyplot().close("all")
+    elo_plot.pyplot().close("all")
 
 
 @pytest.mark.parametrize("gated", [False, True])
@@ -577,14 +578,14 @@ def test_the_elo_figure_has_whole_generations_and_its_whole_axis_label(tmp_path,
     assert all(float(t).is_integer() for t in ax.get_xticks()), ax.get_xticks()
     label = ax.yaxis.label.get_window_extent()
     assert 0 <= label.y0 and label.y1 <= fig.bbox.height, "the label fits the figure's height"
-    rl_loop.pyplot().close(fig)
+    elo_plot.pyplot().close(fig)
 
 
 def test_a_gated_run_plots_its_best_network_curve():
     hist = [{"generation": 1, "gate_score": 0.7, "elo_candidate": 120.0, "promoted": True, "elo_best": 120.0},
             {"generation": 2, "gate_score": 0.4, "elo_candidate": 50.0, "promoted": False, "elo_best": 120.0,
              "eval_vs": "random", "eval_elo": 300.0}]  # an old record: no interval, no error bars
-    series = rl_loop.elo_series(hist)
+    series = elo_plot.elo_series(hist)
     assert series["best network"] == ([0, 1, 2], [0.0, 120.0, 120.0], None)
     assert series["candidate (gating match)"] == ([1, 2], [120.0, 50.0], None)
     assert series["promoted"] == ([1], [120.0], None)
