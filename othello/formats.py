@@ -195,7 +195,13 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
     """One ``(;GM[Othello]...;)`` record. Missing passes are inferred (a move
     tagged with the colour that is not to move, when the side to move has
     none); a move for the wrong colour otherwise, an illegal move, or a board
-    other than 8x8 is an error naming the ply."""
+    other than 8x8 is an error naming the ply.
+
+    ``GM[Othello]`` is required: it is what says the record is an Othello game at all
+    (GGS serves other games in the same format, and GGS, NBoard and Edax all write it),
+    so ``(;)`` or a stray ``(;B[f5];)`` is refused rather than read as a game from the
+    start. ``BO`` may be left out, as Edax reads it: the standard start, except where
+    ``TY`` says the start was random (``r<N>``), which only the board could tell."""
     body = text.strip()
     if not (body.startswith("(;") and body.endswith(";)")):
         raise FormatError(f"{what}: a GGF game starts with '(;' and ends with ';)'")
@@ -206,6 +212,8 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
     rec = GameRecord()
     raw_moves: list[tuple[bool, str]] = []
     board = None
+    othello = False
+    random_start = ""  # the TY that says the start position was drawn at random
     for key, value in _GGF_PROP_RE.findall(inner):
         key, value = key.upper(), _unescape(value)
         if key in ("B", "W"):
@@ -213,12 +221,15 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
         elif key == "GM":
             if value.strip().lower() != "othello":
                 raise FormatError(f"{what}: GM[{_shown(value)}] is not an Othello game")
+            othello = True
         elif key == "TY":
             kind = _GGF_TYPE_RE.fullmatch(value.strip().lower())
             if not kind or kind.group(2) != "8":
                 raise FormatError(f"{what}: TY[{_shown(value)}]: only 8x8 Othello is supported")
-            if "a" in re.findall(r"[a-z]", kind.group(3)):  # its results would read as their opposite
+            flags = re.findall(r"[a-z]", kind.group(3))
+            if "a" in flags:  # its results would read as their opposite
                 raise FormatError(f"{what}: TY[{_shown(value)}]: anti Othello (fewer discs wins) is not supported")
+            random_start = _shown(value) if "r" in flags else ""
             rec.tags.pop(key, None)  # the last of a tag given twice, as for every tag
             if value.strip() != "8":
                 rec.tags[key] = value
@@ -239,6 +250,10 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
             setattr(rec, _KNOWN[key], value)
         else:
             rec.tags[key] = value
+    if not othello:
+        raise FormatError(f"{what}: no GM[Othello]: not an Othello game record")
+    if board is None and random_start:
+        raise FormatError(f"{what}: TY[{random_start}] starts from a random board, but there is no BO to say which")
     if board is not None:
         parts = board.split()  # the squares in one run, or in rows as GGS's archives and Edax write them
         if len(parts) < 3 or parts[0] != "8" or parts[-1] not in ("*", "O", "o"):

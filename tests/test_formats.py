@@ -148,6 +148,23 @@ def test_ggf_errors_name_the_place(bad, where):
     assert where in str(e.value) and "games.ggf" in str(e.value)
 
 
+def test_a_record_must_say_it_is_othello_and_a_random_start_needs_its_board():
+    """``(;)`` and ``(;B[f5];)`` were read as games from the start, and a random start (``TY[8r20]``)
+    without its BO was replayed from the standard one. What real files hold still reads: Edax's
+    lower-case GM without TY or BO, NBoard's game with no move yet."""
+    for bad, msg in (("(;)", "no GM[Othello]"), ("(;B[f5];)", "no GM[Othello]"),
+                     ("(;PB[x]TY[8]" + START_BO + ";)", "no GM[Othello]"),
+                     ("(;GM[Othello]TY[8r20]B[f5];)", "TY[8r20] starts from a random board, but there is no BO")):
+        with pytest.raises(FormatError, match=re.escape(f"x.ggf: {msg}")):
+            parse_ggf_game(bad, "x.ggf")
+    edax = parse_ggf_game("(;GM[othello]PC[Edax]PB[edax]PW[me]RE[+0.000]B[f5]W[d6];)")
+    assert edax.start == Position() and edax.final == Position.from_transcript("f5d6")
+    nboard = parse_ggf_game("(;GM[Othello]PC[NBoard]DT[2014-02-21 20:52:27 GMT]PB[a]PW[b]RE[?]TI[15:00]TY[8]"
+                            + START_BO + ";)")
+    assert nboard.moves == [] and nboard.start == Position()
+    assert parse_ggf_game("(;GM[Othello]TY[8r20]" + START_BO + "B[f5];)").tags["TY"] == "8r20"
+
+
 def test_several_games_per_file_and_stray_text():
     a, b = GameRecord(moves=random_game(1)), GameRecord(moves=random_game(2))
     assert parse_ggf(format_ggf(a) + "\n" + format_ggf(b) + "\n") == [a, b]
