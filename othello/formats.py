@@ -195,7 +195,8 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
     """One ``(;GM[Othello]...;)`` record. Missing passes are inferred (a move
     tagged with the colour that is not to move, when the side to move has
     none); a move for the wrong colour otherwise, an illegal move, or a board
-    other than 8x8 is an error naming the ply.
+    other than 8x8 is an error naming the ply, counted among the moves the record
+    writes (an inferred pass is not one), so that it can be found there.
 
     ``GM[Othello]`` is required: it is what says the record is an Othello game at all
     (GGS serves other games in the same format, and GGS, NBoard and Edax all write it),
@@ -261,7 +262,9 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
         rec.start = board_from_text("".join(parts[1:-1]), parts[-1] == "*", f"{what} BO")
     pos = rec.start
     for i, (is_black, value) in enumerate(raw_moves):
-        ply = f"{what}, ply {len(rec.moves) + 1}"
+        # the move's place among the B/W properties written, as Position.replay counts: a pass the
+        # record left out (and this parser put back) is no ply its reader could find there
+        ply = f"{what}, ply {i + 1}"
         move, ev, tm = _parse_ggf_move(value, ply)
         if is_black != pos.black_to_move:
             if move != PASS and pos.must_pass():
@@ -269,7 +272,6 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
                 rec.moves.append(PASS)
                 rec.evals.append(None)
                 rec.times.append(None)
-                ply = f"{what}, ply {len(rec.moves) + 1}"
             else:
                 raise FormatError(f"{ply}: {'B' if is_black else 'W'}[{_shown(value)}] but "
                                   f"{'black' if pos.black_to_move else 'white'} is to move")

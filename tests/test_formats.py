@@ -165,6 +165,18 @@ def test_a_record_must_say_it_is_othello_and_a_random_start_needs_its_board():
     assert parse_ggf_game("(;GM[Othello]TY[8r20]" + START_BO + "B[f5];)").tags["TY"] == "8r20"
 
 
+def test_an_error_names_the_ply_as_written_when_the_record_left_a_pass_out():
+    """Black has no move after a3: a record that leaves the pass out writes white's next move as
+    its 9th; the error named ply 10, counting the pass the parser put back."""
+    head = "(;GM[Othello]TY[8]" + START_BO + "".join(
+        f"{'BW'[i % 2]}[{m}]" for i, m in enumerate(["c4", "c3", "e6", "b4", "a4", "a5", "c2", "a3"]))
+    assert parse_ggf_game(head + "W[d2];)").moves[8:] == [PASS, parse_square("d2")]
+    with pytest.raises(FormatError, match=re.escape("g.ggf, ply 9 (h8): ")):
+        parse_ggf_game(head + "W[h8];)", "g.ggf")
+    with pytest.raises(FormatError, match=re.escape("g.ggf, ply 10 (h8): ")):
+        parse_ggf_game(head + "W[d2]B[h8];)", "g.ggf")
+
+
 def test_several_games_per_file_and_stray_text():
     a, b = GameRecord(moves=random_game(1)), GameRecord(moves=random_game(2))
     assert parse_ggf(format_ggf(a) + "\n" + format_ggf(b) + "\n") == [a, b]
