@@ -101,8 +101,11 @@ class GameRecord:
     """One game: where it starts, every move (passes explicit), and what GGF says about it.
 
     ``evals`` and ``times`` run parallel to ``moves`` (None where not given);
-    ``result`` is black's disc difference as recorded (``RE``), None if unknown;
-    ``tags`` keeps other GGF properties so a read-write round trip loses nothing but
+    ``result`` is black's disc difference as recorded (``RE``), None if unknown. It is
+    not checked against the final board: a resignation or a timeout (``RE[-64:r]``)
+    rightly differs from it, and Edax writes its RE from the view of the side to move
+    at the start (the opposite sign where white moves first), so a real file would be
+    refused for a field nothing here reads but the writer. ``tags`` keeps other GGF properties so a read-write round trip loses nothing but
     the earlier values of a property given twice (the last one is kept)."""
 
     moves: list[int] = field(default_factory=list)
@@ -186,6 +189,8 @@ def _parse_ggf_move(value: str, what: str) -> tuple[int, float | None, float | N
             x = math.nan
         if not math.isfinite(x):  # float() reads "nan", "inf", "1e400": none can be written back
             raise FormatError(f"{what}: bad number {parts[i]!r} in move {value!r}")
+        if i == 2 and x < 0:  # seconds spent on the move: a clock that ran backwards is a damaged record
+            raise FormatError(f"{what}: negative time {parts[i]!r} in move {value!r}")
         return x
 
     return move, num(1), num(2)
@@ -213,7 +218,7 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
     rec = GameRecord()
     raw_moves: list[tuple[bool, str]] = []
     board = None
-    othello = False
+    othello = komi = False
     random_start = ""  # the TY that says the start position was drawn at random
     for key, value in _GGF_PROP_RE.findall(inner):
         key, value = key.upper(), _unescape(value)
@@ -231,6 +236,7 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
             if "a" in flags:  # its results would read as their opposite
                 raise FormatError(f"{what}: TY[{_shown(value)}]: anti Othello (fewer discs wins) is not supported")
             random_start = _shown(value) if "r" in flags else ""
+            komi = "k" in flags
             rec.tags.pop(key, None)  # the last of a tag given twice, as for every tag
             if value.strip() != "8":
                 rec.tags[key] = value
@@ -244,6 +250,9 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
                 rec.result = None
             if rec.result is not None and not math.isfinite(rec.result):
                 rec.result = None  # RE[nan]: no result, kept as written below
+            if rec.result == -127:  # Edax's "no score" (-SCORE_INF) for a game not played out: likewise
+                rec.result = None
+            result_text = value
             rec.tags.pop(key, None)  # an earlier RE's marker is not this one's
             if ":" in v or (v not in ("", "?") and rec.result is None):
                 rec.tags[key] = value  # a resignation/timeout marker ("-64:r"): kept as written
@@ -253,6 +262,12 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
             rec.tags[key] = value
     if not othello:
         raise FormatError(f"{what}: no GM[Othello]: not an Othello game record")
+    # Black's disc difference, so within 64 discs either way (a komi game's less the komi, itself
+    # within 64): a result past it is a typo or a damaged file, not a score to carry on.
+    limit = 128 if komi else 64
+    if rec.result is not None and abs(rec.result) > limit:
+        raise FormatError(f"{what}: RE[{_shown(result_text)}]: black's disc difference{' less the komi' if komi else ''} "
+                          f"is between -{limit} and +{limit}")
     if board is None and random_start:
         raise FormatError(f"{what}: TY[{random_start}] starts from a random board, but there is no BO to say which")
     if board is not None:

@@ -177,6 +177,28 @@ def test_an_error_names_the_ply_as_written_when_the_record_left_a_pass_out():
         parse_ggf_game(head + "W[d2]B[h8];)", "g.ggf")
 
 
+def test_a_result_beyond_64_discs_and_a_negative_time_are_refused():
+    """RE[999] and B[f5//-5] were read as they came: a disc difference no game has and a clock
+    that ran backwards. Edax's RE[-127.000] (its "no score", for a game not played out) is no
+    result, written back as it came; a komi game's result is the disc difference less the komi."""
+    g = "(;GM[Othello]TY[8]" + START_BO
+    for bad, msg in ((g + "RE[999]B[f5];)", "x.ggf: RE[999]: black's disc difference is between -64 and +64"),
+                     (g + "RE[-65.000:r];)", "x.ggf: RE[-65.000:r]: black's disc difference"),
+                     (g + "B[f5]W[d6//-5];)", "x.ggf, ply 2: negative time '-5' in move 'd6//-5'"),
+                     ("(;GM[Othello]TY[8k]RE[+130]" + START_BO + ";)",
+                      "x.ggf: RE[+130]: black's disc difference less the komi is between -128 and +128")):
+        with pytest.raises(FormatError, match="^" + re.escape(msg)):
+            parse_ggf_game(bad, "x.ggf")
+    assert [parse_ggf_game(g + f"RE[{r}];)").result for r in ("+64.000", "-64.000:t", "0")] == [64, -64, 0]
+    assert parse_ggf_game(g + "B[f5//0]W[d6/-3.5/];)").times == [0, None]  # evals may be negative
+    assert parse_ggf_game("(;GM[Othello]TY[8k]RE[+70.5]" + START_BO + ";)").result == 70.5
+    edax = parse_ggf_game("(;GM[othello]PC[Edax]PB[a]PW[b]RE[-127.000]" + START_BO + "B[f5];)")
+    assert edax.result is None and "RE[-127.000]" in format_ggf(edax)
+    # RE is not held to the board: Edax writes it from the first mover's side (here white, who wins 64-0)
+    white_first = parse_ggf_game(f"(;GM[othello]PC[Edax]RE[+64.000]BO[8 O*{'-' * 62} O]W[c1];)")
+    assert white_first.final.score() == -64 and white_first.result == 64
+
+
 def test_several_games_per_file_and_stray_text():
     a, b = GameRecord(moves=random_game(1)), GameRecord(moves=random_game(2))
     assert parse_ggf(format_ggf(a) + "\n" + format_ggf(b) + "\n") == [a, b]
