@@ -201,7 +201,10 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
     tagged with the colour that is not to move, when the side to move has
     none); a move for the wrong colour otherwise, an illegal move, or a board
     other than 8x8 is an error naming the ply, counted among the moves the record
-    writes (an inferred pass is not one), so that it can be found there.
+    writes (an inferred pass is not one), so that it can be found there. So is
+    anything after the end, a pass included: GGS ends a game when neither side can
+    move, and NBoard and Edax write a pass only where the game goes on after it, so
+    no record of theirs holds one, and a move there says the record is damaged.
 
     ``GM[Othello]`` is required: it is what says the record is an Othello game at all
     (GGS serves other games in the same format, and GGS, NBoard and Edax all write it),
@@ -281,6 +284,9 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
         # record left out (and this parser put back) is no ply its reader could find there
         ply = f"{what}, ply {i + 1}"
         move, ev, tm = _parse_ggf_move(value, ply)
+        if pos.is_over():  # whichever colour it is tagged with: nobody is to move
+            raise FormatError(f"{ply}: {'B' if is_black else 'W'}[{_shown(value)}] after the end of the game "
+                              "(neither side has a move), where nothing can follow")
         if is_black != pos.black_to_move:
             if move != PASS and pos.must_pass():
                 pos = pos.play(PASS)

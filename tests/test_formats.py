@@ -199,6 +199,18 @@ def test_a_result_beyond_64_discs_and_a_negative_time_are_refused():
     assert white_first.final.score() == -64 and white_first.result == 64
 
 
+def test_a_move_or_pass_after_the_end_is_refused_as_such():
+    """White's c1 takes black's last disc. What follows was refused, but a W[PA] or W[d1] there as
+    "... but black is to move", when nobody is; a pass after the end is refused too (no writer
+    puts one there), saying the game is over whichever colour it is tagged with."""
+    game = f"(;GM[Othello]TY[8]BO[8 O*{'-' * 62} O]W[c1]"
+    assert parse_ggf_game(game + ";)").final.is_over()
+    for tail in ("B[PA]", "W[PA]", "B[PA]W[PA]", "W[d1]", "B[d1]"):
+        with pytest.raises(FormatError, match=re.escape(f"x.ggf, ply 2: {tail[:5]} after the end of the game "
+                                                         "(neither side has a move), where nothing can follow")):
+            parse_ggf_game(game + tail + ";)", "x.ggf")
+
+
 def test_several_games_per_file_and_stray_text():
     a, b = GameRecord(moves=random_game(1)), GameRecord(moves=random_game(2))
     assert parse_ggf(format_ggf(a) + "\n" + format_ggf(b) + "\n") == [a, b]
