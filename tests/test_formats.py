@@ -75,8 +75,8 @@ def test_ggf_explicit_and_missing_passes_agree():
 def test_play_with_passes_writes_the_missing_passes():
     """What the external engines are told: a game whose passes were left out gets them back."""
     moves = next(m for s in range(2000) if PASS in (m := random_game(s)))
-    for given in (moves, [m for m in moves if m != PASS]):
-        assert play_with_passes(Position(), given) == (moves, replay(moves))
+    for written in (moves, [m for m in moves if m != PASS]):
+        assert play_with_passes(Position(), written) == (moves, replay(moves))
     with pytest.raises(FormatError, match=r"the game, ply 2 \(a1\)"):
         play_with_passes(Position(), [parse_square("f5"), parse_square("a1")], "the game")
 
