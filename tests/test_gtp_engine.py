@@ -84,6 +84,24 @@ def test_play_and_genmove_keep_the_game_and_refuse_without_changing_it():
     assert engine.out.getvalue().rstrip().endswith("? cannot undo")
 
 
+def test_genmove_for_the_colour_not_to_move_says_whose_turn_it_is():
+    """Othello has no voluntary pass, so the other colour cannot move while the side to move can:
+    GTP's genmove has no standard error for it, and the answer itself names the side to move (as
+    Edax's "wrong color"), where a bare "illegal move" left a controller guessing which move."""
+    engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
+    for line in ("genmove white", "7 reg_genmove w", "play black f5", "genmove black"):
+        engine.handle(line)
+    replies = [a.strip() for a in engine.out.getvalue().split("\n\n") if a.strip()]
+    assert replies == ["? wrong color: it is black's turn", "?7 wrong color: it is black's turn", "=",
+                       "? wrong color: it is white's turn"]
+    after = ", ".join(Position().play("f5").legal_moves(names=True))
+    assert engine.err.getvalue().splitlines() == [
+        "gtp: genmove white: wrong color: it is black's turn (legal: d3, c4, f5, e6)",
+        "gtp: reg_genmove w: wrong color: it is black's turn (legal: d3, c4, f5, e6)",
+        f"gtp: genmove black: wrong color: it is white's turn (legal: {after})"]
+    assert [square_name(m) for m in engine.moves] == ["f5"] and engine.turns == [1]  # nothing else played
+
+
 def test_a_forced_pass_is_implied_by_the_colours_and_genmove_answers_pass():
     moves = pass_position()  # from the start to a position whose side to move must pass
     pos = Position()

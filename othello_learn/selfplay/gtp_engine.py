@@ -19,6 +19,9 @@ from a Go one), ``name``, ``version``, ``protocol_version``, ``known_command``,
 
 Passes are implied by the colours, as GRhino and most GTP referees send them: a
 move for the side not to move, when the side to move has none, passes for it first.
+When the side to move has a move, the other colour cannot move (Othello has no
+voluntary pass): ``play`` for it is an ``illegal move``, ``genmove`` or ``reg_genmove``
+for it answers ``? wrong color: it is black's turn`` (as Edax's GTP mode refuses it).
 A bad command, colour or move is a ``?`` answer with GTP's standard message
 (``unknown command``, ``syntax error``, ``illegal move``, ...; a controller may
 compare it) and a line on stderr saying why (an illegal move names the legal ones),
@@ -50,7 +53,13 @@ COLOURS = {"b": True, "black": True, "w": False, "white": False}
 
 
 class Refused(ValueError):
-    """A command that cannot be done: ``"<GTP's standard message>: <why>"``."""
+    """A command that cannot be done: ``"<GTP's standard message>: <why>"``. ``answer``: the
+    answer's text where no standard message fits, so the answer itself says why (by default
+    the standard message alone, which a controller may compare, or the whole text)."""
+
+    def __init__(self, message: str, answer: str | None = None):
+        super().__init__(message)
+        self.answer = answer
 
 
 # GTP's standard error messages: a controller may compare the answer with them, so the answer
@@ -111,7 +120,7 @@ class GTPEngine:
             text = getattr(self, f"cmd_{command.replace('-', '_')}")(args)
         except Refused as e:
             standard = str(e).split(":", 1)[0]
-            self.answer(False, ident, standard if standard in STANDARD_ERRORS else str(e))
+            self.answer(False, ident, e.answer or (standard if standard in STANDARD_ERRORS else str(e)))
             said = " ".join(words)
             self.note(f"{said[:ECHO]}{'...' if len(said) > ECHO else ''}: {str(e)[:2 * ECHO]}")
             return True
@@ -191,7 +200,14 @@ class GTPEngine:
         return ""
 
     def _to_move(self, args, command: str) -> bool:
-        """The colour of ``args[0]``, made the side to move by a forced pass where one is due."""
+        """The colour of ``args[0]``, made the side to move by a forced pass where one is due.
+
+        The other colour, while the side to move has a move, is refused: Othello has no
+        voluntary pass, so unlike Go's GTP (where either colour may move at any time) that
+        colour cannot move now without an illegal pass in the game. ``play`` answers GTP's
+        ``illegal move``, which a referee compares; ``genmove``, which GTP says never fails
+        and so has no standard message, answers ``wrong color`` with the side to move, as
+        Edax's GTP mode answers it: a controller sees why without our stderr."""
         if not args:
             raise Refused(f"syntax error: {command} takes a colour")
         black = colour_of(args[0])
@@ -199,8 +215,11 @@ class GTPEngine:
         if black != pos.black_to_move and pos.must_pass():
             self.push(PASS)  # passes are implied by the colours
         elif black != pos.black_to_move and not pos.is_over():
-            theirs = "black" if pos.black_to_move else "white"
-            raise Refused(f"illegal move: it is {theirs}'s turn (legal: {', '.join(pos.legal_moves(names=True))})")
+            turn = f"it is {'black' if pos.black_to_move else 'white'}'s turn"
+            legal = f"(legal: {', '.join(pos.legal_moves(names=True))})"
+            if command == "play":
+                raise Refused(f"illegal move: {turn} {legal}")
+            raise Refused(f"wrong color: {turn} {legal}", answer=f"wrong color: {turn}")
         return black
 
     def cmd_play(self, args):
