@@ -44,7 +44,8 @@ def test_piped_session_end_to_end():
                        input="\n".join(script) + "\n", capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
-    assert out[:3] == ["set myname othello-learn-alphabeta:1"] * 2 + ["pong 1"]  # one word: NBoard reads one
+    assert out[:4] == ["set myname othello-learn-alphabeta:1"] * 2 + [  # one word: NBoard reads one
+        "status set depth 6 not followed: alphabeta:1 searches depth 1, as its --player spec says", "pong 1"]
     pos = Position.from_transcript("f5f6d3c5")
     searches = [line.split() for line in out if line.startswith("search ")]
     assert 1 <= len(searches) <= 3 and all(parse_square(s[1]) in pos.legal_moves() for s in searches)
@@ -91,6 +92,20 @@ def test_a_malformed_command_is_one_line_naming_it_and_the_engine_goes_on():
                                 f"nboard: set game, ply 1: {not_a_move}",  # not "set: set game"
                                 f"nboard: move: {not_a_move}"]
     assert sum(line.startswith("search ") for line in out) == 1 and out[-1] == "pong 3"
+
+
+def test_set_depth_is_not_followed_and_a_status_line_says_so():
+    """The spec fixes the strength (NBoard's level, or the arena's default depth 10, would make
+    alphabeta:3 a Python depth-10 search): the GUI is told in a status line it shows until the
+    next, not one an empty status clears at once, and only where the depth is not the player's."""
+    out, err = session(AlphaBetaPlayer(3), ["nboard 2", "set depth 3", "set depth 12", "hint 1", "ping 1"])
+    assert out[:4] == ["set myname test"] * 3 + [
+        "status set depth 12 not followed: alphabeta:3 searches depth 3, as its --player spec says"]
+    assert out[4] == "status Analyzing" and out[5].split()[4] == "3" and out[-2:] == ["status", "pong 1"]
+    assert err == ""
+    out, _ = session(make_player("random"), ["set depth 1"])
+    assert out == ["set myname test", "status set depth 1 not followed: random has no search depth, as its "
+                                      "--player spec says"]
 
 
 def test_a_gui_that_closes_our_output_ends_the_session_quietly():

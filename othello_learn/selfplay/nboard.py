@@ -9,7 +9,9 @@ game: ``set game <GGF>`` and ``move <sq>[/eval/time]`` say where we are,
 ``go`` asks for a move (``=== F5/eval/time``; the engine does not play it
 until the GUI sends ``move``), ``hint N`` for the top N moves as
 ``search <move> <eval> 0 <depth> <text>`` lines, ``ping N`` for ``pong N``
-once everything before it is done. Commands we do not know are ignored, as the
+once everything before it is done. ``set depth N`` is not followed (the ``--player``
+spec fixes the strength; the protocol makes it optional): a ``status`` line says so
+where N is not the player's own search depth. Commands we do not know are ignored, as the
 protocol asks; a known one in the wrong form (``hint abc``) is ignored too, and a
 bad game or move leaves the position as it was: each says why in one line on
 stderr, so stdout only ever carries protocol lines and the session goes on. A ``hint``
@@ -77,11 +79,12 @@ class Engine:
         self.err = err or sys.stderr
         self.game = GameRecord()
         self.pos = Position()
-        self.depth = None
         self.busy = False
 
-    def send(self, line: str) -> None:
-        if line.startswith("status"):
+    def send(self, line: str, lasting: bool = False) -> None:
+        """``lasting``: a status line left for the GUI to show until the next one (a note), not
+        the busy status of a hint or go that an empty one must end."""
+        if line.startswith("status") and not lasting:
             self.busy = line != "status"  # a "status Analyzing" the GUI sees until an empty one
         try:
             self.out.write(line + "\n")
@@ -138,9 +141,23 @@ class Engine:
             self.game = parse_ggf_game(value, "set game")
             self.pos = self.game.final
         elif what == "depth":
-            self.depth = number("set depth", value, "a search depth, as in 'set depth 6'")  # the spec fixes the strength
-            self.send(f"set myname {self.name}")
+            self.set_depth(number("set depth", value, "a search depth, as in 'set depth 6'"))
         # set contempt / set time / anything else: nothing for us to change
+
+    def set_depth(self, depth: int) -> None:
+        """The protocol makes following ``set depth`` optional, and here the ``--player`` spec
+        fixes the strength: NBoard sends its level (and the arena's ``nboard:`` player its
+        ``depth=``, 10 by default) whatever the engine, and an ``alphabeta:3`` that obeyed
+        would search depth 10 in Python, minutes a move. So the depth is not followed, and
+        where it differs from what the player does a status line says so in the GUI (which
+        shows it until the next). The answer is ``set myname``, as NTest's and Edax's is."""
+        self.send(f"set myname {self.name}")
+        ab = self.analyst.ab
+        if ab is not None and ab.depth == depth:
+            return
+        does = f"searches depth {ab.depth}" if ab is not None else "has no search depth"
+        self.send(f"status set depth {depth} not followed: {self.analyst.player.name} {does}, as its "
+                  "--player spec says", lasting=True)
 
     def cmd_move(self, rest):
         text = rest.split()[0] if rest.split() else ""
