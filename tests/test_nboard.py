@@ -426,6 +426,35 @@ def test_a_hint_that_fails_still_ends_with_an_empty_status(error):
     assert err.count("the engine fell over") == 1 and "position unchanged" not in err
 
 
+@pytest.mark.parametrize("error", [IllegalMoveError, RuntimeError])
+def test_a_hint_that_fails_says_why_in_one_line_as_go_does(error):
+    """A player's illegal move (an external engine's, say) brings the board after its message:
+    the hint's stderr line is the message's first line, the one go's status line quotes."""
+    import numpy as np
+
+    from othello_learn.selfplay.nboard import NoMove
+    from othello_learn.selfplay.players import RandomPlayer
+
+    class Cheat(RandomPlayer):
+        name = "cheat"
+
+        def select(self, player, opponent, black_to_move, rng, **extra):
+            if error is RuntimeError:
+                raise RuntimeError("the engine fell over\n  its traceback")
+            return np.zeros(len(player), np.int64)  # a1: not a legal move
+
+    out, err = session(Cheat(), ["hint 1", "ping 1"])
+    assert out == ["status Analyzing", "status", "pong 1"]
+    first = ("player 'cheat' played a1, which is illegal, here (legal: d3, c4, f5, e6):"
+             if error is IllegalMoveError else "RuntimeError: the engine fell over")
+    assert err == f"nboard: hint: {first}\n"
+    gone = io.StringIO()
+    with pytest.raises(NoMove):
+        serve(Cheat(), "t", io.StringIO("go\n"), gone, io.StringIO())
+    assert gone.getvalue().splitlines()[-1] == "status go failed: " + (
+        f"IllegalMoveError: {first}" if error is IllegalMoveError else first)
+
+
 def test_an_external_player_that_cannot_start_is_one_line_exit_2():
     r = subprocess.run([sys.executable, "selfplay/nboard.py", "--player", f"gtp:timeout=5:{sys.executable} -c pass"],
                        cwd=REPO, input="", capture_output=True, text=True, timeout=120)

@@ -119,11 +119,13 @@ class Engine:
         except BadCommand as e:
             self.warn(str(e))
         except (FormatError, IllegalMoveError, ValueError) as e:
-            said = str(e)  # a set game's error names "set game" itself
+            # The first line, as go's status line quotes it: a player's illegal move brings the board
+            # after it, which in a GUI's log is lines that look like the engine's own output.
+            said = one_line(e)  # a set game's error names "set game" itself
             unchanged = "" if self.busy else " (position unchanged)"  # a hint changes nothing anyway
             self.warn(f"{'' if said.startswith(cmd) else cmd + ': '}{said}{unchanged}")
         except Exception as e:  # a GUI session must survive anything one command does
-            self.warn(f"{cmd}: {type(e).__name__}: {e}")
+            self.warn(f"{cmd}: {type(e).__name__}: {one_line(e)}")
         if self.busy:  # a hint or analyze that failed part way: the GUI still sees it end
             self.send("status")
         return True
