@@ -550,6 +550,66 @@ def test_a_network_values_moves_that_end_the_game_or_force_a_pass_as_the_search_
     raise AssertionError(f"only {seen} found")
 
 
+def _exact(pos):
+    """A position's exact value for its side to move, by brute force over ``Position`` (no solver
+    code): what each kind of hint must agree with, near the end, in discs (empties to the winner)."""
+    if pos.is_over():
+        return pos.score() if pos.black_to_move else -pos.score()
+    return max(-_exact(pos.play(m)) for m in (pos.legal_moves() or [PASS]))
+
+
+def test_every_kind_of_hint_values_a_move_that_ends_the_game_or_forces_a_pass_for_the_mover():
+    """Each hint is the move's value from the side to move's view after playing it, whatever
+    ranks the moves: a solve, alpha-beta, a network's value head or a search. Here a move that
+    ends the game (a7, a win by 32, beside b6), one after which the opponent must pass (h1, +10)
+    and one that loses after the opponent's pass (a7, -2), two or three squares from the end,
+    where the solve and a deep enough alpha-beta are exact and a network's figure for a finished
+    game is its exact result too; a search's for a move it visited is its mean backed-up value x
+    64, which near the end is the result's sign (+-64), checked for its sign."""
+    from test_formats import random_game
+
+    from othello.states import last_actions
+    from othello_learn.selfplay.analysis import Analyst
+    from othello_learn.selfplay.nn_players import GumbelPlayer, best_move
+
+    t = ("f5f4c3c4c5g6g5d6e3b3h7g4g3b4c6h2g2b7d7e2c7d3f6g7a2d8f3b5g8b2a4h5a1h3f1g1c2d2e1b8h1f7h4c1a8h8a5a6d1"
+         "f8h6c8f2e6e8b1e7a3")
+    games = [GameRecord.from_transcript(t).moves, random_game(5)[:58], random_game(1)[:57]]
+    policy = _history_player()
+    search = GumbelPlayer(policy.net, simulations=48, device="cpu")
+    seen = set()
+    for moves in games:
+        pos = GameRecord(moves=moves).final
+        empties = 64 - bin(pos.player | pos.opponent).count("1")
+        exact = {sq: -_exact(pos.play(sq)) for sq in pos.legal_moves()}
+        over = {sq for sq in exact if pos.play(sq).is_over()}
+        passes = {sq for sq in exact if pos.play(sq).must_pass()}
+        seen |= {("over" if sq in over else "pass", exact[sq] > 0) for sq in over | passes}
+
+        def hints(player):
+            analyst = Analyst(player)
+            return analyst, {sq: ev for sq, ev, _ in analyst.hints(pos, moves, 64)}
+
+        for spec in (f"endgame:{empties}:alphabeta:1", f"alphabeta:{empties}"):  # both exact here
+            assert hints(make_player(spec))[1] == pytest.approx(exact, abs=1e-9), spec
+        _, ab1 = hints(AlphaBetaPlayer(1))  # depth 1 sees the end only where the move ends the game
+        assert all(ab1[sq] == exact[sq] for sq in over)
+        _, net = hints(policy)
+        for sq in exact:
+            want = exact[sq] if sq in over else -64 * best_move(policy.net, pos.play(sq), last_actions(moves + [sq]))[2]
+            assert net[sq] == pytest.approx(want, abs=0.006), (square_name(sq), net[sq], want)
+        analyst, searched = hints(search)
+        _, visits, q = analyst.searched(pos, moves)
+        for sq in exact:
+            if sq in over:
+                assert searched[sq] == exact[sq]
+            else:
+                assert visits[sq] >= 8 and searched[sq] == pytest.approx(64 * q[sq], abs=1e-9)
+                if sq in passes:  # the opponent's pass, then the end: the result's sign dominates
+                    assert (searched[sq] > 32) == (exact[sq] > 0) and abs(searched[sq]) > 32, (square_name(sq), searched[sq])
+    assert seen == {("over", True), ("pass", True), ("pass", False)}  # a win by 32, +10, -2
+
+
 def _history_player():
     """A policy player whose net (handcrafted planes, value head) reads the last four moves."""
     import torch

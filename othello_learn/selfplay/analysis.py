@@ -56,10 +56,12 @@ class Analyst:
 
     def net_evals(self, positions: list[Position], histories: np.ndarray | None = None):
         """``net_out``'s probabilities, and evaluations in discs for each side to move [N] (None
-        without a value head) valued as the search values them (``tree.evaluate``): a finished
-        game by its result, a forced pass as minus the position after it (the head never saw
-        either), any other position by the head (64 a full win). ``histories``: each position's
-        row of last actions (None: none known, as at a set-up position)."""
+        without a value head): a finished game by its exact disc difference (the search,
+        ``tree.evaluate``, backs up only its sign, which x 64 would read a win by 2 as 64; the
+        margin is what a GUI can show of a move that ends the game), a forced pass as minus the
+        position after it, as the search values it (the head never saw either), any other
+        position by the head (64 a full win). ``histories``: each position's row of last actions
+        (None: none known, as at a set-up position)."""
         s = States.from_positions(positions, histories)
         probs, value = self.net_out(s)
         if value is None:
