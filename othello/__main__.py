@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .files import ArgumentParser, run_main
+from .cli import ArgumentParser, run_main
 from .perft import perft
 
 MAX_DEPTH = 11  # ~0.2 G positions, ~8 GB; depth 12 needs ~60 GB and was killed for memory, not refused

@@ -16,7 +16,8 @@ import pytest
 
 import reference_engine as ref
 from othello import bitboard as bb
-from othello.files import UserError, run_main
+from othello.cli import run_main
+from othello.files import UserError
 from othello.game import IllegalMoveError, Position
 from othello.notation import parse_transcript
 from othello.notation import PASS

@@ -5,7 +5,8 @@ answer, a device this machine lacks, a plot format matplotlib cannot write."""
 import pytest
 import torch
 
-from othello.files import UserError, run_main
+from othello.cli import run_main
+from othello.files import UserError
 from othello_learn.models.fastpath import usable_device
 
 

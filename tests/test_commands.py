@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from othello.files import UserError, run_main
+from othello.cli import run_main
+from othello.files import UserError
 from othello_learn import commands
 from othello_learn.commands import COMMANDS
 

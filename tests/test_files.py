@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from othello.files import (STOP_SIGNALS, HangUp, StopOnce, Terminated, UserError, atomic_path, atomic_write, run_main,
-                          stop_signals_raise)
+from othello.cli import STOP_SIGNALS, HangUp, StopOnce, Terminated, run_main, stop_signals_raise
+from othello.files import UserError, atomic_path, atomic_write
 
 
 def test_atomic_write_replaces_whole_files_with_a_plain_mode(tmp_path):
@@ -95,7 +95,7 @@ def test_check_output_refuses_what_cannot_be_written_and_accepts_new_folders(tmp
 def test_at_least_bounds_and_refuses_nan(low, kind, above, good, bad):
     import argparse
 
-    from othello.files import at_least
+    from othello.cli import at_least
 
     parse = at_least(low, kind, above=above)
     for text in good:
@@ -187,6 +187,7 @@ def test_a_long_name_or_a_stray_temp_name_does_not_stop_a_write(tmp_path):
 def test_run_main_exit_codes_and_os_error_lines(capsys, monkeypatch):
     """Each stop has its own status (SIGTERM 143, SIGHUP 129, a reader gone 141) and each
     OS error its own words: a folder given for a file, a permission refused."""
+    import othello.cli as cli
     import othello.files as files
 
     def raising(exc):
@@ -194,14 +195,14 @@ def test_run_main_exit_codes_and_os_error_lines(capsys, monkeypatch):
             raise exc
         return main
 
-    assert run_main(raising(files.Terminated()), []) == 143
+    assert run_main(raising(cli.Terminated()), []) == 143
     assert capsys.readouterr().err.strip().endswith(": terminated")
-    assert run_main(raising(files.HangUp()), []) == 129
+    assert run_main(raising(cli.HangUp()), []) == 129
     assert capsys.readouterr().err.strip().endswith(": hung up")
-    monkeypatch.setattr(files, "_stdout_gone", lambda: True)
+    monkeypatch.setattr(cli, "_stdout_gone", lambda: True)
     assert run_main(raising(BrokenPipeError(errno.EPIPE, "Broken pipe")), []) == 141
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(files, "_stdout_gone", lambda: False)  # a pipe of ours other than stdout: an error
+    monkeypatch.setattr(cli, "_stdout_gone", lambda: False)  # a pipe of ours other than stdout: an error
     assert run_main(raising(BrokenPipeError(errno.EPIPE, "Broken pipe")), []) == 2
     assert files.describe_os_error(IsADirectoryError(errno.EISDIR, "Is a directory", "/d")) == \
         "expected a file, found a folder (/d)"
@@ -366,7 +367,7 @@ def test_a_session_given_a_swallowed_stop_ends_before_reading(module):
 def test_at_least_with_a_ceiling_allows_the_ceiling_itself():
     import argparse
 
-    from othello.files import at_least
+    from othello.cli import at_least
 
     parse = at_least(1, most=1000)
     assert parse("1000") == 1000 and parse("1") == 1
@@ -378,7 +379,7 @@ def test_an_empty_path_argument_is_refused_in_groups_too(capsys):
     """Path("") is the current folder: --out "" trained into the checkout, --json "" failed late."""
     import argparse
 
-    from othello.files import ArgumentParser
+    from othello.cli import ArgumentParser
 
     parser = ArgumentParser(prog="cmd")
     parser.add_argument("--out", type=Path)

@@ -192,7 +192,7 @@ def test_a_player_that_fails_is_an_error_answer_and_the_session_goes_on():
 def test_our_gtp_client_drives_our_gtp_engine_move_for_move(tmp_path):
     """The arena's gtp: player over a real pipe plays exactly as the wrapped player itself
     (the engine is a real process; the direct match runs in this one, which is quicker)."""
-    from othello.files import run_main
+    from othello.cli import run_main
     from othello_learn.selfplay.arena import main as arena_main
 
     spec = f"policy:{REPO / 'checkpoints' / 'cpu_rl_warm_long.pt'}"
@@ -207,7 +207,7 @@ def test_our_gtp_client_drives_our_gtp_engine_move_for_move(tmp_path):
 
 
 def test_a_bad_player_is_one_line_exit_2(capsys):
-    from othello.files import run_main
+    from othello.cli import run_main
     from othello_learn.selfplay.gtp_engine import main
 
     code = run_main(main, ["--player", "policy:nowhere.pt"])

@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from othello import bitboard as bb
-from othello.files import StopOnce, UserError, run_main
+from othello.cli import StopOnce, run_main
+from othello.files import UserError
 from othello_learn.models.batch import augment
 from othello_learn.models.nets import NetConfig, build_network, legal_mask, save_network
 from othello_learn.selfplay import elo_plot

@@ -13,7 +13,7 @@ import torch
 import reference_engine as ref
 from processes import gone_soon, pid_written
 from othello import bitboard as bb
-from othello.files import run_main
+from othello.cli import run_main
 from othello.formats import format_obf
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from othello.files import UserError, run_main
+from othello.cli import run_main
+from othello.files import UserError
 from othello_learn.models.nets import NetConfig, build_network, load_network, read_checkpoint, save_network
 
 REPO = Path(__file__).resolve().parents[1]
@@ -1602,7 +1603,7 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     import argparse
     from types import SimpleNamespace
 
-    from othello.files import seed_arg, seed_below
+    from othello.cli import seed_arg, seed_below
     from othello_learn.train.train import check_dataset
 
     train_seed = seed_below(2**32)  # train's: Lightning's seed_everything
@@ -1932,7 +1933,7 @@ def test_progress_bars_in_a_log_file_are_redrawn_once_a_minute(monkeypatch):
     kept current in between."""
     import io
 
-    from othello.files import LOG_REDRAW_SECONDS, bar_pacing
+    from othello.cli import LOG_REDRAW_SECONDS, bar_pacing
     from othello_learn.train import checkpoints
 
     class Terminal(io.StringIO):
@@ -2000,7 +2001,7 @@ def test_a_stop_swallowed_after_the_last_fit_still_ends_the_run_with_its_status(
                                                                                 capsys):
     """The block's last check: a SIGTERM something swallowed after training (no later fit or
     test to check it) was lost, exit 0; the run's files are kept and it exits 143."""
-    from othello.files import Terminated
+    from othello.cli import Terminated
     from othello_learn.models import nets
     from othello_learn.train.train import main
 

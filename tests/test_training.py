@@ -203,7 +203,7 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
     # arithmetic is tested above with a stand-in timer)
     assert state["lr_schedulers"][0]["_last_lr"][0] < summary["config"]["optim"].get("lr", 1e-3)
 
-    from othello.files import run_main
+    from othello.cli import run_main
     from othello_learn.train.curves import load_curve, main
 
     def curves_main(argv):  # as the command runs it: errors are one line, exit 2
@@ -273,7 +273,7 @@ def test_a_tempered_network_divides_its_logits_and_keeps_its_moves():
 def test_evaluate_calibrates_and_exports_the_tempered_network(dataset_dir, tmp_path, capsys):
     """--calibrate reports the temperature and the cross-entropy at it (never above the untempered
     one on the same positions); with --export the net's logits are divided by it and its moves kept."""
-    from othello.files import run_main
+    from othello.cli import run_main
     from othello_learn.models.nets import save_network
     from othello_learn.train.evaluate import main
 
@@ -426,7 +426,7 @@ def test_a_recipe_comparison_runs_end_to_end_and_resumes(dataset_dir, tmp_path):
     spec = importlib.util.spec_from_file_location("recipe_compare", path)
     compare = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(compare)
-    from othello.files import run_main
+    from othello.cli import run_main
     from othello_learn.train.train import main as train_main
 
     def in_process(cmd, env, stdout, stderr):  # the train.py command line, without a second interpreter's start

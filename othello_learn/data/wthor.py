@@ -22,7 +22,8 @@ import zipfile
 from io import BytesIO
 from pathlib import Path
 
-from othello.files import STOP_SIGNALS, ArgumentParser, UserError, atomic_write, check_output, run_main, stop_signals_raise
+from othello.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
+from othello.files import UserError, atomic_write, check_output
 from othello_learn import HOME, HOME_HELP
 from othello_learn.data.dataset import REFERENCE_SPLIT, build, check_replaceable, parse_years, recover, write
 

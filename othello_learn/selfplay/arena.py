@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.files import (ArgumentParser, UserError, atomic_write, bar_pacing, check_distinct, check_output, run_main,
-                          STOP_SIGNALS, seed_arg, stop_signals_raise, write_json)
+from othello.cli import ArgumentParser, bar_pacing, run_main, STOP_SIGNALS, seed_arg, stop_signals_raise
+from othello.files import UserError, atomic_write, check_distinct, check_output, write_json
 from othello.notation import PASS, format_transcript
 from othello_learn.selfplay.elo import MatchResult
 from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings

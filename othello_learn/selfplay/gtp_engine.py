@@ -36,7 +36,8 @@ from __future__ import annotations
 import sys
 from importlib import metadata
 
-from othello.files import UserError, one_line, run_main
+from othello.cli import run_main
+from othello.files import UserError, one_line
 from othello.formats import FormatError, board_from_text
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name

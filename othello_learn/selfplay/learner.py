@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import bar_pacing
+from othello.cli import bar_pacing
 from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays
 from othello_learn.models.losses import entropy, l2_penalty, move_losses

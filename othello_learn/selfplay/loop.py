@@ -38,9 +38,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.files import (STOP_SIGNALS, ArgumentParser, StopOnce, UserError, atomic_write, bar_pacing, check_output,
-                           describe_os_error, one_line, remove_stale_temps, run_main, say_stopped, stop_signals_raise,
-                           stop_status, taken, temp_target, write_json)
+from othello.cli import (STOP_SIGNALS, ArgumentParser, StopOnce, bar_pacing, run_main, say_stopped, stop_signals_raise,
+                         stop_status, taken)
+from othello.files import (UserError, atomic_write, check_output, describe_os_error, one_line, remove_stale_temps,
+                           temp_target, write_json)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import default_device, usable_device

@@ -38,7 +38,8 @@ from __future__ import annotations
 import sys
 import time
 
-from othello.files import UserError, one_line, run_main
+from othello.cli import run_main
+from othello.files import UserError, one_line
 from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move, play_with_passes
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, move_name

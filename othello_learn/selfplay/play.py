@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import (ArgumentParser, UserError, atomic_write, check_input, check_output, run_main, seed_arg,
-                          STOP_SIGNALS, stop_signals_raise)
+from othello.cli import ArgumentParser, run_main, seed_arg, STOP_SIGNALS, stop_signals_raise
+from othello.files import UserError, atomic_write, check_input, check_output
 from othello.formats import FormatError, play_with_passes
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name

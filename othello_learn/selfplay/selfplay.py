@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.files import atomic_path, bar_pacing
+from othello.cli import bar_pacing
+from othello.files import atomic_path
 from othello.notation import PASS, format_transcript
 from othello.states import HISTORY, States
 

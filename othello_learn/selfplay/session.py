@@ -8,8 +8,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from othello.files import (STOP_SIGNALS, ArgumentParser, StopOnce, UserError, seed_arg, stdout_to_devnull,
-                          stop_signals_raise)
+from othello.cli import STOP_SIGNALS, ArgumentParser, StopOnce, seed_arg, stdout_to_devnull, stop_signals_raise
+from othello.files import UserError
 from othello_learn.selfplay.players import Player
 from othello_learn.selfplay.registry import PlayerSpecError, make_program
 

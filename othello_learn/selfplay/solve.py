@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.files import (STOP_SIGNALS, ArgumentParser, UserError, check_distinct, check_input, check_output, run_main,
-                          seed_arg, stop_signals_raise, write_json)
+from othello.cli import STOP_SIGNALS, ArgumentParser, run_main, seed_arg, stop_signals_raise
+from othello.files import UserError, check_distinct, check_input, check_output, write_json
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, move_name, parse_square, square_name

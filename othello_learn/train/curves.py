@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from othello.files import STOP_SIGNALS, ArgumentParser, UserError, one_line, run_main, stop_signals_raise
+from othello.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
+from othello.files import UserError, one_line
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn.train.run_folder import FRESH_START, csv_versions
 
