@@ -30,7 +30,7 @@ WHITE_START = (1 << 27) | (1 << 36)  # d4, e5
 
 # (shift, is_left, mask applied after the shift) for the eight directions.
 # Left shifts move towards h8 (+1 column, +1 row), right shifts towards a1.
-_DIRECTIONS = (
+DIRECTIONS = (
     (1, True, NOT_A),  # east
     (1, False, NOT_H & (FULL >> 1)),  # west
     (8, True, FULL),  # south (row + 1)
@@ -42,29 +42,34 @@ _DIRECTIONS = (
 )
 
 
-def _signed(v: int) -> int:
+def as_int64(v: int) -> int:
+    """The int64 a torch board holds for the 64 bits ``v`` (torch has no uint64): h8's bit is the sign."""
     return v - (1 << 64) if v >= (1 << 63) else v
 
 
-def _is_torch(x) -> bool:
+def is_torch(x) -> bool:
+    """Whether ``x`` is a torch tensor (the engine's functions take ints, numpy and torch alike)."""
     return type(x).__module__.startswith("torch")
 
 
 def const(v: int, like):
     """``v`` as a constant that combines with ``like`` bit for bit."""
-    return _signed(v) if _is_torch(like) else v
+    return as_int64(v) if is_torch(like) else v
 
 
-def _shifters(like):
-    t = _is_torch(like)
+def shifters(like):
+    """``DIRECTIONS`` with masks of ``like``'s kind (int64 for torch): what ``shift`` takes."""
+    t = is_torch(like)
     if not t and isinstance(like, (np.ndarray, np.generic)) and like.dtype != np.uint64:
         # int64 arrays (what a torch tensor's .numpy() gives) meet the masks as Python ints > 2**63:
         # numpy's answer is an OverflowError that does not say what is wrong
         raise TypeError(f"numpy boards must be uint64, not {like.dtype} (an int64 board's bits: .view(np.uint64))")
-    return [(s, left, _signed(m) if t else m) for s, left, m in _DIRECTIONS]
+    return [(s, left, as_int64(m) if t else m) for s, left, m in DIRECTIONS]
 
 
-def _shift(x, s, left, m):
+def shift(x, s, left, m):
+    """Every disc of ``x`` moved one step in a direction (``s``, ``left``), masked by ``m``
+    so nothing wraps around an edge."""
     return ((x << s) & m) if left else ((x >> s) & m)
 
 
@@ -72,11 +77,11 @@ def legal_moves(player, opponent):
     """Bitboard of the squares where the side to move may play."""
     empty = ~(player | opponent)
     moves = player & 0  # zero of the right kind and shape
-    for s, left, m in _shifters(player):
-        x = _shift(player, s, left, m) & opponent
+    for s, left, m in shifters(player):
+        x = shift(player, s, left, m) & opponent
         for _ in range(5):
-            x = x | (_shift(x, s, left, m) & opponent)
-        moves = moves | (_shift(x, s, left, m) & empty)
+            x = x | (shift(x, s, left, m) & opponent)
+        moves = moves | (shift(x, s, left, m) & empty)
     return moves & const(FULL, player)
 
 
@@ -87,11 +92,11 @@ def flips(player, opponent, move):
     emptiness check is the caller's (an occupied square can bracket discs).
     """
     out = player & 0
-    for s, left, m in _shifters(player):
-        x = _shift(move, s, left, m) & opponent
+    for s, left, m in shifters(player):
+        x = shift(move, s, left, m) & opponent
         for _ in range(5):
-            x = x | (_shift(x, s, left, m) & opponent)
-        capped = _shift(x, s, left, m) & player
+            x = x | (shift(x, s, left, m) & opponent)
+        capped = shift(x, s, left, m) & player
         if isinstance(x, int):
             if capped:
                 out |= x
@@ -102,7 +107,7 @@ def flips(player, opponent, move):
 
 def _nonzero_mask(x):
     """All ones where ``x != 0``, else zero, without branches."""
-    if _is_torch(x):
+    if is_torch(x):
         return -(x != 0).to(x.dtype)
     return (x != 0).astype(np.uint64) * np.uint64(FULL)
 
@@ -120,7 +125,7 @@ def popcount(x):
     """Number of set bits, elementwise."""
     if isinstance(x, int):
         return (x & FULL).bit_count()
-    if _is_torch(x):
+    if is_torch(x):
         # SWAR popcount; int64 wrap-around is what we want.
         x = x - ((x >> 1) & 0x5555555555555555)
         x = (x & 0x3333333333333333) + ((x >> 2) & 0x3333333333333333)
@@ -144,7 +149,7 @@ def final_disc_difference(player, opponent):
     empties = 64 - p - o
     if isinstance(p, int):
         return diff + empties if diff > 0 else diff - empties if diff < 0 else 0
-    if _is_torch(diff):
+    if is_torch(diff):
         return diff + empties * diff.sign()
     return diff + empties * np.sign(diff)
 
@@ -169,7 +174,7 @@ def bit(square):
     """Single-bit board of ``square`` (0..63), elementwise."""
     if isinstance(square, (int, np.integer)):
         return 1 << int(square)
-    if _is_torch(square):
+    if is_torch(square):
         return (square.long() * 0 + 1) << square.long()
     return np.left_shift(np.uint64(1), square.astype(np.uint64))
 
@@ -177,7 +182,7 @@ def bit(square):
 def bits(boards):
     """Boards ``(...)`` -> bool ``(..., 64)``, square ``s`` at index ``s``: the
     form that masks, argmaxes and planes want. numpy or torch in, the same out."""
-    if _is_torch(boards):
+    if is_torch(boards):
         import torch
 
         return ((boards.unsqueeze(-1) >> torch.arange(64, device=boards.device)) & 1).bool()

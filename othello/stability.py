@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bitboard import _DIRECTIONS, FULL, _is_torch, _shift, _signed
+from .bitboard import DIRECTIONS, FULL, as_int64, is_torch, shift
 
 # Per axis: the shift between neighbours and the masks of the two shifts
 # (towards h8, towards a1), taken from the engine's directions:
 # horizontal (east, west), vertical (south, north), a1-h8 (south-east,
 # north-west), a8-h1 (south-west, north-east).
 _PAIRS = ((0, 1), (2, 3), (4, 7), (5, 6))
-SHIFTS = tuple(_DIRECTIONS[a][0] for a, _ in _PAIRS)
-_LEFT_MASKS = tuple(_DIRECTIONS[a][2] for a, _ in _PAIRS)
-_RIGHT_MASKS = tuple(_DIRECTIONS[b][2] for _, b in _PAIRS)
+SHIFTS = tuple(DIRECTIONS[a][0] for a, _ in _PAIRS)
+_LEFT_MASKS = tuple(DIRECTIONS[a][2] for a, _ in _PAIRS)
+_RIGHT_MASKS = tuple(DIRECTIONS[b][2] for _, b in _PAIRS)
 # Squares with a neighbour off the board along the axis: the complement of
 # those that receive a bit from both sides.
 EDGES = tuple(
-    FULL ^ (_shift(FULL, s, True, ml) & _shift(FULL, s, False, mr))
+    FULL ^ (shift(FULL, s, True, ml) & shift(FULL, s, False, mr))
     for s, ml, mr in zip(SHIFTS, _LEFT_MASKS, _RIGHT_MASKS)
 )
 
@@ -40,7 +40,7 @@ def _doubled(mask: int, s: int, left: bool, times: int) -> int:
     """Mask of ``times`` successive masked shifts by ``s`` done as one shift."""
     out = mask
     for i in range(1, times):
-        out &= _shift(mask, s * i, left, FULL)
+        out &= shift(mask, s * i, left, FULL)
     return out
 
 
@@ -62,14 +62,14 @@ _torch_cache: dict = {}
 
 def _tables(like):
     """The constant tables as (4, 1) arrays that combine with ``like``."""
-    if not _is_torch(like):
+    if not is_torch(like):
         return _NP_TABLES
     key = like.device
     if key not in _torch_cache:
         import torch
 
         def t(values):
-            return torch.tensor([[_signed(v)] for v in values], dtype=torch.int64, device=key)
+            return torch.tensor([[as_int64(v)] for v in values], dtype=torch.int64, device=key)
 
         _torch_cache[key] = (t(EDGES), [tuple(t(v) for v in step) for step in _SPREAD])
     return _torch_cache[key]
@@ -149,7 +149,7 @@ def _and4(x):
 
 
 def _nonzero(x):
-    if _is_torch(x):
+    if is_torch(x):
         return x.nonzero().squeeze(-1)
     return np.flatnonzero(x)
 

@@ -58,8 +58,8 @@ class States:
         torch = _torch()
         if device is None:  # the torch module itself has a ``device`` too: the class, not a device
             device = like.device if isinstance(like, torch.Tensor) else "cpu"
-        return cls(torch.full((n,), bb._signed(bb.BLACK_START), dtype=torch.long, device=device),
-                   torch.full((n,), bb._signed(bb.WHITE_START), dtype=torch.long, device=device),
+        return cls(torch.full((n,), bb.as_int64(bb.BLACK_START), dtype=torch.long, device=device),
+                   torch.full((n,), bb.as_int64(bb.WHITE_START), dtype=torch.long, device=device),
                    torch.ones(n, dtype=torch.bool, device=device),
                    torch.full((n, HISTORY), NO_MOVE, dtype=torch.long, device=device))
 
@@ -83,7 +83,7 @@ class States:
     # ------------------------------------------------------------ queries
     @property
     def is_torch(self) -> bool:
-        return bb._is_torch(self.player)
+        return bb.is_torch(self.player)
 
     def __len__(self) -> int:
         return int(self.player.shape[0])
@@ -193,10 +193,10 @@ def last_actions(actions) -> np.ndarray:
 
 
 def _copy(a):
-    return a.clone() if bb._is_torch(a) else a.copy()
+    return a.clone() if bb.is_torch(a) else a.copy()
 
 
 def _where(cond, a, b):
-    if bb._is_torch(cond):
+    if bb.is_torch(cond):
         return _torch().where(cond, a, b)
     return np.where(cond, a, b)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bitboard import _signed
+from .bitboard import const
 
 NAMES = (
     "identity",
@@ -35,19 +35,15 @@ START_PRESERVING = (0, 2, 6, 7)
 INVERSE = (0, 3, 2, 1, 4, 5, 6, 7)
 
 
-def _k(v, like):
-    return _signed(v) if type(like).__module__.startswith("torch") else v
-
-
 def flip_vertical(x):
-    k1, k2, k4 = _k(0x00FF00FF00FF00FF, x), _k(0x0000FFFF0000FFFF, x), _k(0xFFFFFFFF, x)
+    k1, k2, k4 = const(0x00FF00FF00FF00FF, x), const(0x0000FFFF0000FFFF, x), const(0xFFFFFFFF, x)
     x = ((x >> 8) & k1) | ((x & k1) << 8)
     x = ((x >> 16) & k2) | ((x & k2) << 16)
     return ((x >> 32) & k4) | ((x & k4) << 32)
 
 
 def flip_horizontal(x):
-    k1, k2, k4 = _k(0x5555555555555555, x), _k(0x3333333333333333, x), _k(0x0F0F0F0F0F0F0F0F, x)
+    k1, k2, k4 = const(0x5555555555555555, x), const(0x3333333333333333, x), const(0x0F0F0F0F0F0F0F0F, x)
     x = ((x >> 1) & k1) | ((x & k1) << 1)
     x = ((x >> 2) & k2) | ((x & k2) << 2)
     return ((x >> 4) & k4) | ((x & k4) << 4)
@@ -55,7 +51,7 @@ def flip_horizontal(x):
 
 def transpose(x):
     """Reflect in the a1-h8 diagonal: (row, col) -> (col, row)."""
-    k1, k2, k4 = _k(0x5500550055005500, x), _k(0x3333000033330000, x), _k(0x0F0F0F0F00000000, x)
+    k1, k2, k4 = const(0x5500550055005500, x), const(0x3333000033330000, x), const(0x0F0F0F0F00000000, x)
     t = k4 & (x ^ (x << 28))
     x = x ^ t ^ (t >> 28)
     t = k2 & (x ^ (x << 14))

@@ -250,7 +250,7 @@ def test_stable_discs_never_flip(seed, cut):
 
 
 def test_unpack_bit_order():
-    boards = torch.tensor([1, 1 << 10, bb._signed(1 << 63)])
+    boards = torch.tensor([1, 1 << 10, bb.as_int64(1 << 63)])
     planes = enc.unpack(boards)
     assert planes.shape == (3, 8, 8) and planes.dtype == torch.float32
     assert planes[0, 0, 0] == 1 and planes[1, 1, 2] == 1 and planes[2, 7, 7] == 1

@@ -110,7 +110,7 @@ def test_torch_boards_solve_as_python_ints():
             if (p | o) >> 63]
     assert ends
     for p, o in ends[:4]:
-        tp, to = torch.tensor(bb._signed(p)), torch.tensor(bb._signed(o))
+        tp, to = torch.tensor(bb.as_int64(p)), torch.tensor(bb.as_int64(o))
         assert solve(tp, to) == solve(p, o)
         assert endgame.value(tp, to) == endgame.value(p, o)
         assert endgame.move_results(tp, to) == endgame.move_results(p, o)

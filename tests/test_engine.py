@@ -247,7 +247,7 @@ def test_final_disc_difference_one_position_api_matches_reference(positions):
 def test_signed_is_twos_complement_at_the_edge():
     """h8 alone is the one board whose int64 reading is exactly -2**63."""
     for v in (0, 1, (1 << 63) - 1, 1 << 63, (1 << 63) + 1, bb.FULL):
-        assert bb._signed(v) == int(np.array([v], np.uint64).view(np.int64)[0])
+        assert bb.as_int64(v) == int(np.array([v], np.uint64).view(np.int64)[0])
     t = torch.tensor([bb.const(1 << 63, torch.zeros(1, dtype=torch.long))])
     assert t.numpy().view(np.uint64)[0] == 1 << 63
 

@@ -42,7 +42,7 @@ class Node:
         self.p, self.o, self.hist, self.black = p, o, hist, black
         self.children, self.N, self.W = {}, 0, 0.0
         t = lambda x: torch.tensor([x], dtype=torch.long)  # noqa: E731
-        prior, value = ev(t(bb._signed(p)), t(bb._signed(o)), torch.tensor([hist]), torch.tensor([black]))
+        prior, value = ev(t(bb.as_int64(p)), t(bb.as_int64(o)), torch.tensor([hist]), torch.tensor([black]))
         self.prior = prior[0].tolist()
         legal = bb.legal_moves(p, o)
         self.legal = [bool(legal >> s & 1) for s in range(64)] + [legal == 0 and bb.legal_moves(o, p) != 0]
@@ -51,7 +51,7 @@ class Node:
         self.exact = float((d > 0) - (d < 0))
         self.value = self.exact if self.terminal else float(value[0])
         if self.legal[PASS]:  # a forced pass: the value of the position after it, negated
-            after = ev(t(bb._signed(o)), t(bb._signed(p)), torch.tensor([[PASS] + hist[:3]]), torch.tensor([not black]))
+            after = ev(t(bb.as_int64(o)), t(bb.as_int64(p)), torch.tensor([[PASS] + hist[:3]]), torch.tensor([not black]))
             self.value = -float(after[1][0])
 
     def child(self, a, ev):
@@ -109,7 +109,7 @@ def _positions(n, seed, min_ply=0, max_ply=50):
 
 def _states(positions):
     """torch ``States`` of (player, opponent, history, black_to_move) tuples."""
-    return States(torch.tensor([bb._signed(p) for p, *_ in positions]), torch.tensor([bb._signed(o) for _, o, *_ in positions]),
+    return States(torch.tensor([bb.as_int64(p) for p, *_ in positions]), torch.tensor([bb.as_int64(o) for _, o, *_ in positions]),
                   torch.tensor([b for *_, b in positions]), torch.tensor([h for *_, h, _ in positions]))
 
 
@@ -133,8 +133,8 @@ def test_evaluator_fast_path_spares_small_batches():
     exact = Evaluator(net, "cpu", precision=FP32)
     fast = Evaluator(net, "cpu", precision=BF16, min_fast_batch=8)
     positions = _positions(16, seed=8, max_ply=40)
-    p = torch.tensor([bb._signed(x[0]) for x in positions])
-    o = torch.tensor([bb._signed(x[1]) for x in positions])
+    p = torch.tensor([bb.as_int64(x[0]) for x in positions])
+    o = torch.tensor([bb.as_int64(x[1]) for x in positions])
     h, b = torch.full((16, 4), -1), torch.tensor([x[3] for x in positions])
     for n in (1, 7):
         for x, y in zip(exact(p[:n], o[:n], h[:n], b[:n]), fast(p[:n], o[:n], h[:n], b[:n])):
@@ -243,7 +243,7 @@ def test_a_forced_pass_is_valued_as_the_position_after_it(ev):
                 found.append((p, o, [-1, -1, -1, -1], colour == 1))
                 break
     t, g = _tree(ev, found, sims=1)
-    t_ = lambda x: torch.tensor([bb._signed(x)])  # noqa: E731
+    t_ = lambda x: torch.tensor([bb.as_int64(x)])  # noqa: E731
     for i, (p, o, hist, black) in enumerate(found):
         _, after = ev(t_(o), t_(p), torch.tensor([[PASS] + hist[:3]]), torch.tensor([not black]))
         assert t.tree.raw_value[i, 0] == pytest.approx(-float(after[0]))

@@ -43,8 +43,8 @@ def _neighbour_masks() -> list[int]:
     out = []
     for sq in range(64):
         m = 0
-        for s, left, mask in bb._shifters(0):
-            m |= bb._shift(1 << sq, s, left, mask)
+        for s, left, mask in bb.shifters(0):
+            m |= bb.shift(1 << sq, s, left, mask)
         out.append(m & bb.FULL)
     return out
 
@@ -175,7 +175,7 @@ class _Torch:
         if dev not in _Torch._cache:
 
             class T:
-                neighbours = torch.tensor([bb._signed(m) for m in NEIGHBOURS], dtype=torch.int64, device=dev)
+                neighbours = torch.tensor([bb.as_int64(m) for m in NEIGHBOURS], dtype=torch.int64, device=dev)
                 squares = torch.arange(64, device=dev)
                 shifts = squares
                 bases = torch.tensor(GROUP_BASES, device=dev)[:, None]
