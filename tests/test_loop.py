@@ -53,7 +53,7 @@ def test_the_saved_config_round_trips_and_old_ones_still_load():
     assert back.fixed_changes(cfg) == []
 
 
-def test_a_resumed_run_fills_unset_fixed_settings_from_its_own(tmp_path, monkeypatch):
+def test_a_resumed_run_fills_unset_fixed_settings_from_its_own(tmp_path, monkeypatch, capsys):
     out = tmp_path / "rl"
     base = ["--init", "random", "--out", str(out), "--generations", "1", "--arch-blocks", "1", "--arch-width", "8",
             "--logger", "none", "--search", "gumbel"]
@@ -65,6 +65,11 @@ def test_a_resumed_run_fills_unset_fixed_settings_from_its_own(tmp_path, monkeyp
     assert rl_loop.main(base) == 0
     assert json.loads((out / "config.json").read_text())["search"] == "gumbel"
     assert rl_loop.main(base[:-2]) == 0 and seen == ["gumbel", "gumbel"], "no --search: the run's own"
+    capsys.readouterr()
+    saved = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**saved, "simulation": 64}))  # a hand edit's typo
+    assert rl_loop.main(base) == 0
+    assert "config.json: 'simulation' is no setting of this version of the loop (ignored)" in capsys.readouterr().err
     with pytest.raises(UserError, match="search"):
         rl_loop.main(base[:-1] + ["puct"])
 

@@ -182,7 +182,7 @@ class RunConfig:
     def from_json(cls, saved: dict) -> "RunConfig":
         """A run folder's config.json, from any version: a field it lacks gets
         the value runs had before the field existed (``saved_default``, else
-        today's default); a key we no longer know is dropped."""
+        today's default); a key we do not know is dropped (a resume warns of it)."""
         known = {f.name: f for f in dataclasses.fields(cls)}
         values = {}
         for name, f in known.items():
@@ -562,6 +562,11 @@ def open_run(cfg: RunConfig) -> dict:
         saved = read_json(cfg_path, "it records the run's settings: restore it from a backup, or start a new --out")
         if not isinstance(saved, dict):
             raise UserError(f"{cfg_path}: corrupt run settings (not a JSON object): restore it, or start a new --out")
+        unknown = sorted(set(saved) - {f.name for f in dataclasses.fields(RunConfig)})
+        if unknown:  # a hand edit's typo, or a newer version's setting: said, since it changes nothing here
+            print(f"warning: {cfg_path}: {', '.join(map(repr, unknown))} "
+                  f"{'is no setting' if len(unknown) == 1 else 'are no settings'} of this version of the loop "
+                  "(ignored)", file=sys.stderr)
         try:
             saved = RunConfig.from_json(saved)
             saved.check_values()  # a hand edit: "search": "xyz" ran PUCT without a word
