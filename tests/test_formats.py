@@ -154,7 +154,8 @@ def test_a_record_must_say_it_is_othello_and_a_random_start_needs_its_board():
     lower-case GM without TY or BO, NBoard's game with no move yet."""
     for bad, msg in (("(;)", "no GM[Othello]"), ("(;B[f5];)", "no GM[Othello]"),
                      ("(;PB[x]TY[8]" + START_BO + ";)", "no GM[Othello]"),
-                     ("(;GM[Othello]TY[8r20]B[f5];)", "TY[8r20] starts from a random board, but there is no BO")):
+                     ("(;GM[Othello]TY[8r20]B[f5];)", "TY[8r20] starts from a random board, but there is no BO"),
+                     ("(;GM[Othello]TY[8kr20]B[f5];)", "TY[8kr20] starts from a random board")):  # r not first
         with pytest.raises(FormatError, match=re.escape(f"x.ggf: {msg}")):
             parse_ggf_game(bad, "x.ggf")
     edax = parse_ggf_game("(;GM[othello]PC[Edax]PB[edax]PW[me]RE[+0.000]B[f5]W[d6];)")
@@ -190,6 +191,8 @@ def test_a_result_beyond_64_discs_and_a_negative_time_are_refused():
         with pytest.raises(FormatError, match="^" + re.escape(msg)):
             parse_ggf_game(bad, "x.ggf")
     assert [parse_ggf_game(g + f"RE[{r}];)").result for r in ("+64.000", "-64.000:t", "0")] == [64, -64, 0]
+    with pytest.raises(FormatError, match=re.escape("negative time '-0.5'")):  # not only whole seconds
+        parse_ggf_game(g + "B[f5//-0.5];)")
     assert parse_ggf_game(g + "B[f5//0]W[d6/-3.5/];)").times == [0, None]  # evals may be negative
     assert parse_ggf_game("(;GM[Othello]TY[8k]RE[+70.5]" + START_BO + ";)").result == 70.5
     edax = parse_ggf_game("(;GM[othello]PC[Edax]PB[a]PW[b]RE[-127.000]" + START_BO + "B[f5];)")
@@ -209,6 +212,10 @@ def test_a_move_or_pass_after_the_end_is_refused_as_such():
         with pytest.raises(FormatError, match=re.escape(f"x.ggf, ply 2: {tail[:5]} after the end of the game "
                                                          "(neither side has a move), where nothing can follow")):
             parse_ggf_game(game + tail + ";)", "x.ggf")
+    over = f"(;GM[Othello]TY[8]BO[8 *{'-' * 63} O]"  # a board over before its first move
+    for tail in ("W[PA]", "B[a2]"):
+        with pytest.raises(FormatError, match=re.escape(f"x.ggf, ply 1: {tail} after the end of the game")):
+            parse_ggf_game(over + tail + ";)", "x.ggf")
 
 
 def test_several_games_per_file_and_stray_text():
@@ -241,6 +248,10 @@ def test_errors_quote_a_value_on_one_line_and_the_last_result_given_is_kept():
         rec = parse_ggf_game(text)
         assert (rec.result, rec.tags) == (result, tags)
         assert parse_ggf_game(format_ggf(rec)) == rec
+    # the last TY decides the komi and the random start, as it decides the tag
+    assert parse_ggf_game("(;GM[Othello]TY[8r20]TY[8]B[f5];)").final == Position.from_transcript("f5")
+    with pytest.raises(FormatError, match="between -64 and"):
+        parse_ggf_game("(;GM[Othello]TY[8k]TY[8]RE[+100];)")
 
 
 def test_a_ggs_archive_line_with_its_game_count_and_a_board_in_rows():
