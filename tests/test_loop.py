@@ -65,11 +65,14 @@ def test_a_resumed_run_fills_unset_fixed_settings_from_its_own(tmp_path, monkeyp
     assert rl_loop.main(base) == 0
     assert json.loads((out / "config.json").read_text())["search"] == "gumbel"
     assert rl_loop.main(base[:-2]) == 0 and seen == ["gumbel", "gumbel"], "no --search: the run's own"
-    capsys.readouterr()
+    assert "no setting" not in capsys.readouterr().err, "a config.json of known keys: no warning"
     saved = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**saved, "simulation": 64}))  # a hand edit's typo
     assert rl_loop.main(base) == 0
     assert "config.json: 'simulation' is no setting of this version of the loop (ignored)" in capsys.readouterr().err
+    (out / "config.json").write_text(json.dumps({**saved, "simulation": 64, "gamez": 3}))
+    assert rl_loop.main(base) == 0
+    assert "config.json: 'gamez', 'simulation' are no settings of this version" in capsys.readouterr().err
     with pytest.raises(UserError, match="search"):
         rl_loop.main(base[:-1] + ["puct"])
 
