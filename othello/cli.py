@@ -70,6 +70,33 @@ def at_least(low: int | float, kind=int, above: bool = False, most: int | float 
     return parse
 
 
+def type_ok(value, kind) -> bool:
+    """Whether a setting's ``value`` (from YAML, JSON or a config file) is of ``kind``: a type, None, or
+    a tuple of them. Stricter than isinstance where a slip would pass: true is no integer, and a
+    number may be an integer."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for k in kinds:
+        if k is None and value is None:
+            return True
+        if k is bool and isinstance(value, bool):
+            return True
+        if k is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if k is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if k in (str, dict) and isinstance(value, k):
+            return True
+    return False
+
+
+def type_name(kind) -> str:
+    """``kind`` in words, for an error: "an integer or null"."""
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a mapping",
+             None: "null"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names[k] for k in kinds)
+
+
 def seed_below(limit: int):
     """An argparse ``type`` for a command's ``--seed``: 0 up to ``limit`` - 1, what its
     generators take (``torch.manual_seed``: below 2**64; numpy's legacy seeding, which

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from othello.cli import (STOP_SIGNALS, ArgumentParser, StopOnce, bar_pacing, run_main, say_stopped, stop_signals_raise,
-                         stop_status, taken)
+                         stop_status, taken, type_name, type_ok)
 from othello.files import (UserError, atomic_write, check_output, describe_os_error, one_line, remove_stale_temps,
                            temp_target, write_json)
 from othello_learn.lock import RunLock
@@ -244,11 +244,9 @@ class RunConfig:
             v, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
             # (a hand-edited config.json: "8" for 8 failed in the limits' arithmetic, naming no setting)
             name = {"typing.Optional[str]": "str"}.get(f.type, f.type)
-            kind = {"int": int, "float": (int, float), "bool": bool, "str": str}.get(name)
-            wrong = kind is not None and (not isinstance(v, kind) or isinstance(v, bool) != (kind is bool))
-            if v is not None and wrong:
-                what = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}[name]
-                raise UserError(f"{flag} must be {what}, got {v!r}")
+            kind = {"int": int, "float": float, "bool": bool, "str": str}.get(name)
+            if v is not None and kind is not None and not type_ok(v, kind):
+                raise UserError(f"{flag} must be {type_name(kind)}, got {v!r}")
             if f.metadata["limits"] is not None and v is not None:
                 low, high, low_ok = f.metadata["limits"]
                 if high is None and isinstance(v, int) and v > COUNT_CEILING:  # past numpy's and torch's sizes

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
+from othello.cli import type_name, type_ok
 from othello.files import UserError, one_line
 
 
@@ -80,29 +81,6 @@ def _trainer_keys() -> list[str]:
     import lightning as L
 
     return sorted(set(inspect.signature(L.Trainer.__init__).parameters) - {"self", *TRAINER_OWN})
-
-
-def _type_ok(value, kind) -> bool:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    for k in kinds:
-        if k is None and value is None:
-            return True
-        if k is bool and isinstance(value, bool):
-            return True
-        if k is int and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if k is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return True
-        if k in (str, dict) and isinstance(value, k):
-            return True
-    return False
-
-
-def _type_name(kind) -> str:
-    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a mapping",
-             None: "null"}
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join(names[k] for k in kinds)
 
 
 class Origin(str):
@@ -223,8 +201,8 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
             if key not in known[section]:
                 fail(section, key, f"unknown setting; the {section} settings are: {', '.join(sorted(known[section]))}")
             kind = SCHEMA.get(section, TRAINER_TYPES).get(key)
-            if kind is not None and not _type_ok(value, kind):
-                fail(section, key, f"expected {_type_name(kind)}, got {value!r}")
+            if kind is not None and not type_ok(value, kind):
+                fail(section, key, f"expected {type_name(kind)}, got {value!r}")
             if isinstance(value, float) and not math.isfinite(value):  # nan passes every bound below
                 fail(section, key, f"must be a finite number, got {value!r}")
     choices = {("model", "arch"): sorted(ARCHITECTURES), ("model", "encoder"): sorted(ENCODERS),
