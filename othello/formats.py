@@ -105,7 +105,9 @@ class GameRecord:
     not checked against the final board: a resignation or a timeout (``RE[-64:r]``)
     rightly differs from it, and Edax writes its RE from the view of the side to move
     at the start (the opposite sign where white moves first), so a real file would be
-    refused for a field nothing here reads but the writer. ``tags`` keeps other GGF properties so a read-write round trip loses nothing but
+    refused for a field nothing here reads but the writer.
+
+    ``tags`` keeps other GGF properties so a read-write round trip loses nothing but
     the earlier values of a property given twice (the last one is kept)."""
 
     moves: list[int] = field(default_factory=list)
@@ -269,7 +271,8 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
     # within 64): a result past it is a typo or a damaged file, not a score to carry on.
     limit = 128 if komi else 64
     if rec.result is not None and abs(rec.result) > limit:
-        raise FormatError(f"{what}: RE[{_shown(result_text)}]: black's disc difference{' less the komi' if komi else ''} "
+        less = " less the komi" if komi else ""
+        raise FormatError(f"{what}: RE[{_shown(result_text)}]: black's disc difference{less} "
                           f"is between -{limit} and +{limit}")
     if board is None and random_start:
         raise FormatError(f"{what}: TY[{random_start}] starts from a random board, but there is no BO to say which")

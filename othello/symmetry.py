@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bitboard import const
+from .bitboard import const, is_torch
 
 NAMES = (
     "identity",
@@ -115,7 +115,7 @@ def transform_each(x, ks):
 
     Three whole-batch transforms and three selects, whatever the mix of ks.
     """
-    if type(x).__module__.startswith("torch"):
+    if is_torch(x):
         import torch
 
         d = torch.as_tensor(DECOMPOSITION, device=x.device)[ks.long()]
@@ -131,7 +131,7 @@ def transform_each(x, ks):
 def transform_square_each(square, ks):
     """Per-element ``transform_square``: squares ``[N, ...]`` under ``ks[N]``;
     values outside 0..63 (pass, none) are kept. numpy or torch."""
-    if type(square).__module__.startswith("torch"):
+    if is_torch(square):
         import torch
 
         table = torch.as_tensor(SQUARE_MAP, device=square.device)

@@ -51,7 +51,8 @@ class Node:
         self.exact = float((d > 0) - (d < 0))
         self.value = self.exact if self.terminal else float(value[0])
         if self.legal[PASS]:  # a forced pass: the value of the position after it, negated
-            after = ev(t(bb.as_int64(o)), t(bb.as_int64(p)), torch.tensor([[PASS] + hist[:3]]), torch.tensor([not black]))
+            after = ev(t(bb.as_int64(o)), t(bb.as_int64(p)), torch.tensor([[PASS] + hist[:3]]),
+                       torch.tensor([not black]))
             self.value = -float(after[1][0])
 
     def child(self, a, ev):
@@ -109,7 +110,8 @@ def _positions(n, seed, min_ply=0, max_ply=50):
 
 def _states(positions):
     """torch ``States`` of (player, opponent, history, black_to_move) tuples."""
-    return States(torch.tensor([bb.as_int64(p) for p, *_ in positions]), torch.tensor([bb.as_int64(o) for _, o, *_ in positions]),
+    return States(torch.tensor([bb.as_int64(p) for p, *_ in positions]),
+                  torch.tensor([bb.as_int64(o) for _, o, *_ in positions]),
                   torch.tensor([b for *_, b in positions]), torch.tensor([h for *_, h, _ in positions]))
 
 

@@ -606,7 +606,8 @@ def test_every_kind_of_hint_values_a_move_that_ends_the_game_or_forces_a_pass_fo
             else:
                 assert visits[sq] >= 8 and searched[sq] == pytest.approx(64 * q[sq], abs=1e-9)
                 if sq in passes:  # the opponent's pass, then the end: the result's sign dominates
-                    assert (searched[sq] > 32) == (exact[sq] > 0) and abs(searched[sq]) > 32, (square_name(sq), searched[sq])
+                    assert (searched[sq] > 32) == (exact[sq] > 0) and abs(searched[sq]) > 32, \
+                        (square_name(sq), searched[sq])
     assert seen == {("over", True), ("pass", True), ("pass", False)}  # a win by 32, +10, -2
 
 

@@ -128,7 +128,7 @@ ARCHITECTURES = {"reference": ReferenceNet, "resnet": ResNet}
 
 
 # The largest sizes a config may ask for: beyond them a typo's extra digits would allocate until
-# memory runs out and end in a traceback (the training config's check, train/config.py, reads them).
+# memory runs out and end in a traceback (the training config's check, othello_learn/train/config.py, reads them).
 SIZE_LIMITS = {"depth": 1000, "blocks": 1000, "width": 4096}
 # And together: the 3x3 convolutions' weights, at most 4 GiB of fp32 (the largest nets trained here
 # have under 3 M; 1000 blocks of 4096 channels, each size within its limit, would be 1.2 TB).
@@ -159,9 +159,10 @@ class NetConfig:
     value_head: bool = False
 
     def __post_init__(self):
-        """Checked here, the one place every config passes (a training recipe, train/config.py; a
-        checkpoint's stored dict; the loop's --init random): a stored ``"value_head": "yes"`` or a bad
-        encoder is an error naming the setting, not a net built wrong or a misleading misfit."""
+        """Checked here, the one place every config passes (a training recipe,
+        othello_learn.train.config; a checkpoint's stored dict; the loop's --init random): a stored
+        ``"value_head": "yes"`` or a bad encoder is an error naming the setting, not a net built
+        wrong or a misleading misfit."""
         if self.arch not in ARCHITECTURES:
             raise NetConfigError(f"arch must be one of {', '.join(sorted(ARCHITECTURES))}, got {self.arch!r}")
         if self.encoder not in ENCODERS:

@@ -72,7 +72,7 @@ TRAINER_TYPES = {"max_epochs": int, "max_steps": int, "log_every_n_steps": int, 
                  "limit_train_batches": (int, float), "limit_val_batches": (int, float),
                  "check_val_every_n_epoch": (int, None), "num_sanity_val_steps": int, "deterministic": bool}
 TRAINER_OWN = ("default_root_dir", "accelerator", "devices", "logger", "callbacks", "use_distributed_sampler",
-               "plugins", "enable_checkpointing", "strategy", "num_nodes")  # set by this script
+               "plugins", "enable_checkpointing", "strategy", "num_nodes")  # set by train.py (its Trainer(...) call)
 
 
 def _trainer_keys() -> list[str]:
