@@ -309,3 +309,22 @@ def test_a_run_has_one_colour_in_both_panels(tmp_path, monkeypatch):
     colour = {line.get_label(): line.get_color() for line in positions.get_lines()}
     assert len(set(colour.values())) == 3 and [line.get_label() for line in hours.get_lines()] == ["a", "c"]
     assert all(line.get_color() == colour[line.get_label()] for line in hours.get_lines())
+
+
+def test_runs_of_the_same_name_in_other_folders_are_told_apart(tmp_path, monkeypatch):
+    """Keyed by the folder's name, a/x and b/x were drawn as one curve (the second's)."""
+    from othello_learn.train import curves
+
+    runs = []
+    for parent, acc in (("a", 0.3), ("b", 0.5), ("c", 0.4)):
+        run = tmp_path / parent / ("x" if parent != "c" else "y")
+        run.mkdir(parents=True)
+        _version(run, 0, [{"step": s, "val/acc": acc} for s in (9, 19)])
+        runs.append(run)
+    assert curves.run_labels(runs) == ["a/x", "b/x", "y"]
+    assert curves.run_labels([runs[0], runs[0]]) == ["x", "x"]
+    drawn = {}
+    monkeypatch.setattr(curves, "save_figure", lambda fig, out: drawn.setdefault("fig", fig) and out)
+    curves.plot(runs + [runs[0]], tmp_path / "c.png")  # a run given twice: one curve
+    lines = drawn["fig"].axes[0].get_lines()
+    assert {line.get_label(): line.get_ydata()[0] for line in lines} == {"a/x": 30.0, "b/x": 50.0, "y": 40.0}

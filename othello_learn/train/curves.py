@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import struct
 import sys
 from pathlib import Path
@@ -167,9 +168,26 @@ def is_fraction(metric: str) -> bool:
     return "acc" in name or "top" in name
 
 
+def run_labels(runs: list[Path]) -> list[str]:
+    """Each run's name in the legend: its folder's name, with as many of the folders above it as
+    tell it from another run of the same name (``a/x`` and ``b/x``, which were drawn as one curve)."""
+    parts = [Path(os.path.abspath(run)).parts for run in runs]
+    depth = [1] * len(runs)
+    while True:
+        labels = ["/".join(p[-d:]) for p, d in zip(parts, depth)]
+        clash = {i for i, label in enumerate(labels) for j, other in enumerate(labels)
+                 if i != j and label == other and parts[i] != parts[j] and depth[i] < len(parts[i])}
+        if not clash:
+            return labels
+        for i in clash:
+            depth[i] += 1
+
+
 def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
     plt = pyplot()
-    curves = {run.name: load_curve(run, metric) for run in runs}
+    curves = {}
+    for run, label in zip(runs, run_labels(runs)):
+        curves.setdefault(label, load_curve(run, metric))  # a run given twice is drawn once
     timed = any(c["hours"].notna().any() for c in curves.values())
     fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(12 if timed else 7, 4.2), squeeze=False)
     scale, unit = (100, " (%)") if is_fraction(metric) else (1, "")
