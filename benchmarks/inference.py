@@ -50,21 +50,26 @@ def main(argv=None) -> None:
         nets = {encoder: build_network(NetConfig("reference", encoder=encoder, depth=args.depth, width=64))
                 for encoder in ("raw", "handcrafted")}
         print(f"{cpu}, {args.threads} threads, torch {torch.__version__}; reference net {args.depth}x64; one position")
-    for name, net in nets.items():
-        net.eval()
-        rounds = []
-        with torch.inference_mode():
+    rounds: dict[str, list[float]] = {name: [] for name in nets}
+    moves = {}
+    with torch.inference_mode():
+        for net in nets.values():
+            net.eval()
             for _ in range(20):
                 net(batch)
-            for _ in range(args.rounds):  # this machine is noisy: report the spread of round medians
+        # this machine is noisy: the nets take turns, round by round, in an order reversed every other
+        # round (none always first), and the spread of each net's round medians is reported
+        for r in range(args.rounds):
+            for name in (list(nets) if r % 2 == 0 else list(nets)[::-1]):
                 times = []
                 for _ in range(args.repeats):
                     t = time.perf_counter()
-                    move = int(net(batch)["policy"].argmax())
+                    moves[name] = int(nets[name](batch)["policy"].argmax())
                     times.append((time.perf_counter() - t) * 1e3)
-                rounds.append(statistics.median(times))
-        print(f"{name:>12}: median {statistics.median(rounds):.3f} ms (round medians {min(rounds):.3f} .. "
-              f"{max(rounds):.3f} over {args.rounds} rounds of {args.repeats}), move {move}")
+                rounds[name].append(statistics.median(times))
+    for name, r in rounds.items():
+        print(f"{name:>12}: median {statistics.median(r):.3f} ms (round medians {min(r):.3f} .. "
+              f"{max(r):.3f} over {args.rounds} rounds of {args.repeats}), move {moves[name]}")
 
 if __name__ == "__main__":
     sys.exit(run_main(main))

@@ -108,7 +108,8 @@ def main(argv=None) -> int:
         play_games(ev, min(8, args.games), MCTSConfig(simulations=2), sp, progress=False)
     results: dict[tuple, list] = {(p, s): [] for p in evaluators for s in searches}
     for r in range(args.rounds):
-        for (prec, search), runs in results.items():
+        for (prec, search), runs in (list(results.items()) if r % 2 == 0 else list(results.items())[::-1]):
+            # (every other round in the reverse order: no setup always runs first)
             ev = Timed(evaluators[prec])
             ev.ev.calls = ev.ev.positions = 0
             _sync(args.device)

@@ -41,7 +41,8 @@ def main(argv=None) -> int:
     ap.add_argument("--solve-empties", type=at_least(0), default=10, help="exact endgames from this many empties")
     ap.add_argument("--workers", type=at_least(0), default=0, help="the processes to compare with one (0: the loop's default)")
     ap.add_argument("--rounds", type=at_least(1), default=1,
-                    help="alternating rounds (one process, then the workers); 3 or more for medians")
+                    help="alternating rounds (one process and the workers, the order reversed every other round); "
+                         "3 or more for medians")
     ap.add_argument("--device", default="cpu", help="where the network runs (on a GPU, --workers 0 means one process: "
                                                   "name the count to compare)")
     args = ap.parse_args(argv)
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
     figures: dict[int, list[float]] = {1: [], workers: []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for w in figures:
+            for w in (list(figures) if r % 2 == 0 else list(figures)[::-1]):  # none always first
                 out = Path(tmp) / f"round{r}_workers{w}"
                 cfg = rl_loop.RunConfig.from_args([
                     "--init", args.init, "--out", str(out), "--games", str(args.games), "--parallel", str(args.parallel),

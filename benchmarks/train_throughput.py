@@ -160,7 +160,7 @@ def main(argv=None) -> None:
             setups = {"baseline": Setup(cfg["model"], device, FP32), **setups}
         rates: dict[str, list[float]] = {k: [] for k in setups}
         for rnd in range(args.rounds + 1):  # round 0 warms up (oneDNN primitive caches, compile)
-            for name, s in setups.items():
+            for name, s in (list(setups.items()) if rnd % 2 else list(setups.items())[::-1]):  # none always first
                 sync(device)
                 t = time.perf_counter()
                 for _ in range(args.steps):  # loading and augmentation included: the whole loop
