@@ -1,8 +1,11 @@
 """One process per run folder: two trainings (or two RL loops) into the same ``--out``
 would overwrite each other's checkpoints, generations and state without a word.
 
-The lock is a file created with ``O_EXCL`` holding ``PID HOST``. A lock whose process
-is gone (same host, no such PID) is stale, left by a kill -9 or a lost machine, and is
+The lock is a file created with ``O_EXCL`` holding ``PID HOST START``, START the
+process's start time (Linux's ``/proc/PID/stat``; absent elsewhere and in locks of earlier
+versions). A lock whose process is gone (same host, no such PID, or that PID now another
+process's, started at another time: after a reboot or a container's restart, PIDs are
+handed out again from the start) is stale, left by a kill -9 or a lost machine, and is
 taken over; a live one makes the second run stop with a message naming its holder.
 """
 
@@ -18,10 +21,22 @@ from othello.files import UserError, process_exists
 FRESH_SECONDS = 10.0  # an empty lock younger than this is being written by its creator
 
 
+def process_start(pid: int | str) -> str | None:
+    """The start time of process ``pid`` in clock ticks since boot, as Linux's
+    ``/proc/PID/stat`` gives it (its 22nd field, after the command name in parentheses,
+    which may hold spaces), or None where it cannot be read (no such process, no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class RunLock:
     def __init__(self, folder: str | Path, name: str = ".lock"):
         self.path = Path(folder) / name
-        self.token = f"{os.getpid()} {socket.gethostname()}\n"
+        start = process_start("self")
+        self.token = f"{os.getpid()} {socket.gethostname()}{'' if start is None else ' ' + start}\n"
         self.held = False
 
     def _holder(self) -> tuple[str, bool]:
@@ -32,12 +47,15 @@ class RunLock:
         except FileNotFoundError:
             return "", False
         parts = text.split()
-        if len(parts) != 2 or not parts[0].isdigit():
+        if len(parts) not in (2, 3) or not parts[0].isdigit():
             return text, age < FRESH_SECONDS  # being written, or garbage left long ago
         pid, host = int(parts[0]), parts[1]
         if host != socket.gethostname():
             return text, True  # cannot tell from here
-        return text, process_exists(pid)
+        if not process_exists(pid):
+            return text, False
+        now = process_start(pid) if len(parts) == 3 else None
+        return text, now is None or now == parts[2]  # another start time: the PID was handed out again
 
     def acquire(self) -> "RunLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,7 +66,7 @@ class RunLock:
                 text, alive = self._holder()
                 if alive:
                     parts = text.split()
-                    who = f"process {parts[0]} on {parts[1]}" if len(parts) == 2 else "another process"
+                    who = f"process {parts[0]} on {parts[1]}" if len(parts) in (2, 3) else "another process"
                     raise UserError(f"{self.path.parent} is in use by {who} (lock file {self.path}): "
                                     "wait for it to finish, stop it, or give another --out; "
                                     "delete the lock file only if that process is gone") from None

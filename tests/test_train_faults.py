@@ -683,6 +683,29 @@ def test_a_stale_lock_is_taken_over_and_released(tmp_path):
     assert sorted(tmp_path.iterdir()) == []
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="start times are read from Linux's /proc")
+def test_a_lock_whose_pid_was_handed_out_again_is_stale(tmp_path):
+    """After a reboot or a container's restart PIDs start over: a lock naming a PID that is
+    now another process's (another start time) was refused for good. A lock of an earlier
+    version, without the start time, is still taken at its word."""
+    import socket
+
+    from othello_learn.lock import RunLock, process_start
+
+    me, host, start = os.getpid(), socket.gethostname(), process_start(os.getpid())
+    assert start is not None and RunLock(tmp_path).token == f"{me} {host} {start}\n"
+    for text, alive in ((f"{me} {host} {start}\n", True), (f"{me} {host}\n", True),
+                        (f"{me} {host} {int(start) + 1}\n", False)):
+        (tmp_path / ".lock").write_text(text)
+        if alive:
+            with pytest.raises(UserError, match=f"in use by process {me} on {host}"):
+                RunLock(tmp_path).acquire()
+        else:
+            with RunLock(tmp_path):
+                assert (tmp_path / ".lock").read_text() == f"{me} {host} {start}\n"
+    assert sorted(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("pid", ["0", "99999999999999999999"])
 def test_a_lock_naming_no_possible_process_is_stale(tmp_path, pid):
     """0 is a process group to os.kill (it read as alive forever), a huge number overflowed."""
@@ -706,13 +729,13 @@ def test_what_a_lock_file_says_decides_whether_its_holder_may_be_running(tmp_pat
 
     lock_file = tmp_path / ".lock"
     old = time.time() - 3 * FRESH_SECONDS
-    for text in ("", "abc somehost\n", "12 34 56\n"):
+    for text in ("", "abc somehost\n", "12 34 56 78\n"):
         lock_file.write_text(text)
         with pytest.raises(UserError, match="in use by (another process|process abc on somehost)"):
             RunLock(tmp_path).acquire()
         os.utime(lock_file, (old, old))
         with RunLock(tmp_path):
-            assert lock_file.read_text() == f"{os.getpid()} {socket.gethostname()}\n"
+            assert lock_file.read_text() == RunLock(tmp_path).token
         assert not lock_file.exists()
     elsewhere = f"{socket.gethostname()}-elsewhere"
     lock_file.write_text(f"1 {elsewhere}\n")
