@@ -20,7 +20,7 @@ SHARED_WTHOR = Path(os.environ.get("OTHELLO_WTHOR_DIR") or REPO.parent / "shared
 
 # Module fixtures worth seconds, run once: the tests that share one run on one xdist worker
 # (pyproject's "--dist loadgroup"), not each worker building its own.
-SHARED_ONCE = ("rl_run",)
+SHARED_ONCE = ("rl_run", "reference_positions", "selfplay_games")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks

@@ -97,7 +97,7 @@ def _random_positions(n_games: int, seed: int):
 
 
 @pytest.fixture(scope="module")
-def positions():
+def reference_positions():
     return _random_positions(150, seed=1)  # about 9,000 positions, passes and early ends among them
 
 
@@ -119,31 +119,31 @@ def _expected(board, color):
     return p, o, legal
 
 
-def test_batched_numpy_matches_reference(positions):
-    p = np.array([ref.to_bitboards(b, c)[0] for b, c in positions], dtype=np.uint64)
-    o = np.array([ref.to_bitboards(b, c)[1] for b, c in positions], dtype=np.uint64)
+def test_batched_numpy_matches_reference(reference_positions):
+    p = np.array([ref.to_bitboards(b, c)[0] for b, c in reference_positions], dtype=np.uint64)
+    o = np.array([ref.to_bitboards(b, c)[1] for b, c in reference_positions], dtype=np.uint64)
     legal = bb.legal_moves(p, o)
-    for i, (board, color) in enumerate(positions):
+    for i, (board, color) in enumerate(reference_positions):
         assert int(legal[i]) == _expected(board, color)[2]
     # play every legal move of every position at once and compare children
     rows, sqs = np.nonzero((legal[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1))
     mv = np.uint64(1) << sqs.astype(np.uint64)
     np_, no = bb.play(p[rows], o[rows], mv)
     for k in range(0, len(rows), 7):  # a deterministic sample keeps the reference affordable
-        board, color = positions[rows[k]]
+        board, color = reference_positions[rows[k]]
         child = ref.apply(board, color, sqs[k] // 8, sqs[k] % 8)
         assert (int(np_[k]), int(no[k])) == ref.to_bitboards(child, -color)
     terminal = bb.is_terminal(p, o)
     score = bb.final_disc_difference(p, o)
-    for i, (board, color) in enumerate(positions):
+    for i, (board, color) in enumerate(reference_positions):
         assert bool(terminal[i]) == ref.game_over(board)
         if terminal[i]:
             assert int(score[i]) == color * ref.final_score(board)
 
 
-def test_torch_matches_numpy(positions):
-    p = np.array([ref.to_bitboards(b, c)[0] for b, c in positions], dtype=np.uint64)
-    o = np.array([ref.to_bitboards(b, c)[1] for b, c in positions], dtype=np.uint64)
+def test_torch_matches_numpy(reference_positions):
+    p = np.array([ref.to_bitboards(b, c)[0] for b, c in reference_positions], dtype=np.uint64)
+    o = np.array([ref.to_bitboards(b, c)[1] for b, c in reference_positions], dtype=np.uint64)
     tp, to = torch.from_numpy(p.view(np.int64)), torch.from_numpy(o.view(np.int64))
     assert np.array_equal(bb.legal_moves(tp, to).numpy().view(np.uint64), bb.legal_moves(p, o))
     assert np.array_equal(bb.popcount(tp).numpy(), bb.popcount(p).astype(np.int64))
@@ -225,10 +225,10 @@ def test_misuse_is_an_error_not_an_answer():
 # ---------------------------------------------------------------- mutation-testing additions
 
 
-def test_final_disc_difference_one_position_api_matches_reference(positions):
+def test_final_disc_difference_one_position_api_matches_reference(reference_positions):
     """The int path (what ``Position.score`` uses) for every finished position, from both sides
     (winner and loser with empties left), and a draw with empties: nobody gets them."""
-    finished = [(b, c) for b, c in positions if bb.is_terminal(*ref.to_bitboards(b, c))]
+    finished = [(b, c) for b, c in reference_positions if bb.is_terminal(*ref.to_bitboards(b, c))]
     assert len(finished) == 150 and all(ref.game_over(b) for b, _ in finished)  # one per game
     assert any(sum(v == 0 for row in b for v in row) for b, _ in finished)  # empties left somewhere
     for board, color in finished:
