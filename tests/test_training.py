@@ -385,6 +385,30 @@ def test_weight_averaging_is_what_validation_tests_and_export_see(dataset_dir, t
     assert len(tested) == 2 and all(torch.equal(tested[-1][k], averaged[k]) for k in averaged)
 
 
+def test_a_run_with_weight_averaging_continued_after_its_end_trains_on_from_its_own_weights(dataset_dir, tmp_path,
+                                                                                            monkeypatch):
+    """Lightning copies the average into the module as training ends, before last.ckpt's save:
+    the run continued with a higher --max-steps trained on from the average. Without a schedule
+    or augmentation, 3 steps then 3 more are 6 steps at once."""
+    from othello_learn.train.train import train as train_main
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    common = ["--data", str(dataset_dir), "--logger", "none", "--no-test", "--precision", "32",
+              "--set", "model.depth=1", "--set", "model.width=4", "--set", "optim.ema=0.5",
+              "--set", "optim.scheduler=none", "--set", "data.symmetries=none",
+              "--set", "data.train_years=2001", "--set", "data.val_years=2002", "--set", "data.test_years=2003",
+              "--set", "data.batch_size=64", "--set", "trainer.enable_progress_bar=false",
+              "--set", "trainer.enable_model_summary=false", "--set", "trainer.num_sanity_val_steps=0"]
+    train_main(common + ["--out", str(tmp_path / "once"), "--max-steps", "6"])
+    train_main(common + ["--out", str(tmp_path / "twice"), "--max-steps", "3"])
+    train_main(common + ["--out", str(tmp_path / "twice"), "--max-steps", "6"])
+    once, twice = (torch.load(tmp_path / name / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+                   for name in ("once", "twice"))
+    for key in ("current_model_state", "state_dict"):
+        assert all(torch.equal(once[key][k], twice[key][k]) for k in once[key]), key
+    assert any(not torch.equal(once["state_dict"][k], once["current_model_state"][k]) for k in once["state_dict"])
+
+
 def test_weight_averaging_setting_is_checked(tmp_path):
     from othello.files import UserError
     from othello_learn.train.train import train as train_main

@@ -171,7 +171,28 @@ class MovePredictor(L.LightningModule):
 class _EMA(EMAWeightAveraging):
     """Lightning's EMA callback, quiet when a checkpoint is loaded to test it: its
     ``state_dict`` holds the averaged weights already (the current ones, kept for
-    resuming, are under ``current_model_state``)."""
+    resuming, are under ``current_model_state``).
+
+    At the end of training Lightning copies the average into the module, and the save that
+    ends the run (``LastCheckpoint``, a checkpoint callback, runs after this one) then kept
+    the average as the weights to train on: a run continued with a higher --max-steps,
+    --max-epochs or --max-minutes trained on from the average, not from where it stopped.
+    The weights trained until then are kept for that save."""
+
+    _trained: dict | None = None
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        self._trained = None
+        super().setup(trainer, pl_module, stage)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._trained = {k: v.detach().clone() for k, v in pl_module.state_dict().items()}
+        super().on_train_end(trainer, pl_module)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        super().on_save_checkpoint(trainer, pl_module, checkpoint)
+        if self._trained is not None and "current_model_state" in checkpoint:
+            checkpoint["current_model_state"] = self._trained
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint) -> None:
         if self._average_model is not None:
