@@ -1640,6 +1640,15 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     check_dataset(dm, Path("d"), {"val_check_interval": 0.5})  # a fraction of an epoch
     with pytest.raises(UserError, match="6 batches, more than an epoch's 5"):
         check_dataset(dm, Path("d"), {"val_check_interval": 6})
+    # as Lightning counts: an epoch cut by limit_train_batches (its ValueError, a traceback, before) ...
+    with pytest.raises(UserError, match="4 batches, more than an epoch's 3 .*limit_train_batches"):
+        check_dataset(dm, Path("d"), {"val_check_interval": 4, "limit_train_batches": 3})
+    with pytest.raises(UserError, match="trainer.limit_train_batches: 0.1 of an epoch's 5 batches is none"):
+        check_dataset(dm, Path("d"), {"limit_train_batches": 0.1})  # its MisconfigurationException
+    check_dataset(dm, Path("d"), {"val_check_interval": 2, "limit_train_batches": 0.4})
+    # ... and an interval across epochs (check_val_every_n_epoch null), or no validation, is Lightning's to take
+    check_dataset(dm, Path("d"), {"val_check_interval": 6, "check_val_every_n_epoch": None})
+    check_dataset(dm, Path("d"), {"val_check_interval": 6, "limit_val_batches": 0})
 
 
 @pytest.mark.parametrize("flags, named", [

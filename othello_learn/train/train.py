@@ -181,13 +181,30 @@ def check_dataset(dm, data_dir: Path, trainer_cfg: dict | None = None, origin: d
     if batches == 0:  # an epoch drops its last partial batch: this one would train on nothing
         raise UserError(f"data.batch_size {dm.hparams.batch_size}: more than the {len(dm.splits['train'])} "
                         "training positions (data.train_positions, data.train_years); lower it or train on more")
-    every = (trainer_cfg or {}).get("val_check_interval")
-    if isinstance(every, int) and not isinstance(every, bool):
+    trainer_cfg, origin = trainer_cfg or {}, origin or {}
+
+    def where(key):
+        return f" ({origin[('trainer', key)]})" if ("trainer", key) in origin else ""
+
+    # an epoch as Lightning cuts it (its _parse_num_batches): a fraction of none of them was its traceback
+    limit = trainer_cfg.get("limit_train_batches", 1.0)
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool):
+        batches = min(batches, limit) if isinstance(limit, int) else int(batches * limit)
+        if batches == 0:
+            raise UserError(f"trainer.limit_train_batches: {limit} of an epoch's {len(dm.train_dataloader())} "
+                            f"batches is none of them; raise it, or train on more positions{where('limit_train_batches')}")
+    every = trainer_cfg.get("val_check_interval")
+    # Lightning's own condition: with check_val_every_n_epoch null the interval counts steps across
+    # epochs and may be longer than one (refused here before); with no validation it is never used
+    counts_in_epochs = trainer_cfg.get("check_val_every_n_epoch", 1) is not None
+    validates = trainer_cfg.get("limit_val_batches", 1.0) > 0
+    if isinstance(every, int) and not isinstance(every, bool) and counts_in_epochs and validates:
         if every > batches:
-            where = (origin or {}).get(("trainer", "val_check_interval"))
             raise UserError(f"trainer.val_check_interval: {every} batches, more than an epoch's {batches} "
-                            f"(data.train_positions / data.batch_size); lower it, or train on more positions"
-                            + (f" ({where})" if where else ""))
+                            f"(data.train_positions / data.batch_size"
+                            f"{', trainer.limit_train_batches' if limit != 1.0 else ''}); lower it, train on more "
+                            f"positions, or set trainer.check_val_every_n_epoch=null to count it across epochs"
+                            + where("val_check_interval"))
 
 
 def split_overlap(dm) -> str | None:
