@@ -1233,6 +1233,32 @@ def test_a_resume_on_other_data_is_refused_naming_the_settings(dataset_dir, tmp_
     assert code == 0, err  # the same years, spelt as a number
 
 
+@pytest.mark.parametrize("first, change, named", [
+    ([], ["--set", "optim.lr=0.1"], "optim.lr=0.001 there, 0.1 now"),
+    ([], ["--set", "optim.weight_decay=0.5"], "optim.weight_decay=0.0001 there, 0.5 now"),
+    ([], ["--set", "optim.scheduler=none"], "optim.scheduler='onecycle' there, 'none' now"),
+    (["--set", "optim.ema=0.5"], [], "optim.ema=0.5 there, 0.0 now"),
+])
+def test_a_resume_with_optimizer_settings_it_would_not_take_is_refused(dataset_dir, tmp_path, capsys, first, change,
+                                                                       named):
+    """The restored optimizer state kept the run's learning rate and weight decay (a rerun with
+    --set optim.lr=0.1 trained at 0.001, config.yaml saying 0.1), a switch to scheduler none kept
+    the annealed rate for good, and ema turned off went on from the averaged weights."""
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "run"
+    train(_args(dataset_dir, out, "--max-steps", "2", *first))
+    config = (out / "config.yaml").read_text()
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "4", *change), capsys)
+    assert code == 2 and "other optimizer settings" in err and named in err and "another --out" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert (out / "config.yaml").read_text() == config and _step(out / "checkpoints" / "last.ckpt") == 2
+    # what the resume does take: the same settings, a loss weight
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "3", *first, "--set", "optim.label_smoothing=0.1"),
+                     capsys)
+    assert code == 0, err
+
+
 def test_a_resume_on_its_dataset_folder_rebuilt_from_other_files_is_refused(dataset_dir, tmp_path, capsys):
     """The folder is the run's own, so comparing it with itself found nothing: a rebuild in place
     from other files resumed in silence. A rebuild from the same files (the same bytes) resumes."""

@@ -243,10 +243,11 @@ def _damaged_state(ckpt: dict) -> str | None:
     return None
 
 
-def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
+def check_resumable(path: Path, net_config, data: dict | None = None, optim: dict | None = None) -> int:
     """Read ``last.ckpt`` before training: a truncated or foreign file, or one of another
     network than the config's, is a one-line error suggesting ``--fresh``; so is one of other
-    data settings than ``data`` (the data module's). Returns its step."""
+    data settings than ``data`` (the data module's), or of other optimizer settings than
+    ``optim`` (the module's hyperparameters) that the resume would not take. Returns its step."""
     from othello_learn.models.nets import read_checkpoint
     from othello_learn.train.module import checkpoint_net_config
 
@@ -275,6 +276,12 @@ def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
         if differ:
             raise UserError(f"cannot resume from {path}: the run trained on other data or batches "
                             f"({'; '.join(differ)}); use the run's own settings, or another --out for a new run")
+    if optim is not None:
+        differ = optim_differences(hp, optim)
+        if differ:
+            raise UserError(f"cannot resume from {path}: the run trained with other optimizer settings "
+                            f"({'; '.join(differ)}), which its restored state would override or lose; use the "
+                            "run's own settings, or another --out for a new run")
     damaged = _damaged_state(ckpt)  # after the settings: a run of another network is named as that first
     if damaged:
         raise UserError(f"cannot resume: {path} is damaged ({damaged}); rerun with --fresh to start over "
@@ -286,6 +293,21 @@ def check_resumable(path: Path, net_config, data: dict | None = None) -> int:
 # config.yaml would record one batch size or augmentation for a run trained on two.
 DATA_KEYS = ("seed", "train_years", "val_years", "test_years", "train_positions", "val_positions", "batch_size",
              "symmetries")
+
+
+def optim_differences(there: dict, now: dict) -> list[str]:
+    """The optimizer settings of a run's checkpoint (its module's hyperparameters) that ``now``
+    changes and a resume would not honour, while config.yaml recorded them: the restored optimizer
+    state keeps the run's learning rate and weight decay (``--set optim.lr`` on a rerun trained at
+    the old one), the scheduler's state holds its step count (a switch to or from ``none`` kept the
+    annealed rate for good, or restarted the schedule), and with ``ema`` turned off the run went on
+    from the averaged weights, its own ones dropped. A setting the checkpoint lacks (older runs)
+    is not compared."""
+    differ = [f"optim.{k}={there[k]!r} there, {now[k]!r} now" for k in ("lr", "weight_decay", "scheduler")
+              if k in there and k in now and there[k] != now[k]]
+    if there.get("ema", 0.0) > 0 and now.get("ema", 0.0) == 0:
+        differ.append(f"optim.ema={there['ema']!r} there, {now['ema']!r} now")
+    return differ
 
 
 def data_differences(there: dict, now: dict) -> list[str]:
@@ -520,7 +542,7 @@ def _train(args, stops) -> dict:
                   file=sys.stderr)
         resume = last if last.exists() and not args.fresh else None
         if resume:
-            step = check_resumable(resume, model.net.config, dict(dm.hparams))
+            step = check_resumable(resume, model.net.config, dict(dm.hparams), dict(model.hparams))
             print(f"resuming from {resume} (step {step})", file=sys.stderr)
 
         # The settings Lightning checks, checked before a W&B run is made (refused after it, they
