@@ -465,6 +465,30 @@ def test_a_training_state_saved_with_another_value_weight_is_not_resumed(games, 
     assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), fresh.state_dict().values()))
 
 
+def test_a_training_state_saved_on_another_kind_of_device_is_not_resumed(games, tiny_net, tmp_path, monkeypatch):
+    """--device may change on resume, and a state saved on a GPU holds a CUDA generator's state
+    (16 bytes: seed and offset), which a CPU generator's set_state refused with a traceback on
+    every rerun (and a CPU's state on a GPU likewise): such a state is ignored, training starts over."""
+    import copy
+
+    from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
+    from othello_learn.selfplay import learner
+
+    kw = dict(steps=4, batch_size=16, lr=3e-3, seed=5, precision="32-true")
+    state = tmp_path / "gen_0001.training"
+    real = learner.to_device_batch
+    monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(3, real))
+    with pytest.raises(KeyboardInterrupt):
+        train_network(copy.deepcopy(tiny_net), games, **kw, state_path=state, save_every_s=0)
+    monkeypatch.setattr(learner, "to_device_batch", real)
+    saved = read_checkpoint(state)
+    save_checkpoint_file({**saved, "torch_rng": torch.zeros(16, dtype=torch.uint8)}, state)  # as a CUDA run's
+    other, fresh = copy.deepcopy(tiny_net), copy.deepcopy(tiny_net)
+    train_network(other, games, **kw, state_path=state)
+    train_network(fresh, games, **kw)
+    assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), fresh.state_dict().values()))
+
+
 def test_a_continuous_run_records_and_plots_its_eval_match(tmp_path, capsys):
     out = tmp_path / "rl"
     argv = LOOP + ["--out", str(out), "--logger", "none", "--continuous", "--generations", "1", "--eval-vs", "random",

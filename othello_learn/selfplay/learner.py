@@ -81,8 +81,9 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
     step, the running losses) is saved there every ``save_every_s`` seconds, and a call
     that finds it goes on from it: a kill costs at most that much training, and the
     resumed call draws the same batches and ends with the same weights as one that was
-    never stopped. A state saved for other settings or other games is ignored (and
-    replaced at the next save). The caller deletes the file once it has kept the result."""
+    never stopped. A state saved for other settings, other games or another kind of device
+    (a resume with another --device) is ignored (and replaced at the next save). The caller
+    deletes the file once it has kept the result."""
     if getattr(net, "value_head", None) is None:
         raise ValueError("self-play training needs a network with a value head (arch: resnet, value_head: true)")
     precision = fastpath.resolve(precision, device)
@@ -102,7 +103,11 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
         fingerprint["inherited_optimizer"] = True
     if state_path is not None and Path(state_path).exists():
         saved = read_checkpoint(state_path)
-        if saved.get("fingerprint") == fingerprint:
+        # A state saved on another kind of device (--device may change on resume) holds that device's
+        # generator state (CPU: 5056 bytes, CUDA: 16), which set_state refused with a traceback on every rerun.
+        saved_gen = saved.get("torch_rng")
+        fits = isinstance(saved_gen, torch.Tensor) and saved_gen.shape == gen.get_state().shape
+        if saved.get("fingerprint") == fingerprint and fits:
             net.load_state_dict(saved["net"])
             opt.load_state_dict(saved["optimizer"])
             rng.bit_generator.state = saved["numpy_rng"]
@@ -110,7 +115,7 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
             start, totals, seconds_before = saved["step"], dict(saved["totals"]), saved["seconds"]
             print(f"training goes on from step {start} of {steps} ({state_path})", file=sys.stderr)
         else:
-            print(f"{state_path}: saved for other training settings or games: training from the start",
+            print(f"{state_path}: saved for other training settings, games or device: training from the start",
                   file=sys.stderr)
     from tqdm.auto import trange
 
