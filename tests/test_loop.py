@@ -505,6 +505,18 @@ def test_keep_optimizer_may_be_turned_on_and_off_mid_run(tmp_path, capsys):
     assert int(read_checkpoint(nets / "gen_0003.adam")["state"][0]["step"]) == 2
 
 
+def test_a_damaged_adam_state_is_found_before_the_generations_self_play(tmp_path, monkeypatch):
+    """With --keep-optimizer the training reads the trainee's Adam state (nets/gen_N.adam): like
+    the other files a generation trains on, a damaged one stops the rerun before its self-play
+    (it was found only once the generation's games were played: an hour at scale)."""
+    cfg = _run_at(tmp_path, 1, ["--keep-optimizer"])
+    _tiny_games(2).save(cfg.out / "games" / "gen_0001.npz")
+    (cfg.out / "nets" / "gen_0000.adam").write_text("garbage")
+    monkeypatch.setattr(rl_loop, "play_games", lambda *a, **k: pytest.fail("self-play began"))
+    with pytest.raises(UserError, match=r"gen_0000\.adam.*delete it to train the next generation with a fresh Adam"):
+        rl_loop.self_play(cfg, 2)
+
+
 def test_a_kill_before_the_leftovers_went_leaves_none_after_the_rerun(tmp_path, monkeypatch):
     """Killed once generation 2's net and statistics are written but before the Adam state
     it read (gen_0001.adam) is removed: the rerun, which trains nothing, removes it, and

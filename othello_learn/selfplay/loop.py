@@ -678,6 +678,8 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
             load_games(path, COMMITTED)
         if state["trainee"] != state["best"]:  # the same file was read just above
             load_net(cfg.out / state["trainee"], torch.device("cpu"), COMMITTED)
+        if cfg.keep_optimizer and _optimizer_file(cfg, state).exists():  # the Adam state the training goes on from
+            _trainee_optimizer(cfg, state)
         sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=threshold,
                             no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
         seeds = generation_seeds(cfg, gen)["self_play"]
