@@ -276,6 +276,16 @@ def test_bad_opponent_is_one_line_exit_2(capsys):
         assert capsys.readouterr().err.endswith(f" error: {flag}: empty; give {said}, or leave the flag out\n")
 
 
+def test_the_default_opponent_away_from_the_checkout_says_where_it_lives(tmp_path, monkeypatch, capsys):
+    """A plain pip install run from another folder has no checkpoints/: the error named a
+    missing file, not that the default is the checkout's network nor how to pick another."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(play, "HOME", tmp_path / "no-checkout")
+    assert play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("")), []) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "default opponent" in err[0] and "give --opponent" in err[0], err
+
+
 @pytest.mark.parametrize("spec", ["gtp:/nonexistent", "endgame:10:gtp:/nonexistent"])
 def test_an_engine_that_cannot_start_is_one_line_before_the_first_prompt(spec, capsys):
     out = io.StringIO()

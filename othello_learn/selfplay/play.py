@@ -431,6 +431,10 @@ def main(argv=None, stdin=None, stdout=None) -> int:
             else f"--start {args.start}: the saved opponent (give --opponent to choose another)")
     if spec == DEFAULT_OPPONENT and not Path(spec.split(":", 1)[1]).exists():
         spec = f"policy:{HOME / DEFAULT_OPPONENT.split(':', 1)[1]}"
+        if not Path(spec.split(":", 1)[1]).exists():  # an install without the checkout, which ships the networks
+            raise UserError(f"the default opponent, {DEFAULT_OPPONENT}, is a network of the othello-learn checkout "
+                            f"and is not here or in {HOME}; run from the checkout, or give --opponent "
+                            "(alphabeta:3, policy:CKPT, ...)")
     if spec.partition(":")[0] == "human":
         raise UserError("--opponent human: you are the human here; pick a program (random, greedy, alphabeta:D, ...)")
     try:
