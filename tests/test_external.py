@@ -281,6 +281,30 @@ def test_the_first_answer_may_take_the_startup_time_the_rest_only_the_timeout():
         engine.close(polite=False)
 
 
+def test_an_engine_writing_faster_than_it_is_read_still_times_out():
+    """The deadline was checked only once the queue of lines ran dry: an engine writing comment
+    lines at full speed (a C engine's runaway loop) kept it full, so a 0.2 s limit never came and
+    the queue grew by the gigabyte. A line that arrives after the deadline is a timeout."""
+    import shlex
+
+    from othello_learn.selfplay.external import EngineProcess, EngineTimeout
+
+    script = ("import os, sys; sys.stdin.readline(); chunk = b'# thinking\\n' * 20000\n"
+              "while True: os.write(1, chunk)")
+    engine = EngineProcess(f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}", 0.2)
+    engine.startup_timeout = 0.2
+    engine.start()
+    t0 = time.monotonic()
+    try:
+        engine.send("genmove black")
+        with pytest.raises(EngineTimeout, match=r"within 0.2 s"):
+            while time.monotonic() - t0 < 20:  # before the fix: lines for as long as one waits
+                engine.read_line()
+        assert time.monotonic() - t0 < 10
+    finally:
+        engine.close(polite=False)
+
+
 class Scripted:
     """Stands in for an engine process: keeps the lines sent, answers each GTP command with
     ``replies[command word]`` (default ``=``) and GTP's empty line."""

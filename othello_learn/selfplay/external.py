@@ -99,9 +99,13 @@ class EngineProcess:
 
     @staticmethod
     def _pump(stream, q):
+        """Each line with the time it arrived: ``read_line`` judges the deadline by that, since
+        an engine writing lines faster than they are read kept the queue from ever running dry,
+        and a limit checked only on an empty queue never came (0.5 s ran for minutes, the
+        queue growing by the gigabyte)."""
         try:
             for line in stream:
-                q.put(line.rstrip("\r\n"))
+                q.put((time.monotonic(), line.rstrip("\r\n")))
         except (ValueError, OSError):
             pass  # closed under us
         q.put(None)  # end of output: the engine exited
@@ -132,25 +136,27 @@ class EngineProcess:
         left = self.deadline - time.monotonic()
         try:
             if left == math.inf:
-                line = self.lines.get()
+                item = self.lines.get()
             elif left <= 0:
-                line = self.lines.get_nowait()
+                item = self.lines.get_nowait()
             else:
-                line = self.lines.get(timeout=left)
+                item = self.lines.get(timeout=left)
         except queue.Empty:
-            raise EngineTimeout(f"no full answer within {self.allowed:g} s") from None
-        if self.fresh:  # it has loaded: the rest of the answer gets the usual time
+            item = False
+        if item is False or (item is not None and item[0] > self.deadline):  # a line that came too late
+            raise EngineTimeout(f"no full answer within {self.allowed:g} s")
+        if self.fresh and item is not None:  # it has loaded: the rest of the answer gets the usual time
             self.fresh = False
             self.allowed = self.timeout
-            self.deadline = min(self.deadline, time.monotonic() + self.timeout)
-        if line is None:
+            self.deadline = min(self.deadline, item[0] + self.timeout)
+        if item is None:
             self.lines.put(None)
             try:
                 status = self.proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 status = None
             raise EngineDied("the engine closed its output" if status is None else f"the engine exited (status {status})")
-        return line
+        return item[1]
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
