@@ -207,6 +207,24 @@ def test_the_restart_is_once_a_match_and_said(capsys):
     assert flaky.restarts == 0
 
 
+def test_an_engine_that_dies_between_moves_is_restarted_once_and_said(capsys):
+    """An engine that exited after each answer (dead while idle) was started afresh at the next
+    move in silence, every move, never counted as the failure a death during an answer is."""
+    dies = make_player(f"gtp:timeout=20:{FAKE} --exit-after-answer")
+    legal = Position.from_transcript("f5").legal_moves()
+    try:
+        for _ in range(2):  # the first process's answer, then the restarted one's
+            assert dies.select(*_f5(), moves=[[37]])[0] in legal
+            dies.engine.proc.wait(timeout=20)  # dead before the next move is asked
+        assert dies.restarts == 1
+        assert capsys.readouterr().err.count("exited (status 1) after its last answer), after f5; restarting it") == 1
+        with pytest.raises(EngineError, match=r"--exit-after-answer.*failed again after a restart \(the engine "
+                                              r"exited \(status 1\) after its last answer\), after f5"):
+            dies.select(*_f5(), moves=[[37]])
+    finally:
+        dies.close()
+
+
 def test_a_refusal_and_an_unended_answer_name_the_position():
     refuses = make_player(f"gtp:timeout=20:{FAKE} --refuse-genmove")
     with pytest.raises(EngineError, match=r"refused 'genmove white': not now, after f5"):
@@ -309,7 +327,7 @@ class Scripted:
     """Stands in for an engine process: keeps the lines sent, answers each GTP command with
     ``replies[command word]`` (default ``=``) and GTP's empty line."""
 
-    running = True
+    running, proc = True, None  # proc: no process of its own that could have died
 
     def __init__(self, replies):
         self.replies, self.sent, self.out = replies, [], []

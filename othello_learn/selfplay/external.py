@@ -252,6 +252,12 @@ class ExternalPlayer(Player):
                 self.engine.close(polite=False)
 
     def _ensure_started(self) -> None:
+        proc = self.engine.proc
+        if proc is not None and proc.poll() is not None:
+            # Dead since its last answer: a failure like a death during one (a restart once a match,
+            # said), where starting it again in silence restarted an engine that exits after every
+            # move at every move, without a note and without end.
+            raise EngineDied(f"the engine exited (status {proc.returncode}) after its last answer")
         if not self.engine.running:
             self.engine.start()
             self.handshake()

@@ -3,7 +3,8 @@ with its lowest legal square (or ``pass``). Misbehaviours on request:
 ``--hang`` never answers genmove, ``--hang-once FILE`` hangs only in the first
 process (the one that creates FILE), ``--illegal`` answers an occupied square,
 ``--chatty`` writes comment lines forever instead of a move, ``--die-after N``
-exits at its (N+1)-th genmove, ``--refuse-genmove`` answers it with an error,
+exits at its (N+1)-th genmove, ``--exit-after-answer`` exits right after answering
+each genmove (dead while idle), ``--refuse-genmove`` answers it with an error,
 ``--noblank`` ends no answer with the empty line GTP requires, ``--resign`` answers
 ``genmove`` with ``resign`` (as GTP allows), ``--pid-file F``
 writes its process id to F, ``--slow-start S`` then waits S seconds before reading
@@ -25,6 +26,7 @@ ap.add_argument("--hang-once")
 ap.add_argument("--illegal", action="store_true")
 ap.add_argument("--chatty", action="store_true")
 ap.add_argument("--die-after", type=int)
+ap.add_argument("--exit-after-answer", action="store_true")
 ap.add_argument("--refuse-genmove", action="store_true")
 ap.add_argument("--noblank", action="store_true")
 ap.add_argument("--resign", action="store_true")
@@ -100,5 +102,7 @@ for line in sys.stdin:
             answer(square_name((pos.player | pos.opponent).bit_length() - 1))
         else:
             answer(square_name(legal[0]) if legal else "pass")
+        if args.exit_after_answer:
+            sys.exit(1)
     else:
         answer("unknown command", ok=False)
