@@ -80,13 +80,17 @@ class RunLock:
 
     def _take_over(self, stale: str) -> None:
         """Move the stale lock aside, so that of two runs taking over at once only one
-        removes it; put it back if it turns out to be a fresh lock taken meanwhile."""
+        removes it; put it back if it turns out to be a fresh lock taken meanwhile. An empty
+        stale lock (a machine lost before its holder wrote it) reads as a fresh one does between
+        its creator's open and write: it is the stale one only if it is still old, else the other
+        run that took it over first lost its new lock here and both ran."""
         aside = self.path.with_name(f"{self.path.name}.stale.{os.getpid()}")
         try:
             os.rename(self.path, aside)
         except FileNotFoundError:
             return
-        if aside.read_text() == stale:
+        text = aside.read_text()
+        if text == stale and (text or time.time() - aside.stat().st_mtime >= FRESH_SECONDS):
             aside.unlink()
         else:
             try:

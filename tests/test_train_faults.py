@@ -765,6 +765,35 @@ def test_a_lock_taken_by_another_is_neither_released_nor_moved_aside(tmp_path, m
     assert not taker.held and lock_file.read_text() == "77 other\n"
 
 
+def test_two_runs_taking_over_an_empty_stale_lock_at_once_do_not_both_hold_it(tmp_path, monkeypatch):
+    """An empty lock (its machine lost before the token was written) read as stale by two runs:
+    the second's take-over found the first's new lock still empty, took it for the stale one,
+    deleted it and took the folder too, so both ran into one --out."""
+    import time
+
+    from othello_learn.lock import RunLock
+
+    lock_file = tmp_path / ".lock"
+    lock_file.write_text("")
+    os.utime(lock_file, (time.time() - 60, time.time() - 60))
+    first, second = RunLock(tmp_path), RunLock(tmp_path)
+    stale, alive = second._holder()
+    assert (stale, alive) == ("", False)
+    real_fdopen = os.fdopen
+
+    def second_meanwhile(fd, *args, **kwargs):  # the first has created its lock, not yet written it
+        monkeypatch.setattr(os, "fdopen", real_fdopen)
+        second._take_over(stale)
+        with pytest.raises(UserError, match="in use by another process"):
+            second.acquire()
+        return real_fdopen(fd, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fdopen", second_meanwhile)
+    with first:
+        assert first.held and not second.held and lock_file.read_text() == first.token
+    assert sorted(tmp_path.iterdir()) == []
+
+
 def test_a_run_refused_by_the_lock_leaves_the_holders_new_folder_alone(dataset_dir, tmp_path, capsys, monkeypatch):
     """Two trainings started at once into one new OUT: the second, refused by the first's
     lock, took back "the folder it made" and deleted the first's .lock and config.yaml (and
