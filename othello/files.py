@@ -40,7 +40,9 @@ def atomic_path(path: str | os.PathLike):
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_dead_writers_temps(path)
     tag = _writer_tag()
-    if len(f".{path.name}.{tag}.abcdefgh.tmp".encode()) > 255:  # the longest name most file systems take
+    # the name's length in the bytes the OS is given: a name that is not UTF-8 (a Latin-1 file,
+    # surrogate-escaped by Python) cannot be .encode()d, and failed the write after the work
+    if len(os.fsencode(f".{path.name}.{tag}.abcdefgh.tmp")) > 255:  # the longest name most file systems take
         tag = ""  # a name this long keeps the untagged temporary name it always had
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.{tag}{'.' if tag else ''}", suffix=".tmp", dir=path.parent)

@@ -184,6 +184,16 @@ def test_a_long_name_or_a_stray_temp_name_does_not_stop_a_write(tmp_path):
     assert raised.value.filename == str(tmp_path / ("y" * 250))
 
 
+@pytest.mark.skipif(os.name != "posix" or os.fsencode("\udce9") != b"\xe9",
+                    reason="names of bytes that are not UTF-8, as Python decodes them on POSIX")
+def test_a_file_name_that_is_not_utf8_is_written(tmp_path):
+    """A name the OS takes but that is not UTF-8 (``--json $'r\\xe9s.json'``, a Latin-1 name)
+    failed the write, after the work, with a traceback: its length was measured by str.encode."""
+    target = tmp_path / os.fsdecode(b"r\xe9s.json")
+    atomic_write(target, "{}")
+    assert os.listdir(os.fsencode(tmp_path)) == [b"r\xe9s.json"] and target.read_text() == "{}"
+
+
 def test_run_main_exit_codes_and_os_error_lines(capsys, monkeypatch):
     """Each stop has its own status (SIGTERM 143, SIGHUP 129, a reader gone 141) and each
     OS error its own words: a folder given for a file, a permission refused."""
