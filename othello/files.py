@@ -202,9 +202,11 @@ def _umask() -> int:
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
-    """Write ``data`` (text as UTF-8) to ``path`` atomically."""
+    """Write ``data`` (text as UTF-8) to ``path`` atomically. A file name in the text that is not
+    UTF-8 (Python's surrogate escapes: a player spec's checkpoint in arena's games CSV) is written
+    as the bytes it was read from; as a UnicodeEncodeError it lost the file after the work."""
     with atomic_path(path) as tmp:
-        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+        tmp.write_bytes(data.encode(errors="surrogateescape") if isinstance(data, str) else data)
 
 
 def write_json(path: str | os.PathLike, obj) -> None:

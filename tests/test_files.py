@@ -188,10 +188,13 @@ def test_a_long_name_or_a_stray_temp_name_does_not_stop_a_write(tmp_path):
                     reason="names of bytes that are not UTF-8, as Python decodes them on POSIX")
 def test_a_file_name_that_is_not_utf8_is_written(tmp_path):
     """A name the OS takes but that is not UTF-8 (``--json $'r\\xe9s.json'``, a Latin-1 name)
-    failed the write, after the work, with a traceback: its length was measured by str.encode."""
+    failed the write, after the work, with a traceback: its length was measured by str.encode;
+    such a name in the text written (a player spec in arena's games CSV) failed the same way."""
     target = tmp_path / os.fsdecode(b"r\xe9s.json")
     atomic_write(target, "{}")
     assert os.listdir(os.fsencode(tmp_path)) == [b"r\xe9s.json"] and target.read_text() == "{}"
+    atomic_write(target, "policy:" + os.fsdecode(b"n\xe9t.pt") + "\n")  # such a name in the text (arena's CSV)
+    assert target.read_bytes() == b"policy:n\xe9t.pt\n"
 
 
 def test_run_main_exit_codes_and_os_error_lines(capsys, monkeypatch):
