@@ -48,10 +48,10 @@ def atomic_path(path: str | os.PathLike):
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.{tag}{'.' if tag else ''}", suffix=".tmp", dir=path.parent)
     except OSError as e:  # named as the target: the one-line error says what was not written
         raise OSError(e.errno, e.strerror or str(e), str(path)) from e
-    os.close(fd)
     tmp = Path(name)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should have a plain file's mode
-    try:
+    try:  # from here on the temporary file is removed on any way out: a stop landing in the chmod left it
+        os.close(fd)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should have a plain file's mode
         yield tmp
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())

@@ -35,6 +35,18 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
 
 
+def test_a_stop_as_the_temporary_file_is_set_up_leaves_no_temp(tmp_path, monkeypatch):
+    """A SIGTERM or Ctrl-C landing between mkstemp and the block (its chmod) left the temporary
+    file behind: it was outside the try that removes it."""
+    def stopped(*args):
+        raise Terminated
+
+    monkeypatch.setattr(os, "chmod", stopped)
+    with pytest.raises(Terminated):
+        atomic_write(tmp_path / "out.json", "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_run_main_turns_errors_into_one_line(capsys):
     def bad_input(argv):
         raise UserError("games.wtb: game 3, ply 7: illegal move")
