@@ -32,6 +32,12 @@ def process_start(pid: int | str) -> str | None:
         return None
 
 
+def _read(path: Path) -> str:
+    """A lock file's text; bytes that are not UTF-8 (a lock garbled by a crash) are garbage like
+    any other, not a UnicodeDecodeError traceback that failed every run into the folder."""
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
 class RunLock:
     def __init__(self, folder: str | Path, name: str = ".lock"):
         self.path = Path(folder) / name
@@ -42,12 +48,12 @@ class RunLock:
     def _holder(self) -> tuple[str, bool]:
         """(the lock's text, whether its holder may still be running)."""
         try:
-            text = self.path.read_text()
+            text = _read(self.path)
             age = time.time() - self.path.stat().st_mtime
         except FileNotFoundError:
             return "", False
         parts = text.split()
-        if len(parts) not in (2, 3) or not parts[0].isdigit():
+        if len(parts) not in (2, 3) or not (parts[0].isascii() and parts[0].isdigit()):  # "²" is a digit to str
             return text, age < FRESH_SECONDS  # being written, or garbage left long ago
         pid, host = int(parts[0]), parts[1]
         if host != socket.gethostname():
@@ -89,7 +95,7 @@ class RunLock:
             os.rename(self.path, aside)
         except FileNotFoundError:
             return
-        text = aside.read_text()
+        text = _read(aside)
         if text == stale and (text or time.time() - aside.stat().st_mtime >= FRESH_SECONDS):
             aside.unlink()
         else:
@@ -102,7 +108,7 @@ class RunLock:
     def release(self) -> None:
         if self.held:
             try:
-                if self.path.read_text() == self.token:
+                if _read(self.path) == self.token:
                     self.path.unlink()
             except FileNotFoundError:
                 pass

@@ -745,6 +745,26 @@ def test_what_a_lock_file_says_decides_whether_its_holder_may_be_running(tmp_pat
     assert lock_file.read_text() == f"1 {elsewhere}\n"
 
 
+@pytest.mark.parametrize("garbage", [b"\xff\xfe\x00\x13", "\u00b2 somehost\n".encode()])
+def test_a_garbled_lock_is_garbage_not_a_traceback(tmp_path, garbage):
+    """A lock garbled by a crash into bytes that are not UTF-8, or whose "PID" is a digit to
+    str.isdigit but not to int ("²"), failed every run into the folder with a traceback
+    (UnicodeDecodeError, ValueError) where other garbage is refused while fresh, taken when old."""
+    import time
+
+    from othello_learn.lock import FRESH_SECONDS, RunLock
+
+    lock_file = tmp_path / ".lock"
+    lock_file.write_bytes(garbage)
+    with pytest.raises(UserError, match="in use by (another process|process \u00b2 on somehost)"):
+        RunLock(tmp_path).acquire()
+    old = time.time() - 3 * FRESH_SECONDS
+    os.utime(lock_file, (old, old))
+    with RunLock(tmp_path) as lock:
+        assert lock_file.read_text() == lock.token
+    assert not lock_file.exists()
+
+
 def test_a_lock_taken_by_another_is_neither_released_nor_moved_aside(tmp_path, monkeypatch):
     """release() removes only its own lock; a take-over that finds a fresh lock in place of the
     stale one it read puts it back; a lock that keeps coming back is an error, not a success."""
