@@ -648,3 +648,15 @@ def test_years_whose_position_ranges_overlap_are_refused_on_opening(tmp_path):
     (folder / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(ValueError, match=r"d/summary.json: year 2003's position_range \[1, 3\] overlaps year 2001's"):
         dataset.WthorDataset(folder)
+
+
+def test_a_summary_that_does_not_cover_every_record_is_refused_on_opening(tmp_path):
+    """positions.npy copied in from a build of more years (1977-1981 under a summary of 1980-1981)
+    opened without a word: 1980's range then read 1977's positions, a split of other years."""
+    good = [{"move": 37, "ply": 0}, {"move": 43, "ply": 1}, {"move": 19, "ply": 0}]
+    with pytest.raises(dataset.DatasetError, match=r"d/positions.npy: 3 positions, but summary.json's years cover 2"):
+        dataset.WthorDataset(_tiny_dataset(tmp_path / "d", good, [0, 2]))
+    with pytest.raises(dataset.DatasetError, match=r"g/summary.json: year 2001's position_range \[1, 3\] leaves "
+                                                   r"positions 0..0 to no year"):
+        dataset.WthorDataset(_tiny_dataset(tmp_path / "g", good, [1, 3]))
+    assert len(dataset.WthorDataset(_tiny_dataset(tmp_path / "ok", good, [0, 3]))) == 3

@@ -529,8 +529,9 @@ class WthorDataset:
 
     def _check(self, chunk: int = 1 << 20) -> None:
         """A damaged summary or record is a ``DatasetError`` naming the file now, not an IndexError
-        or KeyError mid-run, or a net trained on nonsense: each year's position range within the
-        records, each record's move, ply, history and result in range, its two sides' discs apart
+        or KeyError mid-run, or a net trained on nonsense: the years' position ranges following on
+        from 0 to the last record (a positions.npy copied from a build of other years is not read
+        as this summary's years), each record's move, ply, history and result in range, its two sides' discs apart
         and its move on an empty square (one pass over those fields)."""
         n = len(self.positions)
         years = self.summary.get("years")
@@ -548,8 +549,15 @@ class WthorDataset:
             if lo < end:
                 raise DatasetError(f"{self.path / 'summary.json'}: year {year}'s position_range {[lo, hi]} overlaps "
                                    f"year {previous}'s (positions are stored by year); rebuild the dataset")
+            if lo > end:
+                raise DatasetError(f"{self.path / 'summary.json'}: year {year}'s position_range {[lo, hi]} leaves "
+                                   f"positions {end}..{lo - 1} to no year (a build's ranges follow on); "
+                                   "rebuild the dataset")
             if hi > end:
                 end, previous = hi, year
+        if end != n:  # records past the summary's years: positions.npy from another build (more years than it says)
+            raise DatasetError(f"{self.path / 'positions.npy'}: {n:,} positions, but summary.json's years cover "
+                               f"{end:,}: the two files are from different builds; rebuild the dataset")
         for start in range(0, n, chunk):  # one read of each chunk for all three fields
             records = self.positions[start:start + chunk]
             for name, lo, hi in (("move", 0, 63), ("ply", 0, 59), ("history", -1, 64), ("result", -64, 64)):
