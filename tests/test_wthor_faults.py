@@ -660,3 +660,29 @@ def test_a_summary_that_does_not_cover_every_record_is_refused_on_opening(tmp_pa
                                                    r"positions 0..0 to no year"):
         dataset.WthorDataset(_tiny_dataset(tmp_path / "g", good, [1, 3]))
     assert len(dataset.WthorDataset(_tiny_dataset(tmp_path / "ok", good, [0, 3]))) == 3
+
+
+def test_download_skips_a_year_present_under_another_case(wthor_dir, tmp_path, monkeypatch):
+    """WTH_2001.WTB (a DOS-era name) is read as 2001; --download fetched WTH_2001.wtb beside it and
+    the build then stopped on "two files for 2001", a folder the user had to clean by hand."""
+    import io
+    import zipfile
+
+    (wthor_dir / "WTH_2001.wtb").rename(wthor_dir / "WTH_2001.WTB")
+    source = tmp_path / "WTH_2002.wtb"  # what the site serves for 2002, kept outside the folder
+    (wthor_dir / "WTH_2002.wtb").rename(source)
+    served = []
+
+    def fake_urlopen(url, timeout):
+        served.append(url)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.write(source, "WTH_2002.wtb")
+        return io.BytesIO(buf.getvalue())
+
+    monkeypatch.setattr(cli.urllib.request, "urlopen", fake_urlopen)
+    argv = ["--download", "--wthor-dir", str(wthor_dir), "--years", "2001-2002", "--out", str(tmp_path / "ds"),
+            "--quiet"]
+    assert build_cli(argv) == 0
+    assert served == [cli.DOWNLOAD_URL.format(year=2002)]
+    assert _listing(wthor_dir) == ["WTH_2001.WTB", "WTH_2002.wtb"]
