@@ -289,9 +289,9 @@ def test_replay_infers_a_pass_only_where_the_reference_has_one():
     assert bool(r.finished[0]) == ref.game_over(board) and not r.finished[1:].any()
 
 
-def _header_bytes(n_games=0, n_records=0, year=2001, board_size=8, depth=22):
+def _header_bytes(n_games=0, n_records=0, year=2001, board_size=8, depth=22, kind=0):
     h = np.zeros(1, dtype=wtb.HEADER_DTYPE)
-    h[0] = (20, 1, 1, 1, n_games, n_records, year, board_size, 0, depth, 0)
+    h[0] = (20, 1, 1, 1, n_games, n_records, year, board_size, kind, depth, 0)
     return h.tobytes()
 
 
@@ -346,3 +346,15 @@ def test_the_table_names_each_split_by_the_years_the_build_holds():
     table = format_table({"years": {"2013": year, "2014": year},
                           "total": {"games": 4, "positions": 240, "skipped_games": 0}})
     assert "train 2013-2014" in [line.split("  ")[0].strip() for line in table.splitlines()]
+
+
+def test_a_wtb_of_solitaires_is_refused_not_replayed_as_games(tmp_path):
+    """Header byte 13 is the file's kind, 1 for WTHOR's solitaires (positions to solve, not games
+    from the start): it was not read, so such a file was replayed as games into the dataset."""
+    game = wtb.make_games([[37, 43]], [33]).tobytes()
+    path = tmp_path / "WTH_2001.wtb"
+    path.write_bytes(_header_bytes(1, kind=1) + game)
+    with pytest.raises(wtb.WthorFormatError, match="WTH_2001.wtb: header type 1 is not 0 \\(games\\); a solitaire"):
+        wtb.read_wtb(path)
+    path.write_bytes(_header_bytes(1, kind=0) + game)
+    assert len(wtb.read_wtb(path).games) == 1

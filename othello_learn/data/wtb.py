@@ -76,6 +76,9 @@ def read_wtb(path) -> WtbFile:
         )
     if int(h["board_size"]) not in (0, 8):
         raise WthorFormatError(f"{path}: board size {int(h['board_size'])} is not 8x8; only 8x8 games are supported")
+    if int(h["type"]) != 0:  # 1: WTHOR's solitaires, positions to solve, not games from the start
+        raise WthorFormatError(f"{path}: header type {int(h['type'])} is not 0 (games); "
+                               "a solitaire or other file, not a WTHOR game file")
     if int(h["depth"]) > 60:  # empties at which the theoretical score was solved; a game has 60
         raise WthorFormatError(f"{path}: header depth {int(h['depth'])} is not 0..60 (damaged header?)")
     games = np.frombuffer(data, dtype=GAME_DTYPE, count=n, offset=HEADER_SIZE).copy()
