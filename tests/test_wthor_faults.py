@@ -686,3 +686,38 @@ def test_download_skips_a_year_present_under_another_case(wthor_dir, tmp_path, m
     assert build_cli(argv) == 0
     assert served == [cli.DOWNLOAD_URL.format(year=2002)]
     assert _listing(wthor_dir) == ["WTH_2001.WTB", "WTH_2002.wtb"]
+
+
+def test_a_download_cut_short_or_damaged_is_one_line(tmp_path, monkeypatch, capsys):
+    """A connection dropped mid-body (http.client.IncompleteRead, no OSError) and a zip whose member
+    fails to inflate (zlib.error) were tracebacks; the folder made for them is still removed."""
+    import http.client
+    import io
+    import zipfile
+
+    class Cut:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self):
+            raise http.client.IncompleteRead(b"PK", 5000)
+
+    target = tmp_path / "dl"
+    argv = ["--download", "--wthor-dir", str(target), "--years", "2001", "--out", str(tmp_path / "ds"), "--quiet"]
+    monkeypatch.setattr(cli.urllib.request, "urlopen", lambda url, timeout: Cut())
+    assert build_cli(argv) == 2
+    _one_line_error(capsys, "WTH_2001.ZIP: download failed", "more expected")
+    assert not target.exists()
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("WTH_2001.wtb", bytes(range(256)) * 40)
+    data = bytearray(buf.getvalue())
+    data[60] ^= 0xFF  # inside the compressed stream
+    monkeypatch.setattr(cli.urllib.request, "urlopen", lambda url, timeout: io.BytesIO(bytes(data)))
+    assert build_cli(argv) == 2
+    _one_line_error(capsys, "WTH_2001.ZIP: WTH_2001.wtb in the archive is damaged")
+    assert not target.exists()

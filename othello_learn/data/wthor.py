@@ -14,11 +14,13 @@ ever replaced.
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import sys
 import time
 import urllib.request
 import zipfile
+import zlib
 from io import BytesIO
 from pathlib import Path
 
@@ -82,7 +84,7 @@ def _download(wthor_dir: Path, years: set[int], log) -> None:
         try:
             with urllib.request.urlopen(url, timeout=60) as resp:
                 data = resp.read()
-        except OSError as e:  # URLError, HTTPError, timeouts
+        except (OSError, http.client.HTTPException) as e:  # URLError, HTTPError, timeouts; IncompleteRead: cut short
             raise UserError(f"{url}: download failed: {getattr(e, 'reason', None) or e}") from e
         try:
             archive = zipfile.ZipFile(BytesIO(data))
@@ -91,7 +93,11 @@ def _download(wthor_dir: Path, years: set[int], log) -> None:
         member = next((m for m in archive.namelist() if m.lower().endswith(".wtb")), None)
         if member is None:
             raise UserError(f"{url}: the archive holds no .wtb file")
-        atomic_write(target, archive.read(member))
+        try:
+            content = archive.read(member)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as e:  # a bad CRC or a damaged stream: a traceback
+            raise UserError(f"{url}: {member} in the archive is damaged ({e}); try again") from e
+        atomic_write(target, content)
 
 
 def format_table(summary: dict) -> str:
