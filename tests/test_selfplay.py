@@ -679,17 +679,46 @@ def _files(folder: Path) -> dict:
 
 class FakeWandb:
     """Stands in for the wandb module: what the loop asks of W&B, without the
-    seconds that importing and starting the real one costs."""
+    seconds that importing and starting the real one costs. A row logged with a step
+    and without ``commit=True`` is held back, as W&B holds it, until another row is
+    logged or the run finishes: ``written`` is what a kill -9 would leave in its files."""
 
     def __init__(self):
-        self.inits, self.logged, self.finished = [], [], 0
+        self.inits, self.logged, self.written, self.finished = [], [], [], 0
+        self._held = None
 
     def init(self, **kwargs):
         self.inits.append(kwargs)
-        return SimpleNamespace(log=lambda metrics, step: self.logged.append((step, metrics)), finish=self._finish)
+        return SimpleNamespace(log=self._log, finish=self._finish)
+
+    def _log(self, metrics, step, commit=None):
+        self.logged.append((step, metrics))
+        self._flush()
+        if commit:
+            self.written.append((step, metrics))
+        else:
+            self._held = (step, metrics)
+
+    def _flush(self):
+        if self._held is not None:
+            self.written.append(self._held)
+            self._held = None
 
     def _finish(self):
+        self._flush()
         self.finished += 1
+
+
+def test_a_generations_wandb_row_is_written_at_its_commit_not_with_the_next_ones(tmp_path, monkeypatch):
+    """Logged with its step and no commit, a generation's row waited in W&B for the next
+    generation's, an hour of self-play later: a kill -9 (the OOM killer) then lost it from
+    W&B's history for good (the rerun starts after the committed generation)."""
+    wandb = FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", wandb)
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path / "rl"), "--logger", "wandb"])
+    log = rl_loop.Logger(cfg, {"wandb_id": "rl-x"})
+    log.log({"elo_best": 12.0}, step=1)
+    assert wandb.written == [(1, {"elo_best": 12.0})] and wandb.finished == 0
 
 
 @pytest.mark.parametrize("field, edit, said", [

@@ -444,8 +444,11 @@ class Logger:
             cfg.wandb_online)
 
     def log(self, metrics: dict, step: int) -> None:
+        """One generation's row, committed now: given a step and no ``commit``, W&B holds the row
+        back until a later step is logged or the run finishes, so a kill -9 (the OOM killer) in
+        the next generation's hour of self-play lost the generation committed before it."""
         if self.run is not None:
-            self.run.log(metrics, step=step)
+            self.run.log(metrics, step=step, commit=True)
 
     def finish(self):
         if self.run is not None:
