@@ -541,6 +541,20 @@ def test_a_continuous_run_plots_its_eval_matches_with_their_intervals():
         "candidate's 1-ply policy vs policy:x.pt": ([1, 2], [-10.0, 30.0], [[40.0, 40.0], [50.0, 50.0]])}
 
 
+def test_a_resume_with_another_eval_opponent_draws_a_curve_per_opponent(tmp_path, monkeypatch):
+    """--eval-vs is resumable: the matches against the first opponent were drawn on one line with
+    the second's, all named after the last, so a change of opponent read as a change of strength."""
+    hist = [{"generation": g, "gate_score": None, "elo_candidate": 0.0, "promoted": True, "elo_best": 0.0,
+             "eval_vs": spec, "eval_score": 0.5, "eval_elo": elo, "eval_games": 4}
+            for g, spec, elo in ((1, "random", 190.0), (2, "random", 200.0), (3, "alphabeta:1", -190.0))]
+    assert elo_plot.elo_series(hist) == {"candidate's 1-ply policy vs random": ([1, 2], [190.0, 200.0], None),
+                                         "candidate's 1-ply policy vs alphabeta:1": ([3], [-190.0], None)}
+    fig, ax = _drawn(hist, tmp_path, monkeypatch)
+    colours = {curve.get_label(): curve.lines[0].get_color() for curve in ax.containers}
+    assert len(colours) == 2 and len(set(colours.values())) == 2, colours  # told apart in the figure too
+    elo_plot.pyplot().close(fig)
+
+
 def test_a_run_with_nothing_to_plot_says_so_without_a_warning(tmp_path):
     """A --continuous run without --eval-vs measures no Elo: the figure says so, and
     matplotlib has no empty legend to warn about."""

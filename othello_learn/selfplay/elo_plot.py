@@ -25,16 +25,23 @@ def elo_series(history: list[dict]) -> dict[str, tuple[list, list, list | None]]
         out["best network"] = ([0] + [h["generation"] for h in history], [0.0] + [h["elo_best"] for h in history], None)
         out["candidate (gating match)"] = ([h["generation"] for h in gated], [h["elo_candidate"] for h in gated], None)
         out["promoted"] = ([h["generation"] for h in promoted], [h["elo_best"] for h in promoted], None)
-    evals = [h for h in history if h.get("eval_elo") is not None or h.get("eval_games")]
-    if evals:
+    measured = [h for h in history if h.get("eval_elo") is not None or h.get("eval_games")]
+    # --eval-vs is resumable: a curve per opponent, in the order the run met them (one line
+    # through them all, named after the last, showed a change of opponent as a change of strength)
+    for spec in dict.fromkeys(h.get("eval_vs") for h in measured):
+        evals = [h for h in measured if h.get("eval_vs") == spec]
         elo = [finite_elo(h.get("eval_elo"), h.get("eval_score"), h.get("eval_games")) for h in evals]
         low, high = ([h.get(f"eval_elo_{side}") for h in evals] for side in ("low", "high"))
         bars = None
         if any(x is not None for x in low + high):
             bars = [[0.0 if lo is None else e - lo for e, lo in zip(elo, low)],
                     [0.0 if hi is None else hi - e for e, hi in zip(elo, high)]]
-        out[f"candidate's 1-ply policy vs {evals[-1]['eval_vs']}"] = ([h["generation"] for h in evals], elo, bars)
+        out[f"candidate's 1-ply policy vs {spec}"] = ([h["generation"] for h in evals], elo, bars)
     return out
+
+
+# The --eval-vs curves' colours, one an opponent (the best network's curves have theirs)
+EVAL_COLOURS = ("tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:red")
 
 
 def plot_elo(history: list[dict], path: Path) -> None:
@@ -45,8 +52,10 @@ def plot_elo(history: list[dict], path: Path) -> None:
               "promoted": dict(fmt="o", color="green")}
     series = elo_series(history)
     fig, ax = plt.subplots(figsize=(8, 4))
+    evals = [label for label in series if label not in styles]
     for label, (gens, elo, bars) in series.items():
-        style = styles.get(label, dict(fmt="s--", color="tab:orange", capsize=2, elinewidth=0.8))
+        style = styles.get(label) or dict(fmt="s--", color=EVAL_COLOURS[evals.index(label) % len(EVAL_COLOURS)],
+                                          capsize=2, elinewidth=0.8)
         ax.errorbar(gens, elo, yerr=bars, label=label, **style)
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xlabel("generation")
