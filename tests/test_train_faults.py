@@ -281,6 +281,22 @@ def _interrupt_at(monkeypatch, step: int, action):
     monkeypatch.setattr(MovePredictor, "training_step", step_then_interrupt)
 
 
+def test_a_resume_with_another_gradient_accumulation_is_refused(dataset_dir, tmp_path, capsys):
+    """Resumed with trainer.accumulate_grad_batches 2 after 10 steps of one batch, the run trained on,
+    and curves.py, reading the last start's accumulation off config.yaml, drew its first validation
+    (640 positions) at 1,280 and the next (1,280) at 2,048."""
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "run"
+    train(_args(dataset_dir, out, "--max-steps", "2"))
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "4", "--set", "trainer.accumulate_grad_batches=2"),
+                     capsys)
+    assert code == 2 and "trainer.accumulate_grad_batches=1" in err and len(err.strip().splitlines()) == 1, err
+    assert _step(out / "checkpoints" / "last.ckpt") == 2
+    assert train(_args(dataset_dir, out, "--max-steps", "4", "--set", "trainer.accumulate_grad_batches=1"))[
+        "global_step"] == 4  # the run's own setting, given explicitly, resumes
+
+
 def test_raising_max_steps_continues_an_epoch_that_max_steps_cut_short(dataset_dir, tmp_path):
     """Lightning records an epoch stopped by max_steps as finished: under max_epochs 1 the
     rerun with more steps used to train nothing and still report success."""

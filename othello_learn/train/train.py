@@ -289,6 +289,26 @@ def check_resumable(path: Path, net_config, data: dict | None = None, optim: dic
     return int(ckpt.get("global_step", 0))
 
 
+def check_same_accumulation(config_yaml: Path, cfg: dict) -> None:
+    """A resume with another ``trainer.accumulate_grad_batches`` is refused, as another batch size
+    is: a step is that many batches, and curves.py reads the positions of every logged step off
+    config.yaml, which records the last start's, so the points trained before the change were
+    drawn at positions scaled by the new accumulation. The run's own is in its config.yaml
+    (written at every start); a folder without a readable one is not checked."""
+    def accumulation(trainer) -> int:
+        return int((trainer or {}).get("accumulate_grad_batches") or 1)
+
+    try:
+        there = accumulation((yaml.safe_load(config_yaml.read_text()) or {}).get("trainer"))
+    except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError, OverflowError):
+        return
+    now = accumulation(cfg.get("trainer"))
+    if there != now:
+        raise UserError(f"cannot resume: the run trained with trainer.accumulate_grad_batches={there} "
+                        f"({config_yaml}), not {now}: a step would count other batches; use the run's own "
+                        "settings, or another --out for a new run")
+
+
 # batch_size and symmetries too: a mid-epoch resume skips the batches trained on by count, and
 # config.yaml would record one batch size or augmentation for a run trained on two.
 DATA_KEYS = ("seed", "train_years", "val_years", "test_years", "train_positions", "val_positions", "batch_size",
@@ -543,6 +563,7 @@ def _train(args, stops) -> dict:
         resume = last if last.exists() and not args.fresh else None
         if resume:
             step = check_resumable(resume, model.net.config, dict(dm.hparams), dict(model.hparams))
+            check_same_accumulation(args.out / "config.yaml", cfg)
             print(f"resuming from {resume} (step {step})", file=sys.stderr)
 
         # The settings Lightning checks, checked before a W&B run is made (refused after it, they
