@@ -5,6 +5,7 @@ differ in their lines; how a session starts, reads and ends does not."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -61,7 +62,15 @@ def serve_lines(engine, inp=None, out=None, stop: StopOnce | None = None) -> int
 
 def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> int:
     """An engine front-end's command: ``--player``, ``--name``, ``--seed``; the session is
-    ``serve(player, name, seed=..., stop=...)``."""
+    ``serve(player, name, seed=..., stop=...)``.
+
+    An engine started with its stderr closed (``2>&-``, a launcher that gives it none) has no
+    ``sys.stderr`` in Python: ``print(..., file=sys.stderr)`` then writes to stdout, so a
+    player's start-up note came before the first answer as a line the GUI cannot parse, and the
+    first refused command's note was an AttributeError that ended the session. Notes go to
+    the null device instead: stdout carries protocol lines only, and the session goes on."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
     parser = ArgumentParser(description=doc.split("\n\n")[0], epilog=doc.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
