@@ -119,6 +119,18 @@ def test_a_gui_that_closes_our_output_ends_the_session_quietly():
     assert err.getvalue() == "" and rest.read() == "ping 1\nping 2\nping 3\nping 4\n"  # stopped at the first
 
 
+def test_a_gui_that_closes_our_stderr_costs_the_warnings_not_the_session():
+    """The first warning's BrokenPipeError used to end the session (exit 1, no pong)."""
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    out = io.StringIO()
+    lines = io.StringIO("frobnicate\nmove z9\nhint abc\nset game (;)\nping 1\n")
+    assert serve(AlphaBetaPlayer(1), "test", lines, out, Closed()) == 0
+    assert out.getvalue() == "pong 1\n"
+
+
 def test_forced_pass_and_game_over_answer_pa():
     moves = pass_position()
     rec = GameRecord.from_transcript("".join("pa" if m == PASS else f"{'abcdefgh'[m % 8]}{m // 8 + 1}" for m in moves))

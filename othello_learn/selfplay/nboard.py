@@ -94,10 +94,16 @@ class Engine:
             raise GuiGone from None
 
     def warn(self, msg: str) -> None:
+        """A line on stderr, for a person or a log. A GUI that closed our stderr (or stopped
+        reading it) costs the line, not the session, as for the GTP engine's notes: the
+        BrokenPipeError used to end the session at its first ignored command or bad move."""
         if len(msg) > 2 * ECHO:  # a GUI's line quoted whole (a 100 kB game) is noise in its log
             msg = msg[:2 * ECHO] + "..."
-        self.err.write(f"nboard: {msg}\n")
-        self.err.flush()
+        try:
+            self.err.write(f"nboard: {msg}\n")
+            self.err.flush()
+        except (OSError, ValueError):
+            pass
 
     def handle(self, line: str) -> bool:
         """One command; False when the session should end."""
