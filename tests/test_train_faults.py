@@ -5,6 +5,7 @@ import errno
 import inspect
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -1669,6 +1670,23 @@ def test_the_config_check_lets_the_edges_inside_through():
     load_config(None, ["model.width=4096", "model.depth=7", "trainer.max_time={hours: 2}"])  # under 2**30 weights
     load_config(None, ["model.width=8", "model.depth=1000", "data.num_workers=128"])
     load_config(None, ["model.arch=resnet", "model.blocks=1000"])
+
+
+def test_numbers_read_as_yaml_1_2_writes_them():
+    """YAML 1.1's octal and sexagesimal integers are gone: model.width=010 trained a width-8 net,
+    and trainer.max_time=1:12:00:00 (Lightning's DD:HH:MM:SS) was refused as "got 259200". A float
+    with two signs or no digit was a float to the resolver and a traceback from float()."""
+    from othello_learn.train.config import load_config, read_config
+
+    cfg, _ = read_config(None, ["model.width=010", "trainer.max_time=1:12:00:00", "data.batch_size=1:30",
+                                "optim.lr=1e-3", "optim.ema=-.5", "data.num_workers=0x10", "trainer.max_steps=1_000"])
+    assert cfg["model"]["width"] == 10 and cfg["trainer"]["max_time"] == "1:12:00:00"
+    assert cfg["data"]["batch_size"] == "1:30" and cfg["optim"]["lr"] == 1e-3 and cfg["optim"]["ema"] == -0.5
+    assert cfg["data"]["num_workers"] == 16 and cfg["trainer"]["max_steps"] == 1000
+    assert load_config(None, ["trainer.max_time=1:12:00:00"])["trainer"]["max_time"] == "1:12:00:00"
+    for value in ("--.inf", "._", "+-.inf"):
+        with pytest.raises(UserError, match=rf"^optim\.lr: expected a number, got '{re.escape(value)}' \(from --set"):
+            load_config(None, [f"optim.lr={value}"])
 
 
 def test_fresh_ignores_a_last_ckpt_of_another_network_and_the_save_interval_is_in_minutes(

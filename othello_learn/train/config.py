@@ -41,11 +41,34 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# Numbers as YAML 1.2 reads them, in place of YAML 1.1's: "010" is ten, not octal eight (a
+# model.width=010 trained a width-8 net), and "1:12:00:00" is text, not sexagesimal 259200 (a
+# trainer.max_time Lightning reads as DD:HH:MM:SS was refused as "got 259200"); a float's sign
+# comes once, and it has a digit ("--.inf" and "._" passed for floats, then float() raised a traceback).
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?"
-               r"|[0-9][0-9_]*[eE][-+]?[0-9]+|\.(?:inf|Inf|INF)|[-+]\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    _INT, re.compile(r"^[-+]?(?:[0-9][0-9_]*|0x_*[0-9a-fA-F][0-9a-fA-F_]*|0b_*[01][01_]*)$"), list("-+0123456789"))
+_Loader.add_implicit_resolver(
+    _FLOAT,
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?"
+               r"|[0-9][0-9_]*[eE][-+]?[0-9]+|\.(?:inf|Inf|INF))$|^\.(?:nan|NaN|NAN)$"),
     list("-+0123456789."))
+
+
+def _construct_int(loader, node):
+    """YAML 1.1's integers less its octal and sexagesimal ones (the resolver above): a leading 0 is
+    decimal, as in YAML 1.2; underscores are dropped, as YAML 1.1 does."""
+    text = loader.construct_scalar(node).replace("_", "")
+    sign = -1 if text.startswith("-") else 1
+    text = text.lstrip("+-")
+    base = {"0x": 16, "0b": 2}.get(text[:2], 10)
+    return sign * int(text[2:] if base != 10 else text, base)
+
+
+_Loader.add_constructor(_INT, _construct_int)
 
 
 def _yaml(text: str):
