@@ -278,8 +278,10 @@ def test_spec_edges_whitespace_nested_errors_and_bad_registrations():
     factory string that is not exactly 'module:attribute' is refused when registered."""
     ab = make_player("  alphabeta:2 \n")
     assert isinstance(ab, AlphaBetaPlayer) and ab.depth == 2 and ab.name == "alphabeta:2"
-    with pytest.raises(registry.PlayerSpecError, match=r"^bad player spec 'endgame:10': expected endgame:EMPTIES:SPEC"):
-        make_player("endgame:10")
+    for spec in ("endgame:10", "endgame:10:", "endgame:10: "):  # an empty SPEC was "unknown player spec ''"
+        with pytest.raises(registry.PlayerSpecError,
+                           match=rf"^bad player spec '{spec}': expected endgame:EMPTIES:SPEC"):
+            make_player(spec)
     with pytest.raises(registry.PlayerSpecError, match=r"^unknown player spec 'nosuch:2': known kinds"):
         make_player("endgame:4:nosuch:2")
     for kind, factory in (("a:b", RandomPlayer), ("", RandomPlayer), ("spec-test", "mod:a:b"), ("spec-test", "mod")):

@@ -46,7 +46,7 @@ def _endgame(args: list[str]):
     from othello_learn.selfplay.endgame import EndgamePlayer
     from othello_learn.selfplay.players import spec_int
 
-    if len(args) < 2:
+    if len(args) < 2 or not ":".join(args[1:]).strip():  # "endgame:10:" was "unknown player spec ''"
         raise ValueError("expected endgame:EMPTIES:SPEC, e.g. endgame:10:policy:checkpoints/best_value.pt")
     return EndgamePlayer(make_player(":".join(args[1:])), spec_int(args[0], "endgame empties"))
 
