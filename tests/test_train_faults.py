@@ -980,9 +980,14 @@ def test_a_config_with_aliases_is_refused_before_they_expand(tmp_path):
     ("model:\n  arch: 'abc\n  depth: 3\n", "line 2, column 9: found unexpected end of stream"),  # the open quote
     # a block's context is where the block began, line 1: the stray line is the place
     ("model:\n  depth: 8\ndata:\n  batch_size: 64\n- x\n", "line 5, column 1: expected <block end>, but found '-'"),
+    # a value that resolves or is tagged as what it cannot be: PyYAML's bare exception, a traceback
+    ("data:\n  train_years: 2014-13-45\n", "line 2, column 16: '2014-13-45' is no timestamp (month must be in 1..12)"),
+    ("model:\n  depth: !!int x\n", "line 2, column 10: 'x' is no int (invalid literal for int() with base 10: 'x')"),
+    ("model:\n  depth: !!set x\n", "line 2, column 10: expected a mapping node, but found scalar"),
 ])
 def test_a_yaml_syntax_error_names_its_line_and_the_problem(tmp_path, text, said):
-    """PyYAML's first line is its context ("while scanning a simple key"): the error said only that."""
+    """PyYAML's first line is its context ("while scanning a simple key"): the error said only that.
+    A value that does not construct was no YAMLError at all: a traceback (a --set value: kept as text)."""
     from othello_learn.train.config import load_config
 
     config = tmp_path / "bad.yaml"
@@ -990,6 +995,10 @@ def test_a_yaml_syntax_error_names_its_line_and_the_problem(tmp_path, text, said
     with pytest.raises(UserError) as e:
         load_config(config, [])
     assert str(e.value) == f"{config}: not valid YAML ({said})"
+    if "is no" in said or "found scalar" in said:
+        value = text.split(": ", 1)[1].strip()
+        with pytest.raises(UserError, match=r"^(data\.train_years: bad year range|model\.depth: expected an integer)"):
+            load_config(None, [f"{'data.train_years' if 'years' in text else 'model.depth'}={value}"])
 
 
 # ---- 4. evaluation --------------------------------------------------------------------------------

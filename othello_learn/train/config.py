@@ -33,12 +33,24 @@ class _Loader(yaml.SafeLoader):
         """A key given twice is refused: YAML keeps the last in silence (a second ``model:`` section
         replaced the first whole, and the run trained another network)."""
         seen = set()
-        for key_node, _ in node.value:
+        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():  # !!set x: super() says
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_object(self, node, deep=False):
+        """A value its resolver or tag promised but that does not construct is a YAML error with its
+        place, not PyYAML's bare exception: ``2014-13-45`` (a date, month 13), ``!!int x`` or
+        ``!!bool x`` was a traceback from the file and from ``--set`` alike."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise yaml.constructor.ConstructorError(None, None, f"{node.value!r} is no {node.tag.rsplit(':', 1)[-1]} "
+                                                    f"({one_line(e)})", node.start_mark) from None
 
 
 # Numbers as YAML 1.2 reads them, in place of YAML 1.1's: "010" is ten, not octal eight (a
