@@ -984,6 +984,7 @@ def test_a_config_with_aliases_is_refused_before_they_expand(tmp_path):
     ("data:\n  train_years: 2014-13-45\n", "line 2, column 16: '2014-13-45' is no timestamp (month must be in 1..12)"),
     ("model:\n  depth: !!int x\n", "line 2, column 10: 'x' is no int (invalid literal for int() with base 10: 'x')"),
     ("model:\n  depth: !!set x\n", "line 2, column 10: expected a mapping node, but found scalar"),
+    ("model: {[1]: 2}\n", "line 1, column 8: found unhashable key"),
 ])
 def test_a_yaml_syntax_error_names_its_line_and_the_problem(tmp_path, text, said):
     """PyYAML's first line is its context ("while scanning a simple key"): the error said only that.

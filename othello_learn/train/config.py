@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+from collections.abc import Hashable
 from pathlib import Path
 
 import yaml  # (a Lightning dependency)
@@ -35,6 +36,8 @@ class _Loader(yaml.SafeLoader):
         seen = set()
         for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():  # !!set x: super() says
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):  # {[1]: 2}: super() says so with its place ("key in seen" raised)
+                continue
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice", key_node.start_mark)
             seen.add(key)
