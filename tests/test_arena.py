@@ -30,7 +30,7 @@ from othello_learn.selfplay.arena import main as arena_main
 from othello_learn.selfplay.arena import play_match
 from othello_learn.selfplay.elo import MatchResult, elo_from_score
 from othello_learn.selfplay.openings import opening_states, random_openings
-from othello_learn.selfplay.players import GreedyPlayer, Player, RandomPlayer
+from othello_learn.selfplay.players import GreedyPlayer, Player, RandomPlayer, flip_counts
 from othello_learn.selfplay.registry import make_player, register_player
 
 REPO = Path(__file__).resolve().parents[1]
@@ -650,6 +650,41 @@ def test_elo_interval_counts_the_opening_pairs_as_units():
     assert d["elo_interval_units"] == "opening pairs" and d["pairs"] == {"0": 2, "0.25": 2, "0.5": 12, "0.75": 3, "1": 5}
     assert "the opening pairs as units" in r.summary() and "units" not in loose.summary()
     assert loose.to_dict()["pairs"] is None and loose.to_dict()["elo_interval_units"] == "games"
+
+
+class LowestFlipper(Player):
+    """Greedy with the lowest square on ties (``highest``: the highest): deterministic,
+    so a replayed opening replays its game."""
+
+    name = "lowest-flipper"
+
+    def __init__(self, highest: bool = False):
+        self.highest = highest
+
+    def select(self, player, opponent, black_to_move, rng):
+        counts = flip_counts(player, opponent)
+        return 63 - counts[:, ::-1].argmax(axis=1) if self.highest else counts.argmax(axis=1)
+
+
+def test_replayed_openings_do_not_narrow_the_elo_interval():
+    """Deterministic players on 60 openings replayed tenfold play the same 120 games ten
+    times: the match knows no more than its first 120 games, and its interval must say
+    so (it was a third as wide, and excluded 0 where the 120 games did not)."""
+    once = play_match(LowestFlipper(), LowestFlipper(highest=True), 120, seed=0, opening_plies=4, progress=False)
+    tenfold = play_match(LowestFlipper(), LowestFlipper(highest=True), 1200, seed=0, opening_plies=4, progress=False)
+    assert tenfold.distinct_openings == 60 and tenfold.score == pytest.approx(once.score)
+    (_, low1, high1), (_, low10, high10) = once.elo(), tenfold.elo()
+    assert high10 - low10 > 0.9 * (high1 - low1), (once.elo(), tenfold.elo())
+    # Likewise games counted one by one (an odd match), and the exact bound of a clean sweep.
+    r = _paired([(1, 0.5), (0.5, 0), (1, 1), (0, 0), (1, 0)] * 2)
+    r.openings = r.openings[:10] * 2  # five openings, each pair played twice
+    units = _paired([(1, 0.5), (0.5, 0), (1, 1), (0, 0), (1, 0)])
+    games = [MatchResult("a", "b", x.outcomes[:-1], x.disc_diffs[:-1], x.a_black[:-1], openings=x.openings[:-1])
+             for x in (r, units)]
+    assert games[0].elo()[2] - games[0].elo()[1] > 0.9 * (games[1].elo()[2] - games[1].elo()[1])
+    sweep = _paired([(1, 1)] * 10)
+    sweep.openings = sweep.openings[:2] * 10
+    assert sweep.elo()[1] == pytest.approx(_paired([(1, 1)]).elo()[1])
 
 
 def test_elo_interval_of_pairs_that_all_score_alike_is_not_a_certainty():

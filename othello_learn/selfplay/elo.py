@@ -114,6 +114,16 @@ class MatchResult:
             return None
         return (self.outcomes[0::2] + self.outcomes[1::2]) / 2.0
 
+    def _replay_keys(self, paired: bool) -> list:
+        """One key per unit of the interval (a pair, or a game), equal for units
+        that replay one opening (a game: with the same colours); without the
+        openings every unit is its own."""
+        if len(self.openings) != self.games:
+            return list(range(self.games // 2 if paired else self.games))
+        if paired:
+            return list(self.openings[0::2])
+        return [f"{op} {bool(b)}" for op, b in zip(self.openings, self.a_black)]
+
     def elo(self, z: float = Z95) -> tuple[float, float, float]:
         """(Elo difference, low, high): A's Elo minus B's, 95% by default.
 
@@ -134,21 +144,32 @@ class MatchResult:
         (2.5%)^(1/n). All draws in unpaired games have sd 0 too, and an interval
         of width 0 would claim the players equal for certain: sd is then 1/2, the
         largest a game's can be.
+
+        Units that replay one opening (too few distinct openings for the match:
+        the arena reuses them) are not independent, and for deterministic players
+        they are copies: their deviations from the score are summed before they
+        are squared (the cluster-robust variance), and the exact bound counts each
+        opening's game with each colour once. Ten replays of a 120-game match
+        otherwise claimed a third of its interval. Without replays nothing changes.
         """
         n, s = self.games, self.score
         if n == 0:
             return float("nan"), float("nan"), float("nan")
         tail = 0.5 * math.erfc(z / math.sqrt(2.0))  # one-sided tail, 0.025 for z95
-        if s >= 1.0:
-            return math.inf, elo_from_score(tail ** (1.0 / n)), math.inf
-        if s <= 0.0:
+        if s >= 1.0 or s <= 0.0:
+            n = len(set(self._replay_keys(paired=False)))  # a replayed game shows nothing new
+            if s >= 1.0:
+                return math.inf, elo_from_score(tail ** (1.0 / n)), math.inf
             return -math.inf, -math.inf, elo_from_score(1.0 - tail ** (1.0 / n))
         pairs = self.pair_scores()
+        units = pairs if pairs is not None else self.outcomes
+        _, replays = np.unique(np.asarray(self._replay_keys(paired=pairs is not None)), return_inverse=True)
+        spread = float(np.sum(np.bincount(replays.ravel(), weights=units - s) ** 2))
         if pairs is not None:
-            sd = float(np.sqrt((np.sum((pairs - s) ** 2) + s**2 + (1.0 - s) ** 2) / (pairs.size + 2)))
+            sd = float(np.sqrt((spread + s**2 + (1.0 - s) ** 2) / (pairs.size + 2)))
             n = pairs.size
         else:
-            sd = float(np.sqrt(np.mean((self.outcomes - s) ** 2)))
+            sd = float(np.sqrt(spread / n))
             if sd == 0.0:  # all draws: no spread measured, which is not a certain 0 Elo; the widest a game's can be
                 sd = 0.5
         half = z * sd / math.sqrt(n)
