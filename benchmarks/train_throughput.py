@@ -17,6 +17,7 @@ forward + loss, backward, optimizer) to show where the time goes.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -66,6 +67,15 @@ class Setup:
 def sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
+
+
+def endless(loader):
+    """The training batches epoch after epoch: the timed steps (480 of them with the defaults and
+    --compare) are more batches than one epoch holds at a large --batch-size (16,384 on a GPU), and
+    a single pass ended in a StopIteration traceback after minutes of timing."""
+    for epoch in itertools.count():
+        loader.batch_sampler.set_epoch(epoch)
+        yield from loader
 
 
 def cpu_name() -> str:
@@ -146,7 +156,9 @@ def main(argv=None) -> None:
         raise UserError(f"--{e}") from None
     dm = WthorDataModule(args.data, batch_size=bs)
     dm.setup()
-    loader = iter(dm.train_dataloader())
+    if len(dm.splits["train"]) < bs:  # no whole batch in an epoch (the last is dropped): endless would never yield
+        raise UserError(f"--batch-size {bs}: the training split has {len(dm.splits['train']):,} positions")
+    loader = endless(dm.train_dataloader())
     group = SYMMETRY_GROUPS[cfg["data"].get("symmetries", "all")]
     where = torch.cuda.get_device_name() if device == "cuda" else f"{cpu_name()}, {torch.get_num_threads()} threads"
     print(f"{args.config.name}: {cfg['model']}, batch {bs}, on {where}, torch {torch.__version__}")

@@ -464,6 +464,23 @@ def test_the_loader_benchmark_runs_on_past_an_epoch_and_refuses_a_batch_larger_t
         module.main(data + ["--batch-size", "100000"])
 
 
+def test_the_training_throughput_benchmark_runs_on_past_an_epoch(dataset_dir, tmp_path, capsys, monkeypatch):
+    """Its timed steps took one pass over the training split: more steps than an epoch has batches
+    (a large --batch-size) ended in a StopIteration traceback after the timing, as loader.py once did."""
+    import functools
+
+    module = _benchmark("train_throughput")
+    monkeypatch.setattr(module, "WthorDataModule", functools.partial(
+        module.WthorDataModule, train_years="2001", val_years="2002", test_years="2003"))
+    config = tmp_path / "tiny.yaml"
+    config.write_text("model: {arch: reference, encoder: raw, depth: 1, width: 8}\ndata: {batch_size: 64}\n")
+    argv = ["--config", str(config), "--data", str(dataset_dir), "--steps", "30", "--rounds", "1", "--compare"]
+    assert run_main(module.main, argv) == 0  # 120 steps of 64 positions; some 55 batches an epoch
+    assert "recipe / baseline" in capsys.readouterr().out
+    assert run_main(module.main, argv + ["--batch-size", "100000"]) == 2
+    assert "--batch-size 100000: the training split has" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name, flag, value, said", [
     ("inference", "--threads", "0", "must be at least 1, got 0"), ("loader", "--workers", "-1", "must be at least 0, got -1"),
 ])
