@@ -270,6 +270,24 @@ def test_evaluation_names_a_year_the_dataset_lacks_and_a_bad_dataset(dataset_dir
     assert f"--data {tmp_path}: not a usable dataset" in err and len(err.splitlines()) == 1
 
 
+def test_evaluation_never_writes_over_the_datasets_summary(dataset_dir, tiny_net, tmp_path, capsys):
+    """--json DATA/summary.json was written over the dataset's own summary after the evaluation:
+    the dataset could not be opened again ("dataset format None is not 1; rebuild it")."""
+    import shutil
+
+    from othello_learn.train.evaluate import main
+
+    data = tmp_path / "ds"
+    shutil.copytree(dataset_dir, data)
+    before = (data / "summary.json").read_bytes()
+    capsys.readouterr()
+    argv = ["--checkpoint", str(tiny_net), "--data", str(data), "--years", "2003", "--limit", "20"]
+    assert run_main(main, argv + ["--json", str(data / "summary.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"--json {data / 'summary.json'}: is also the input --data" in err and len(err.splitlines()) == 1, err
+    assert (data / "summary.json").read_bytes() == before
+
+
 @pytest.mark.parametrize("years,missing", [("2003,2030", "2030"), ("2000-2003", "2000")])
 def test_evaluation_names_a_year_the_wthor_folder_lacks(dataset_dir, tiny_net, tmp_path, years, missing,
                                                         capsys):

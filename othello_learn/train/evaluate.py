@@ -269,8 +269,11 @@ def evaluate_command(argv=None) -> dict:
         check_plot_path(plot_path, "--plot")
     if args.export is not None:
         check_output(args.export, "--export", suffixes=(".pt", ".pth"))
+    # the dataset's summary.json is an input too: --json DATA/summary.json replaced it with the result,
+    # and the dataset could no longer be opened
     check_distinct({"--json": args.json, "--plot": plot_path, "--export": args.export},
-                   {"--checkpoint": args.checkpoint})
+                   {"--checkpoint": args.checkpoint,
+                    "--data": None if args.wthor_dir else args.data / "summary.json"})
     usable_device(args.device)
     check_input(args.checkpoint, "--checkpoint")
     check_input(args.wthor_dir, "--wthor-dir", folder=True)
