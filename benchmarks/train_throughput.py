@@ -143,6 +143,8 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", action="store_true", help="time each stage of the recipe's training step")
     ap.add_argument("--json", type=Path, help="write the medians here")
     args = ap.parse_args(argv)
+    if args.profile and args.compare:  # the profile times the recipe alone: a --compare was silently dropped
+        raise UserError("--profile times the recipe's stages alone; give it without --compare")
     if args.json:  # before the minutes of timing
         check_output(args.json, "--json", suffixes=(".json",))
     if args.threads:
@@ -165,7 +167,9 @@ def main(argv=None) -> None:
 
     result: dict = {"config": args.config.name, "batch_size": bs, "device": where, "recipe_precision": precision}
     if args.profile:
-        result["profile_ms"] = profile(Setup(cfg["model"], device, precision), loader, group, args.steps, bs)
+        # --compile too: the profile calls the recipe's trunk, which was profiled uncompiled under --compile
+        result["profile_ms"] = profile(Setup(cfg["model"], device, precision, args.compile), loader, group,
+                                       args.steps, bs)
     else:
         setups = {"recipe": Setup(cfg["model"], device, precision, args.compile)}
         if args.compare:

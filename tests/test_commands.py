@@ -352,6 +352,7 @@ def no_training(monkeypatch):
     ("encoders", ["--devices", "cpu,gpu"], "--devices gpu: not usable on this machine"),
     ("encoders", ["--devices", "cpu:numpy"], "'cpu:numpy': the backend after ':' can only be torch"),
     ("train_throughput", ["--precision", "bf17"], "--precision 'bf17': expected auto, 32, bf16 or one of"),  # fp32
+    ("train_throughput", ["--profile", "--compare"], "--profile times the recipe's stages alone"),  # was dropped
     ("selfplay_workers", ["--device", "nowhere"], "--device nowhere: not usable on this machine"),
     # outputs checked before the work: a source file replaced, logs written into a WTHOR folder, a plot refused
     # after hours of training
@@ -497,6 +498,22 @@ def test_the_training_throughput_benchmark_runs_on_past_an_epoch(dataset_dir, tm
     assert "recipe / baseline" in capsys.readouterr().out
     assert run_main(module.main, argv + ["--batch-size", "100000"]) == 2
     assert "--batch-size 100000: the training split has" in capsys.readouterr().err
+
+
+def test_the_training_throughput_profile_takes_compile(dataset_dir, tmp_path, capsys, monkeypatch):
+    """--profile --compile profiled the uncompiled network without a word: the flag was dropped."""
+    import functools
+
+    module = _benchmark("train_throughput")
+    monkeypatch.setattr(module, "WthorDataModule", functools.partial(
+        module.WthorDataModule, train_years="2001", val_years="2002", test_years="2003"))
+    compiled = []
+    monkeypatch.setattr(module.torch, "compile", lambda m: compiled.append(m) or m)  # no seconds of Dynamo
+    config = tmp_path / "tiny.yaml"
+    config.write_text("model: {arch: reference, encoder: raw, depth: 1, width: 8}\ndata: {batch_size: 64}\n")
+    argv = ["--config", str(config), "--data", str(dataset_dir), "--steps", "2", "--profile", "--compile"]
+    assert run_main(module.main, argv) == 0 and "profile (" in capsys.readouterr().out
+    assert len(compiled) == 1
 
 
 @pytest.mark.parametrize("name, flag, value, said", [
