@@ -49,7 +49,7 @@ DATASET_FILES = frozenset({"positions.npy", "games.csv", "summary.json"})
 REFERENCE_SPLIT = {"train": (1977, 2014), "val": (2015, 2015), "test": (2016, 2016)}
 CHUNK_GAMES = 16384  # games replayed together: big enough to amortise numpy, small enough for cache
 
-_WTB_NAME = re.compile(r"WTH_(\d{4})\.wtb", re.IGNORECASE)  # the whole name: not "copy of WTH_1980.wtb"
+WTB_NAME = re.compile(r"WTH_(\d{4})\.wtb", re.IGNORECASE)  # the whole name: not "copy of WTH_1980.wtb"
 # Two characters per move, b"" for "no move": rows of these viewed as one string are transcripts.
 _SQUARE_NAMES = np.array([square_name(s).encode() for s in range(64)] + [b""], dtype="S2")
 _BYTE_SQUARES = wthor_to_square(np.arange(256)).astype(np.int8)  # WTHOR byte -> square, -1 for no square
@@ -107,9 +107,9 @@ def find_wtb_files(wthor_dir, years: set[int] | None = None, warn=None) -> list[
         raise UserError(f"{wthor_dir}: is a file; --wthor-dir wants the folder holding the WTH_YYYY.wtb files")
     by_year: dict[int, list[Path]] = {}
     for p in sorted(wthor_dir.iterdir()):
-        m = _WTB_NAME.fullmatch(p.name)
+        m = WTB_NAME.fullmatch(p.name)
         if m is None:
-            if warn is not None and _WTB_NAME.search(p.name):
+            if warn is not None and WTB_NAME.search(p.name):
                 warn(f"warning: {p}: ignored, not named WTH_YYYY.wtb")
             continue
         by_year.setdefault(int(m.group(1)), []).append(p)

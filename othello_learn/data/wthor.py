@@ -27,7 +27,7 @@ from pathlib import Path
 from othello.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
 from othello.files import UserError, atomic_write, check_output
 from othello_learn import HOME, HOME_HELP
-from othello_learn.data.dataset import (_WTB_NAME, REFERENCE_SPLIT, build, check_replaceable, parse_years, recover,
+from othello_learn.data.dataset import (REFERENCE_SPLIT, WTB_NAME, build, check_replaceable, parse_years, recover,
                                          write)
 
 SHARED_WTHOR = HOME.parent / "shared" / "data" / "wthor"
@@ -74,7 +74,7 @@ def download(wthor_dir: Path, years: set[int], log=print) -> None:
 def _download(wthor_dir: Path, years: set[int], log) -> None:
     # A year is there under any case of its name (WTH_1977.WTB, as DOS wrote it): the build reads
     # those, and fetching WTH_1977.wtb beside it made "two files for 1977", a run that cannot build.
-    present = {int(m.group(1)) for p in wthor_dir.iterdir() if (m := _WTB_NAME.fullmatch(p.name))}
+    present = {int(m.group(1)) for p in wthor_dir.iterdir() if (m := WTB_NAME.fullmatch(p.name))}
     for year in sorted(years):
         target = wthor_dir / f"WTH_{year}.wtb"
         if year in present or target.exists():

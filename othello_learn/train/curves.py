@@ -26,7 +26,7 @@ import yaml
 from othello.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
 from othello.files import UserError, one_line
 from othello_learn.plots import check_plot_path, pyplot, save_figure
-from othello_learn.train.run_folder import FRESH_START, csv_versions
+from othello_learn.train.run_folder import FRESH_START, batches_per_step, csv_versions
 
 
 HOURS = "time/hours"
@@ -146,7 +146,7 @@ def load_curve(run: Path, metric: str = "val/acc") -> pd.DataFrame:
         batch = (cfg.get("data") or {}).get("batch_size")
         batch = int(_default_batch_size() if batch is None else batch)
         # a step is one optimizer step: with accumulation, that many batches
-        batch *= int((cfg.get("trainer") or {}).get("accumulate_grad_batches") or 1)
+        batch *= batches_per_step(cfg.get("trainer"))
     except (yaml.YAMLError, AttributeError, TypeError, ValueError, OverflowError) as e:
         raise UserError(f"{cfg_path}: not a training config with data.batch_size: {one_line(e)}") from None
     if "step" not in frame or not pd.api.types.is_numeric_dtype(frame["step"]):

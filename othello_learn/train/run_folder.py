@@ -57,3 +57,9 @@ def check_run_folder(out: Path) -> None:
         more = f" and {len(theirs) - 1} more" if len(theirs) > 1 else ""
         raise UserError(f"--out {out}: the folder is not empty and holds no training run (no checkpoints/ "
                         f"folder; it holds {theirs[0]!r}{more}): choose a new or an empty folder")
+
+
+def batches_per_step(trainer: dict | None) -> int:
+    """How many batches one logged step trained on (``trainer.accumulate_grad_batches``, 1 when
+    unset): curves.py counts a run's positions by it, and a resume may not change it."""
+    return int((trainer or {}).get("accumulate_grad_batches") or 1)

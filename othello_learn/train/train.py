@@ -35,7 +35,8 @@ from othello.files import UserError, atomic_write, check_input, check_output, on
 from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
 from othello_learn.train.config import Origin, check_config, gpu_recipe_warning, read_config
-from othello_learn.train.run_folder import CHECKPOINT_NAME, RUN_FILES, check_run_folder, mark_fresh_start
+from othello_learn.train.run_folder import (CHECKPOINT_NAME, RUN_FILES, batches_per_step, check_run_folder,
+                                           mark_fresh_start)
 
 
 def gpu_in_use(accelerator) -> bool:
@@ -295,14 +296,11 @@ def check_same_accumulation(config_yaml: Path, cfg: dict) -> None:
     config.yaml, which records the last start's, so the points trained before the change were
     drawn at positions scaled by the new accumulation. The run's own is in its config.yaml
     (written at every start); a folder without a readable one is not checked."""
-    def accumulation(trainer) -> int:
-        return int((trainer or {}).get("accumulate_grad_batches") or 1)
-
     try:
-        there = accumulation((yaml.safe_load(config_yaml.read_text()) or {}).get("trainer"))
+        there = batches_per_step((yaml.safe_load(config_yaml.read_text()) or {}).get("trainer"))
     except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError, OverflowError):
         return
-    now = accumulation(cfg.get("trainer"))
+    now = batches_per_step(cfg.get("trainer"))
     if there != now:
         raise UserError(f"cannot resume: the run trained with trainer.accumulate_grad_batches={there} "
                         f"({config_yaml}), not {now}: a step would count other batches; use the run's own "
