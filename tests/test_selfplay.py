@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -214,7 +215,9 @@ def test_a_training_that_diverges_stops_and_saves_nothing(games, tiny_net, tmp_p
     calls = []
     monkeypatch.setattr(learner, "losses", diverging)
     state, out = tmp_path / "t.training", tmp_path / "opt.pt"
-    with pytest.raises(learner.TrainingDiverged, match="^training diverged at step 3 of 10 \\(loss nan\\)$"):
+    with (pytest.raises(learner.TrainingDiverged, match="^training diverged at step 3 of 10 \\(loss nan\\)$"),
+          warnings.catch_warnings()):
+        warnings.simplefilter("error")  # the one line alone: torch warned of a float() of a tensor needing grad
         train_network(copy.deepcopy(tiny_net), games, steps=10, batch_size=16, seed=0, state_path=state,
                       optimizer_out=out, precision="32-true")
     assert not state.exists() and not out.exists()

@@ -134,7 +134,8 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
         for k, v in parts.items():
             totals[k] = totals.get(k, 0.0) + float(v.detach())
         if not math.isfinite(totals["loss"]):  # its NaN weights would be saved, then refused on every load
-            raise TrainingDiverged(f"training diverged at step {step + 1} of {steps} (loss {float(parts['loss'])})")
+            loss = float(parts["loss"].detach())
+            raise TrainingDiverged(f"training diverged at step {step + 1} of {steps} (loss {loss})")
         if state_path is not None and step + 1 < steps and time.monotonic() - last_save >= save_every_s:
             save_checkpoint_file({"fingerprint": fingerprint, "step": step + 1, "net": net.state_dict(),
                                   "optimizer": opt.state_dict(), "numpy_rng": rng.bit_generator.state,
