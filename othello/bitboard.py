@@ -57,14 +57,21 @@ def const(v: int, like):
     return as_int64(v) if is_torch(like) else v
 
 
+_NUMPY_DIRECTIONS = tuple((np.uint64(s), left, np.uint64(m)) for s, left, m in DIRECTIONS)
+
+
 def shifters(like):
-    """``DIRECTIONS`` with masks of ``like``'s kind (int64 for torch): what ``shift`` takes."""
-    t = is_torch(like)
-    if not t and isinstance(like, (np.ndarray, np.generic)) and like.dtype != np.uint64:
-        # int64 arrays (what a torch tensor's .numpy() gives) meet the masks as Python ints > 2**63:
-        # numpy's answer is an OverflowError that does not say what is wrong
-        raise TypeError(f"numpy boards must be uint64, not {like.dtype} (an int64 board's bits: .view(np.uint64))")
-    return [(s, left, as_int64(m) if t else m) for s, left, m in DIRECTIONS]
+    """``DIRECTIONS`` with masks of ``like``'s kind (int64 for torch, numpy scalars for numpy,
+    which spare numpy converting a Python int at every operation): what ``shift`` takes."""
+    if is_torch(like):
+        return [(s, left, as_int64(m)) for s, left, m in DIRECTIONS]
+    if isinstance(like, (np.ndarray, np.generic)):
+        if like.dtype != np.uint64:
+            # int64 arrays (what a torch tensor's .numpy() gives) meet the masks as Python ints > 2**63:
+            # numpy's answer is an OverflowError that does not say what is wrong
+            raise TypeError(f"numpy boards must be uint64, not {like.dtype} (an int64 board's bits: .view(np.uint64))")
+        return _NUMPY_DIRECTIONS
+    return DIRECTIONS
 
 
 def shift(x, s, left, m):
@@ -73,15 +80,33 @@ def shift(x, s, left, m):
     return ((x << s) & m) if left else ((x >> s) & m)
 
 
+# legal_moves and flips are the engine's inner loop (most of a search's time outside the network).
+# Per direction, a run of the opponent's discs grows from its first disc: one step, then two steps
+# of two squares at a time over ``pair`` (squares whose neighbour one step back is the opponent's
+# too), a Kogge-Stone fill that reaches the sixth disc in four shifts instead of six. The opponent's
+# discs are masked once (``(x << s) & m & opponent`` is ``(x << s) & o``). Against the plain loop
+# over ``shift``: 1.5-2x on ints, numpy and torch alike (benchmarks/engine.py).
+
 def legal_moves(player, opponent):
     """Bitboard of the squares where the side to move may play."""
     empty = ~(player | opponent)
     moves = player & 0  # zero of the right kind and shape
     for s, left, m in shifters(player):
-        x = shift(player, s, left, m) & opponent
-        for _ in range(5):
-            x = x | (shift(x, s, left, m) & opponent)
-        moves = moves | (shift(x, s, left, m) & empty)
+        o, s2 = opponent & m, s + s
+        if left:
+            pair = o & (o << s)
+            x = (player << s) & o
+            x |= (x << s) & o
+            x |= (x << s2) & pair
+            x |= (x << s2) & pair
+            moves |= (x << s) & m & empty
+        else:
+            pair = o & (o >> s)
+            x = (player >> s) & o
+            x |= (x >> s) & o
+            x |= (x >> s2) & pair
+            x |= (x >> s2) & pair
+            moves |= (x >> s) & m & empty
     return moves & const(FULL, player)
 
 
@@ -92,24 +117,29 @@ def flips(player, opponent, move):
     emptiness check is the caller's (an occupied square can bracket discs).
     """
     out = player & 0
+    one = isinstance(player, int)
     for s, left, m in shifters(player):
-        x = shift(move, s, left, m) & opponent
-        for _ in range(5):
-            x = x | (shift(x, s, left, m) & opponent)
-        capped = shift(x, s, left, m) & player
-        if isinstance(x, int):
+        o, s2 = opponent & m, s + s
+        if left:
+            pair = o & (o << s)
+            x = (move << s) & o
+            x |= (x << s) & o
+            x |= (x << s2) & pair
+            x |= (x << s2) & pair
+            capped = (x << s) & m & player
+        else:
+            pair = o & (o >> s)
+            x = (move >> s) & o
+            x |= (x >> s) & o
+            x |= (x >> s2) & pair
+            x |= (x >> s2) & pair
+            capped = (x >> s) & m & player
+        if one:
             if capped:
                 out |= x
         else:
-            out = out | (x & _nonzero_mask(capped))
+            out |= x * (capped != 0)  # the run where a disc of the player's caps it, else nothing
     return out
-
-
-def _nonzero_mask(x):
-    """All ones where ``x != 0``, else zero, without branches."""
-    if is_torch(x):
-        return -(x != 0).to(x.dtype)
-    return (x != 0).astype(np.uint64) * np.uint64(FULL)
 
 
 def play(player, opponent, move):
