@@ -70,16 +70,18 @@ def to_bitboards(board, color) -> tuple[int, int]:
 def random_game(rng, stop_after: int | None = None):
     """Play random legal moves; returns [(board, color, move_square or 64 for pass)],
     the final board and the colour to move there."""
-    board, color, record = start_board(), 1, []
-    while not game_over(board):
-        if stop_after is not None and sum(m != 64 for _, _, m in record) >= stop_after:
+    board, color, record, played = start_board(), 1, [], 0
+    while True:
+        moves = legal(board, color)  # once a ply: game_over() first would list them three times
+        if not moves and not legal(board, -color):
+            break  # the game is over
+        if stop_after is not None and played >= stop_after:
             break
-        moves = legal(board, color)
         if not moves:
             record.append((board, color, 64))
             color = -color
             continue
         r, c = moves[rng.randrange(len(moves))]
         record.append((board, color, 8 * r + c))
-        board, color = apply(board, color, r, c), -color
+        board, color, played = apply(board, color, r, c), -color, played + 1
     return record, board, color
