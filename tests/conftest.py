@@ -19,16 +19,18 @@ SHARED_WTHOR = Path(os.environ.get("OTHELLO_WTHOR_DIR") or REPO.parent / "shared
 
 
 # Module fixtures worth seconds, run once: the tests that share one run on one xdist worker
-# (pyproject's "--dist loadgroup"), not each worker building its own.
-SHARED_ONCE = ("rl_run", "reference_positions", "selfplay_games")
+# (pyproject's "--dist loadgroup"), not each worker building its own. A name used by fixtures of
+# several modules is given as MODULE::NAME.
+SHARED_ONCE = ("rl_run", "reference_positions", "selfplay_games", "test_selfplay.py::games", "test_wthor.py::games")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(items):
     for item in items:
-        for name in SHARED_ONCE:
-            if name in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(name))
+        for shared in SHARED_ONCE:
+            module, _, name = shared.rpartition("::")
+            if name in getattr(item, "fixturenames", ()) and (not module or item.path.name == module):
+                item.add_marker(pytest.mark.xdist_group(shared))
 
 
 @pytest.fixture(scope="session")
