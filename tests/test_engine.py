@@ -156,6 +156,36 @@ def test_torch_matches_numpy(reference_positions):
     assert all(np.array_equal(x.numpy().view(np.uint64), y) for x, y in zip(a, b))
 
 
+def test_legal_moves_and_flips_on_any_board_match_the_reference_on_every_kind():
+    """Boards no game reaches (long lines of one colour, full edges, h8's sign bit set): where a
+    fill that jumps two squares at a time could wrap around an edge or drag a sign bit in."""
+    rng = random.Random(5)
+    boards = [[[rng.choice((1, -1, 0, 0)) if d else rng.choice((1, -1, 1, -1, 0)) for _ in range(8)]
+               for _ in range(8)] for d in [True] * 150 + [False] * 150]
+    player, opponent, legal, flipped = [], [], [], []
+    for b in boards:
+        p, o = ref.to_bitboards(b, 1)
+        player.append(p)
+        opponent.append(o)
+        legal.append(sum(1 << (8 * r + c) for r, c in ref.legal(b, 1)))
+        flipped.append([sum(1 << (8 * rr + cc) for rr, cc in ref.flipped(b, 1, sq // 8, sq % 8)) for sq in range(64)])
+    p, o = np.array(player, np.uint64), np.array(opponent, np.uint64)
+    tp, to = torch.from_numpy(p.view(np.int64)), torch.from_numpy(o.view(np.int64))
+    kinds = {"numpy": (p, o, lambda x: x), "torch": (tp, to, lambda x: x.numpy().view(np.uint64))}
+    for name, (kp, ko, back) in kinds.items():
+        assert back(bb.legal_moves(kp, ko)).tolist() == legal, name
+        for sq in range(64):
+            move = np.full(len(boards), np.uint64(1) << np.uint64(sq))
+            km = move if name == "numpy" else torch.from_numpy(move.view(np.int64))
+            got = back(bb.flips(kp, ko, km)).tolist()
+            want = [f[sq] if not (player[i] | opponent[i]) >> sq & 1 else got[i] for i, f in enumerate(flipped)]
+            assert got == want, (name, sq)  # an occupied square: the caller's check (the docstring)
+    for i in range(0, len(boards), 10):  # Python ints
+        empty = [sq for sq in range(64) if not (player[i] | opponent[i]) >> sq & 1]
+        assert bb.legal_moves(player[i], opponent[i]) == legal[i]
+        assert [bb.flips(player[i], opponent[i], 1 << sq) for sq in empty] == [flipped[i][sq] for sq in empty]
+
+
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), cut=st.integers(0, 60))
 def test_single_position_api_follows_reference_game(seed, cut):
