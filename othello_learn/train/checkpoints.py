@@ -160,6 +160,16 @@ class TrainingProgressBar(TQDMProgressBar):
             bar.n = bar.last_print_n = bar.initial = done
             bar.refresh()
 
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        """A stopped run (Ctrl-C, a signal, an error) left its bars open, and tqdm drew their last
+        frame whenever they were garbage-collected: in a process that goes on (``train()`` called
+        again, as a notebook would) that came in the middle of the next run's bar. Closed where
+        the run stops (Lightning's attributes: its properties raise for a bar not made)."""
+        for name in ("_train_progress_bar", "_val_progress_bar", "_test_progress_bar", "_predict_progress_bar"):
+            bar = getattr(self, name, None)
+            if bar is not None:
+                bar.close()
+
     def get_metrics(self, trainer, pl_module) -> dict:
         items = super().get_metrics(trainer, pl_module)
         timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
