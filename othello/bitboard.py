@@ -85,28 +85,32 @@ def shift(x, s, left, m):
 # of two squares at a time over ``pair`` (squares whose neighbour one step back is the opponent's
 # too), a Kogge-Stone fill that reaches the sixth disc in four shifts instead of six. The opponent's
 # discs are masked once (``(x << s) & m & opponent`` is ``(x << s) & o``). Against the plain loop
-# over ``shift``: 1.5-2x on ints, numpy and torch alike (benchmarks/engine.py).
+# over ``shift``: 1.3-2.4x on ints, numpy and torch alike (benchmarks/engine.py).
+
+def _run(start, o, s, left):
+    """The discs of ``o`` (the opponent's, masked for the direction) in a run from next to
+    ``start`` in direction (``s``, ``left``): the fill described above."""
+    s2 = s + s
+    if left:
+        pair = o & (o << s)
+        x = (start << s) & o
+        x |= (x << s) & o
+        x |= (x << s2) & pair
+        return x | ((x << s2) & pair)
+    pair = o & (o >> s)
+    x = (start >> s) & o
+    x |= (x >> s) & o
+    x |= (x >> s2) & pair
+    return x | ((x >> s2) & pair)
+
 
 def legal_moves(player, opponent):
     """Bitboard of the squares where the side to move may play."""
     empty = ~(player | opponent)
     moves = player & 0  # zero of the right kind and shape
     for s, left, m in shifters(player):
-        o, s2 = opponent & m, s + s
-        if left:
-            pair = o & (o << s)
-            x = (player << s) & o
-            x |= (x << s) & o
-            x |= (x << s2) & pair
-            x |= (x << s2) & pair
-            moves |= (x << s) & m & empty
-        else:
-            pair = o & (o >> s)
-            x = (player >> s) & o
-            x |= (x >> s) & o
-            x |= (x >> s2) & pair
-            x |= (x >> s2) & pair
-            moves |= (x >> s) & m & empty
+        x = _run(player, opponent & m, s, left)
+        moves |= ((x << s) if left else (x >> s)) & m & empty
     return moves & const(FULL, player)
 
 
@@ -119,21 +123,8 @@ def flips(player, opponent, move):
     out = player & 0
     one = isinstance(player, int)
     for s, left, m in shifters(player):
-        o, s2 = opponent & m, s + s
-        if left:
-            pair = o & (o << s)
-            x = (move << s) & o
-            x |= (x << s) & o
-            x |= (x << s2) & pair
-            x |= (x << s2) & pair
-            capped = (x << s) & m & player
-        else:
-            pair = o & (o >> s)
-            x = (move >> s) & o
-            x |= (x >> s) & o
-            x |= (x >> s2) & pair
-            x |= (x >> s2) & pair
-            capped = (x >> s) & m & player
+        x = _run(move, opponent & m, s, left)
+        capped = ((x << s) if left else (x >> s)) & m & player
         if one:
             if capped:
                 out |= x
