@@ -12,8 +12,6 @@ then the other, in an order reversed every other round; the figures are medians.
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import sys
 import time
@@ -25,6 +23,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from benchmarks.encoders import machine  # noqa: E402
 from othello import bitboard as bb  # noqa: E402
 from othello.cli import ArgumentParser, at_least, run_main  # noqa: E402
 from othello.notation import PASS  # noqa: E402
@@ -73,15 +72,6 @@ def random_positions(n_games: int, seed: int = 0):
         move.append(np.uint64(1) << action[has].astype(np.uint64))
         s = s.step(action, check=False)
     return tuple(np.concatenate(x) for x in (player, opponent, move))
-
-
-def machine() -> str:
-    cpu = platform.machine()
-    if Path("/proc/cpuinfo").exists():
-        cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), cpu)
-    load = " load average %.2f %.2f %.2f," % os.getloadavg() if hasattr(os, "getloadavg") else ""
-    return (f"machine: {cpu}, {len(os.sched_getaffinity(0))} cores,{load} Python {platform.python_version()}, "
-            f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}")
 
 
 def boards(kind: str, arrays, size: int):
