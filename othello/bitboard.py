@@ -80,7 +80,7 @@ def shift(x, s, left, m):
     return ((x << s) & m) if left else ((x >> s) & m)
 
 
-# legal_moves and flips are the engine's inner loop (most of a search's time outside the network).
+# legal_moves and flips are the rules' inner loop: every step, replay, search and solve goes through them.
 # Per direction, a run of the opponent's discs grows from its first disc: one step, then two steps
 # of two squares at a time over ``pair`` (squares whose neighbour one step back is the opponent's
 # too), a Kogge-Stone fill that reaches the sixth disc in four shifts instead of six. The opponent's

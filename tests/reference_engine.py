@@ -72,7 +72,7 @@ def random_game(rng, stop_after: int | None = None):
     the final board and the colour to move there."""
     board, color, record, played = start_board(), 1, [], 0
     while True:
-        moves = legal(board, color)  # once a ply: game_over() first would list them three times
+        moves = legal(board, color)  # listed once a ply (a game_over() before it listed them again)
         if not moves and not legal(board, -color):
             break  # the game is over
         if stop_after is not None and played >= stop_after:

@@ -165,6 +165,7 @@ class TrainingProgressBar(TQDMProgressBar):
         frame whenever they were garbage-collected: in a process that goes on (``train()`` called
         again, as a notebook would) that came in the middle of the next run's bar. Closed where
         the run stops (Lightning's attributes: its properties raise for a bar not made)."""
+        super().on_exception(trainer, pl_module, exception)
         for name in ("_train_progress_bar", "_val_progress_bar", "_test_progress_bar", "_predict_progress_bar"):
             bar = getattr(self, name, None)
             if bar is not None:
