@@ -23,12 +23,10 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.encoders import machine  # noqa: E402
+from benchmarks.encoders import machine, random_game_positions  # noqa: E402
 from othello import bitboard as bb  # noqa: E402
 from othello.cli import ArgumentParser, at_least, run_main  # noqa: E402
-from othello.notation import PASS  # noqa: E402
 from othello.perft import perft  # noqa: E402
-from othello.states import States  # noqa: E402
 
 BATCH_SIZES = (1, 64, 1024)
 
@@ -58,20 +56,11 @@ def plain_flips(player, opponent, move):
     return out
 
 
-def random_positions(n_games: int, seed: int = 0):
-    """Every position with a move of ``n_games`` random games, and a legal move of each."""
-    rng = np.random.default_rng(seed)
-    s, player, opponent, move = States.initial(n_games), [], [], []
-    while len(s):
-        s = s[~s.is_over()]
-        legal = s.legal_actions()
-        action = np.argmax(legal * rng.random(legal.shape), axis=1)  # PASS where it is all there is
-        has = action != PASS
-        player.append(s.player[has])
-        opponent.append(s.opponent[has])
-        move.append(np.uint64(1) << action[has].astype(np.uint64))
-        s = s.step(action, check=False)
-    return tuple(np.concatenate(x) for x in (player, opponent, move))
+def random_positions(n_games: int):
+    """Every position with a move of ``n_games`` random games (encoders.py's), and its lowest legal move."""
+    player, opponent = random_game_positions(n_games)[:2]
+    legal = bb.legal_moves(player, opponent)
+    return player, opponent, legal & (~legal + np.uint64(1))
 
 
 def boards(kind: str, arrays, size: int):
