@@ -252,6 +252,43 @@ def test_a_forced_pass_is_valued_as_the_position_after_it(ev):
         assert t.tree.prior[i, 0].tolist() == [0.0] * 64 + [1.0]
 
 
+def test_select_hands_the_rule_only_the_descents_still_going(ev):
+    """A step of the batched descent passes the rule each game whose descent goes on, at the
+    node of that depth, and no other (descents that ended at an unexpanded action or a
+    finished game were handed on to the last step: the rule is most of a search's time beside
+    the network); where each descent ends is that of a plain one-game descent."""
+    from othello_learn.selfplay import tree as T
+
+    over = (0, bb.BLACK_START | bb.WHITE_START, [-1, -1, -1, -1], True)  # a finished game
+    positions = _positions(6, seed=8, min_ply=5, max_ply=40) + _positions(6, seed=9, min_ply=54, max_ply=59) + [over]
+    t, g = _tree(ev, positions, sims=24)
+    t.search(g, noise=False)
+    tree, steps = t.tree, []
+
+    def rule(gi, node, ch, depth):
+        steps.append((depth, gi.tolist(), node.tolist()))
+        return t._select(gi, node, ch, depth)
+
+    node, action = T.select(tree, g, rule)
+    one = lambda b, x, d: int(t._select(torch.tensor([b]), torch.tensor([x]), tree.children[[b], [x]], d))  # noqa: E731
+    paths = {}
+    for b in range(len(positions)):  # the plain descent, one game at a time
+        x, d, path = T.ROOT, 0, []
+        while not tree.terminal[b, x]:
+            path.append(x)
+            a = one(b, x, d)
+            if tree.children[b, x, a] == T.UNEXPANDED:
+                break
+            x, d = int(tree.children[b, x, a]), d + 1
+        paths[b] = path
+        assert (int(node[b]), int(action[b])) == (x, a if path and not tree.terminal[b, x] else T.NO_ACTION)
+    for depth, (d, games, nodes) in enumerate(steps):
+        assert d == depth
+        assert sorted(zip(games, nodes)) == sorted((b, p[depth]) for b, p in paths.items() if len(p) > depth)
+    assert max(len(p) for p in paths.values()) == len(steps) > 3 and paths[len(positions) - 1] == []
+    assert any(tree.terminal[b, int(node[b])] for b in range(len(positions) - 1))  # a descent ended at a game's end
+
+
 def test_tree_reuse_continues_the_same_search(ev):
     positions = _positions(4, seed=5, min_ply=10, max_ply=40)
     t, g = _tree(ev, positions, sims=40, reuse=True)

@@ -176,10 +176,8 @@ def puct_select(tree: T.Tree, g: torch.Tensor, node: torch.Tensor, ch: torch.Ten
                 fpu: float) -> torch.Tensor:
     """PUCT: argmax over the legal actions of Q + c_puct * P * sqrt(N_parent) / (1 + N),
     an unvisited child's Q being ``fpu`` (ties to the lowest action)."""
-    visited = ch != T.UNEXPANDED
-    ch0 = ch.clamp(min=0)
-    n_child = torch.where(visited, tree.visits[g[:, None], ch0], 0.0)
-    q = torch.where(n_child > 0, tree.value_sum[g[:, None], ch0] / n_child.clamp(min=1), fpu)
+    n_child, w = T.child_stats(tree, g, ch)
+    q = torch.where(n_child > 0, w / n_child.clamp(min=1), fpu)
     n_parent = tree.visits[g, node].clamp(min=1)
     score = q + c_puct * tree.prior[g, node] * n_parent.sqrt()[:, None] / (1 + n_child)
     score = score.masked_fill(~tree.legal[g, node], float("-inf"))
