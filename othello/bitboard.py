@@ -186,7 +186,7 @@ def _signed_counts(player, opponent):
     p, o = popcount(player), popcount(opponent)
     if isinstance(p, int):
         return p, o
-    if isinstance(p, np.ndarray):
+    if isinstance(p, (np.ndarray, np.generic)):  # an array, or one of its elements
         return p.astype(np.int64), o.astype(np.int64)
     return p.long(), o.long()
 

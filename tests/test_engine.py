@@ -257,7 +257,8 @@ def test_misuse_is_an_error_not_an_answer():
 
 def test_final_disc_difference_one_position_api_matches_reference(reference_positions):
     """The int path (what ``Position.score`` uses) for every finished position, from both sides
-    (winner and loser with empties left), and a draw with empties: nobody gets them."""
+    (winner and loser with empties left), and a draw with empties: nobody gets them. A numpy
+    array's element (a uint64 scalar) reads as the int does (it was an AttributeError)."""
     finished = [(b, c) for b, c in reference_positions if bb.is_terminal(*ref.to_bitboards(b, c))]
     assert len(finished) == 150 and all(ref.game_over(b) for b, _ in finished)  # one per game
     assert any(sum(v == 0 for row in b for v in row) for b, _ in finished)  # empties left somewhere
@@ -265,6 +266,8 @@ def test_final_disc_difference_one_position_api_matches_reference(reference_posi
         p, o = ref.to_bitboards(board, color)
         assert bb.final_disc_difference(p, o) == color * ref.final_score(board)
         assert bb.final_disc_difference(o, p) == -color * ref.final_score(board)
+        assert bb.final_disc_difference(np.uint64(p), np.uint64(o)) == color * ref.final_score(board)  # an element
+        assert bb.disc_difference(np.uint64(o), np.uint64(p)) == -bb.disc_difference(p, o)
     board = [[0] * 8 for _ in range(8)]
     board[0][0], board[7][7] = 1, -1  # a1 black, h8 white: over, 1-1 with 62 empties
     assert ref.game_over(board) and ref.final_score(board) == 0
