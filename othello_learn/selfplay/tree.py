@@ -153,18 +153,22 @@ def select(tree: Tree, g: torch.Tensor, rule) -> tuple[torch.Tensor, torch.Tenso
     going = torch.arange(n, device=tree.device)  # the descents still going, as positions in g
     depth = 0
     while True:
+        # Index tensors, not boolean masks, pick the descents: on a GPU, two host syncs a step
+        # (three where a descent reaches a finished game), as the masks' any() took before.
         gi, at = g[going], node[going]
         on = ~tree.terminal[gi, at]  # terminal nodes end the descent where they are
         if not bool(on.all()):
-            going, gi, at = going[on], gi[on], at[on]
+            keep = on.nonzero().squeeze(1)
+            going, gi, at = going[keep], gi[keep], at[keep]
         if going.numel() == 0:
             break
         ch = tree.children[gi, at]  # [going, 65]
         a = rule(gi, at, ch, depth)
         nxt = ch.gather(1, a[:, None]).squeeze(1)
         leaf = nxt == UNEXPANDED
-        action[going[leaf]] = a[leaf]
-        going, nxt = going[~leaf], nxt[~leaf]
+        action[going] = torch.where(leaf, a, NO_ACTION)
+        keep = (~leaf).nonzero().squeeze(1)
+        going, nxt = going[keep], nxt[keep]
         node[going] = nxt
         depth += 1
     tree.max_depth = max(tree.max_depth, depth + 1)
