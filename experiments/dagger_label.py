@@ -168,8 +168,7 @@ if a.solve_empties:
 def root_q(gi):
     """[n, 65] mean backed-up value of each root child, from the root's side to move (0 if unvisited)."""
     tree = S.tree
-    n = T.root_visits(tree, gi).double()
-    total = tree.value_sum[gi[:, None], tree.children[gi, T.ROOT].clamp(min=0)].double()
+    n, total = (x.double() for x in T.child_stats(tree, gi, tree.children[gi, T.ROOT]))
     return torch.where(n > 0, total / n.clamp(min=1), 0.0).numpy()
 
 

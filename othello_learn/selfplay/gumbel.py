@@ -157,9 +157,9 @@ class GumbelMCTS(BatchedMCTS):
         # The mixed value: the network's value mixed with the prior-weighted Q of the visited
         # actions (the prior's normalisation cancels in the weighted mean).
         total = n.sum(1)
-        p = torch.where(visited, p, 0.0)
-        mass = p.sum(1)
-        weighted_q = (p * q).sum(1) / torch.where(total > 0, mass, 1.0)
+        p_visited = torch.where(visited, p, 0.0)
+        mass = p_visited.sum(1)
+        weighted_q = (p_visited * q).sum(1) / torch.where(total > 0, mass, 1.0)
         mixed = (tree.raw_value[g, node].double() + total * weighted_q) / (total + 1)
         completed = torch.where(visited, q, mixed[:, None])
         if rescale:

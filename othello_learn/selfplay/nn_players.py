@@ -82,9 +82,8 @@ class SearchPlayer(Player):
         tree, action = self._search(np.array([player], dtype=np.uint64), np.array([opponent], dtype=np.uint64),
                                     np.array([black_to_move]), rng, history)
         games = torch.zeros(1, dtype=torch.long, device=self.device)
-        visits = T.root_visits(tree.tree, games)[0]
-        child = tree.tree.children[0, T.ROOT]
-        value_sum = tree.tree.value_sum[0, child.clamp(min=0)]  # the mover into the child: the side to move
+        # value sums of the mover into each child: the root's side to move
+        visits, value_sum = (x[0] for x in T.child_stats(tree.tree, games, tree.tree.children[games, T.ROOT]))
         q = torch.where(visits > 0, value_sum / visits.clamp(min=1), torch.full_like(visits, float("nan")))
         return int(action[0]), visits.cpu().numpy(), q.double().cpu().numpy()
 
