@@ -231,6 +231,10 @@ def test_a_finished_game_at_the_root_gets_the_pass_not_a_square(ev):
         action = search.choose_action(g)
         assert action[1] == PASS
         assert action[0] != PASS and bb.legal_moves(live[0], live[1]) >> int(action[0]) & 1
+        if isinstance(search, GumbelMCTS):  # its policy target there: the pass, not a softmax over nothing (NaN)
+            policy = search.improved_policy(g)
+            assert torch.isfinite(policy).all() and policy[1].tolist() == [0.0] * 64 + [1.0]
+            assert policy[0, PASS] == 0 and float(policy[0].sum()) == pytest.approx(1.0)
 
 
 def test_a_forced_pass_is_valued_as_the_position_after_it(ev):

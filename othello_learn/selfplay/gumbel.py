@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from othello.states import ACTIONS
+from othello.states import ACTIONS, PASS
 
 from . import tree as T
 from .mcts import BatchedMCTS, Evaluator, MCTSConfig
@@ -191,10 +191,13 @@ class GumbelMCTS(BatchedMCTS):
     # --------------------------------------------------------------- results
     def improved_policy(self, games: torch.Tensor) -> torch.Tensor:
         """[n, 65] the root's improved policy softmax(logits + sigma(completed Q)): the policy
-        target, with Q read as ``target_q`` says."""
+        target, with Q read as ``target_q`` says. A finished game has no legal action (a softmax
+        over nothing is NaN): its policy is all on ``PASS``, the move ``choose_action`` gives it."""
         root = torch.full_like(games, T.ROOT)
         legal, logits, n, sigma = self._stats(games, root, rescale=self.cfg.target_q == "rescaled")
-        return torch.softmax(logits + sigma, 1).float()
+        policy = torch.softmax(logits + sigma, 1).float()
+        finished = self.tree.terminal[games, T.ROOT]
+        return torch.where(finished[:, None], (torch.arange(ACTIONS, device=policy.device) == PASS).float(), policy)
 
     def chosen_action(self, games: torch.Tensor) -> torch.Tensor:
         """The sequential-halving winner: among the most visited root actions,
