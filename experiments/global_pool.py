@@ -87,12 +87,6 @@ def grow(src: str, dst: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(_sys.argv) < 3 or _sys.argv[1] not in ("grow", "run"):
-        raise SystemExit(__doc__)
-    cmd, *rest = _sys.argv[1:]
-    if cmd == "grow":
-        grow(*rest)
-    else:
-        import runpy
-        _sys.argv = rest
-        runpy.run_path(rest[0], run_name="__main__")
+    from experiments.grow_or_run import main
+
+    main(__doc__, grow)
