@@ -580,6 +580,18 @@ def _drawn(history, tmp_path, monkeypatch):
     return figures[0], figures[0].axes[0]
 
 
+def test_a_gated_run_whose_candidates_all_failed_names_no_promotion_in_its_legend(tmp_path, monkeypatch):
+    """The legend names what the figure shows: no "promoted" entry without a promoted point."""
+    hist = [{"generation": g, "gate_score": 0.3, "elo_candidate": -140.0, "promoted": False, "elo_best": 0.0}
+            for g in (1, 2)]
+    fig, ax = _drawn(hist, tmp_path, monkeypatch)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["best network", "candidate (gating match)"]
+    elo_plot.pyplot().close(fig)
+    fig, ax = _drawn([{**hist[0], "gate_score": 0.7, "promoted": True, "elo_best": 147.0}], tmp_path, monkeypatch)
+    assert "promoted" in [t.get_text() for t in ax.get_legend().get_texts()]
+    elo_plot.pyplot().close(fig)
+
+
 def test_a_continuous_runs_clean_sweeps_are_plotted_or_explained(tmp_path, monkeypatch):
     """A sweep's Elo is infinite (None in the record): counted as the gate counts
     one, (n - 1/2) / n, where the record has its game count; where it has not, the

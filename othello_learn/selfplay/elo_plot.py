@@ -54,6 +54,8 @@ def plot_elo(history: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4))
     evals = [label for label in series if label not in styles]
     for label, (gens, elo, bars) in series.items():
+        if not gens:  # nothing promoted (or gated) yet: no legend entry for points the figure lacks
+            continue
         style = styles.get(label) or dict(fmt="s--", color=EVAL_COLOURS[evals.index(label) % len(EVAL_COLOURS)],
                                           capsize=2, elinewidth=0.8)
         ax.errorbar(gens, elo, yerr=bars, label=label, **style)
