@@ -25,8 +25,8 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from othello.cli import ArgumentParser, run_main  # noqa: E402
-from othello.files import UserError  # noqa: E402
+from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
+from othello_learn.files import UserError  # noqa: E402
 from othello.notation import PASS  # noqa: E402
 from othello.states import States  # noqa: E402
 from othello_learn.models.batch import from_arrays  # noqa: E402

@@ -31,8 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from othello.cli import ArgumentParser, run_main  # noqa: E402
-from othello.files import UserError, atomic_write, check_input, check_output  # noqa: E402
+from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
+from othello_learn.files import UserError, atomic_write, check_input, check_output  # noqa: E402
 from othello_learn.data.dataset import WthorDataset  # noqa: E402
 from othello_learn.plots import check_plot_path  # noqa: E402
 from othello_learn.train.curves import load_curve, plot  # noqa: E402

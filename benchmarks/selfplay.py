@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from othello.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
 from othello_learn.models import fastpath  # noqa: E402
 from othello_learn.models.encoders import ENCODERS  # noqa: E402
 from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS, NetConfig, build_network  # noqa: E402
-from othello_learn.selfplay.gumbel import GumbelConfig  # noqa: E402
-from othello_learn.selfplay.mcts import Evaluator, MCTSConfig  # noqa: E402
-from othello_learn.selfplay.selfplay import SelfPlayConfig, play_games  # noqa: E402
+from othello_learn.search.gumbel import GumbelConfig  # noqa: E402
+from othello_learn.search.mcts import Evaluator, MCTSConfig  # noqa: E402
+from othello_learn.rl.selfplay import SelfPlayConfig, play_games  # noqa: E402
 
 
 SEARCHES = ("puct", "gumbel")

@@ -6,7 +6,7 @@ thread against ``--workers`` processes sharing them out (``selfplay/loop.py
     OMP_NUM_THREADS=2 python benchmarks/selfplay_workers.py --init random --games 128 --parallel 64 --rounds 3
     OMP_NUM_THREADS=16 python benchmarks/selfplay_workers.py --device cuda --workers 8 --games 2048   # processes sharing a GPU
 
-Each round runs the real stage (``othello_learn.selfplay.loop.self_play``) on
+Each round runs the real stage (``othello_learn.rl.loop.self_play``) on
 a fresh run folder, once per worker count, in turn, so a load change on a
 shared machine hits both alike; it reports the medians of the stage's own
 games/hour. Gumbel search, resignation off (every game played out), exact
@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from othello.cli import ArgumentParser, at_least, run_main  # noqa: E402
-from othello.files import UserError  # noqa: E402
+from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.files import UserError  # noqa: E402
 from othello_learn.models.fastpath import usable_device  # noqa: E402
-from othello_learn.selfplay import loop as rl_loop  # noqa: E402
+from othello_learn.rl import loop as rl_loop  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -21,14 +21,14 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout wit
 import argparse, time
 import numpy as np, pandas as pd, torch
 from othello import bitboard as bb
-from othello.files import atomic_path
+from othello_learn.files import atomic_path
 from othello.states import States
 from othello_learn.models import fastpath
 from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network
-from othello_learn.selfplay import tree as T
-from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS
-from othello_learn.selfplay.mcts import Evaluator
+from othello_learn.search import tree as T
+from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS
+from othello_learn.search.mcts import Evaluator
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--net", default="checkpoints/best_value.pt")
@@ -129,7 +129,7 @@ else:
 print("positions", len(plies), flush=True)
 
 if a.solve_empties:
-    from othello_learn.selfplay.endgame import move_results, solve
+    from othello_learn.search.endgame import move_results, solve
     n = len(plies)
     best, value, t0 = np.zeros((n, 64), bool), np.zeros(n, np.int8), time.time()
     wdl = np.full((n, 64), -2, np.int8)  # each legal move's result under perfect play (-1/0/1), -2 if illegal

@@ -13,12 +13,12 @@ import sys
 import numpy as np
 import pandas as pd
 
-from othello.files import atomic_write
+from othello_learn.files import atomic_write
 from othello.formats import format_obf
 from othello.game import Position
 from othello.notation import square_name
 from othello_learn.data.dataset import parse_years
-from othello_learn.selfplay.endgame import move_value
+from othello_learn.search.endgame import move_value
 
 years, E, N, out = parse_years(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 seed = int(sys.argv[5]) if len(sys.argv) > 5 else 0

@@ -15,7 +15,7 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
-from othello.files import atomic_path
+from othello_learn.files import atomic_path
 from othello_learn.models import fastpath
 from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network

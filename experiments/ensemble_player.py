@@ -18,8 +18,8 @@ import torch
 from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network
 from othello_learn.models.fastpath import default_device
-from othello_learn.selfplay.players import Player
-from othello_learn.selfplay.registry import register_player
+from othello_learn.players.base import Player
+from othello_learn.players.specs import register_player
 from othello_learn.train.evaluate import predict
 
 

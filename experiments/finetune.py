@@ -13,7 +13,7 @@ from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays
 from othello_learn.models.losses import move_losses, l2_penalty
 from othello_learn.models.nets import load_network, save_network
-from othello_learn.selfplay.selfplay import SelfPlayGames
+from othello_learn.rl.selfplay import SelfPlayGames
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--init", default="checkpoints/best_value.pt")

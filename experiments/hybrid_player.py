@@ -15,10 +15,10 @@ from pathlib import Path as _Path
 
 _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 from othello_learn.models.nets import load_network
-from othello_learn.selfplay.mcts import Evaluator
-from othello_learn.selfplay.nn_players import GumbelPlayer, check_considered
-from othello_learn.selfplay.players import spec_int
-from othello_learn.selfplay.registry import register_player
+from othello_learn.search.mcts import Evaluator
+from othello_learn.players.network import GumbelPlayer, check_considered
+from othello_learn.players.base import spec_int
+from othello_learn.players.specs import register_player
 
 
 class HybridEvaluator:

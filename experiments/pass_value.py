@@ -17,7 +17,7 @@ import torch
 from othello_learn.data.dataset import parse_years
 from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network
-from othello_learn.selfplay.endgame import value as exact
+from othello_learn.search.endgame import value as exact
 
 net_path = sys.argv[1] if len(sys.argv) > 1 else "checkpoints/best_selfplay.pt"
 years = parse_years(sys.argv[2] if len(sys.argv) > 2 else "2015-2016")

@@ -14,8 +14,8 @@ from othello.states import States
 from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays
 from othello_learn.models.nets import load_network, save_network
-from othello_learn.selfplay.arena import play_match
-from othello_learn.selfplay.nn_players import PolicyPlayer
+from othello_learn.players.arena import play_match
+from othello_learn.players.network import PolicyPlayer
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--init", default="checkpoints/best_value.pt")

@@ -9,8 +9,8 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from othello import bitboard as bb
-from othello_learn.selfplay.players import Player, spec_int
-from othello_learn.selfplay.registry import make_player, register_player
+from othello_learn.players.base import Player, spec_int
+from othello_learn.players.specs import make_player, register_player
 
 
 class PhasePlayer(Player):

@@ -6,12 +6,12 @@ from pathlib import Path as _Path
 _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import argparse, glob, time, dataclasses
 import numpy as np, torch
-from othello.files import atomic_path
+from othello_learn.files import atomic_path
 from othello.states import States
 from othello_learn.models.nets import load_network
-from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS
-from othello_learn.selfplay.mcts import Evaluator
-from othello_learn.selfplay.selfplay import SelfPlayGames
+from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS
+from othello_learn.search.mcts import Evaluator
+from othello_learn.rl.selfplay import SelfPlayGames
 ap = argparse.ArgumentParser()
 ap.add_argument("--net", default="checkpoints/best_value.pt")
 ap.add_argument("--games", nargs="+")

@@ -6,9 +6,9 @@ from pathlib import Path as _Path
 
 _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # a checkout without pip install -e .
 import sys, numpy as np, pandas as pd, time
-from othello_learn.selfplay.endgame import solve
+from othello_learn.search.endgame import solve
 from othello import bitboard as bb
-from othello.files import atomic_path
+from othello_learn.files import atomic_path
 wid, minutes, dest = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 p=np.load('data/wthor/positions.npy', mmap_mode='r')
 years = pd.read_csv("data/wthor/games.csv", usecols=["year"])["year"].to_numpy()

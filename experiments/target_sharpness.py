@@ -15,9 +15,9 @@ import numpy as np, torch
 from othello.states import States
 from othello_learn.models.losses import entropy
 from othello_learn.models.nets import load_network
-from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS
-from othello_learn.selfplay.mcts import Evaluator
-from othello_learn.selfplay.selfplay import SelfPlayGames
+from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS
+from othello_learn.search.mcts import Evaluator
+from othello_learn.rl.selfplay import SelfPlayGames
 
 net_path, games_path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sims = int(sys.argv[4]) if len(sys.argv) > 4 else 32

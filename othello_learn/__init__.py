@@ -1,7 +1,10 @@
-"""Learning Othello on top of the ``othello`` rules engine: the WTHOR dataset
-(``othello_learn.data``), networks and encoders (``.models``), supervised training
-(``.train``) and self-play (``.selfplay``), one installable package so no module
-has to edit ``sys.path`` to find another."""
+"""Learning Othello on top of the ``othello`` rules engine, one installable package so no
+module has to edit ``sys.path`` to find another. Its subpackages by role, imports flowing down
+the list: ``data`` (the WTHOR dataset), ``models`` (encoders and networks), ``train``
+(supervised training and evaluation), ``search`` (tree search and the classical searches),
+``players`` (players, the arena, Elo), ``rl`` (self-play and the AlphaZero loop) and
+``frontends`` (the terminal game, the NBoard and GTP engines, OBF grading). ``cli`` and
+``files`` are how every command runs and writes its files."""
 
 from pathlib import Path as _Path
 

@@ -13,12 +13,12 @@ COMMANDS = {
     "othello-dataset": "othello_learn.data.wthor",
     "othello-train": "othello_learn.train.train",
     "othello-eval": "othello_learn.train.evaluate",
-    "othello-rl": "othello_learn.selfplay.loop",
-    "othello-arena": "othello_learn.selfplay.arena",
-    "othello-play": "othello_learn.selfplay.play",
-    "othello-engine": "othello_learn.selfplay.nboard",
-    "othello-gtp": "othello_learn.selfplay.gtp_engine",
-    "othello-solve": "othello_learn.selfplay.solve",
+    "othello-rl": "othello_learn.rl.loop",
+    "othello-arena": "othello_learn.players.arena",
+    "othello-play": "othello_learn.frontends.terminal",
+    "othello-engine": "othello_learn.frontends.nboard",
+    "othello-gtp": "othello_learn.frontends.gtp",
+    "othello-solve": "othello_learn.frontends.solve_obf",
     "othello-curves": "othello_learn.train.curves",
 }
 

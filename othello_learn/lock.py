@@ -16,7 +16,7 @@ import socket
 import time
 from pathlib import Path
 
-from othello.files import UserError, process_exists
+from othello_learn.files import UserError, process_exists
 
 FRESH_SECONDS = 10.0  # an empty lock younger than this is being written by its creator
 

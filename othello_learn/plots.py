@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from othello.files import UserError, atomic_path, check_output
+from othello_learn.files import UserError, atomic_path, check_output
 
 
 def pyplot():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typing
 
-from othello.files import UserError, one_line
+from othello_learn.files import UserError, one_line
 
 
 def start_wandb(init: typing.Callable[[], typing.Any], online: bool):

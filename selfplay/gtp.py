@@ -1,6 +1,6 @@
 """A wrapper kept so the documented ``python selfplay/gtp.py`` works from a checkout;
-the command is ``othello_learn.selfplay.gtp_engine``
-(console script ``othello-gtp``, or ``python -m othello_learn.selfplay.gtp_engine``)."""
+the command is ``othello_learn.frontends.gtp``
+(console script ``othello-gtp``, or ``python -m othello_learn.frontends.gtp``)."""
 
 import sys
 from pathlib import Path
@@ -10,4 +10,4 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout witho
 from othello_learn.commands import start  # noqa: E402
 
 if __name__ == "__main__":  # not when a spawned worker process imports this file
-    start("othello_learn.selfplay.gtp_engine")
+    start("othello_learn.frontends.gtp")

@@ -16,22 +16,22 @@ import pytest
 
 import reference_engine as ref
 from othello import bitboard as bb
-from othello.cli import run_main
-from othello.files import UserError
+from othello_learn.cli import run_main
+from othello_learn.files import UserError
 from othello.game import IllegalMoveError, Position
 from othello.notation import parse_transcript
 from othello.notation import PASS
 from othello.symmetry import transform
-from othello_learn.selfplay import alphabeta as ab
-from othello_learn.selfplay import registry
-from othello_learn.selfplay import arena
-from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
-from othello_learn.selfplay.arena import main as arena_main
-from othello_learn.selfplay.arena import play_match
-from othello_learn.selfplay.elo import MatchResult, elo_from_score
-from othello_learn.selfplay.openings import opening_states, random_openings
-from othello_learn.selfplay.players import GreedyPlayer, Player, RandomPlayer, flip_counts
-from othello_learn.selfplay.registry import make_player, register_player
+from othello_learn.search import alphabeta as ab
+from othello_learn.players import specs as registry
+from othello_learn.players import arena
+from othello_learn.players.base import AlphaBetaPlayer
+from othello_learn.players.arena import main as arena_main
+from othello_learn.players.arena import play_match
+from othello_learn.players.elo import MatchResult, elo_from_score
+from othello_learn.players.openings import opening_states, random_openings
+from othello_learn.players.base import GreedyPlayer, Player, RandomPlayer, flip_counts
+from othello_learn.players.specs import make_player, register_player
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -310,7 +310,7 @@ def test_make_program_closes_the_interactive_player_it_refuses():
 
 def test_kinds_named_by_module_are_imported_on_first_use(tmp_path, monkeypatch):
     (tmp_path / "extra_players_for_test.py").write_text(
-        "from othello_learn.selfplay.players import RandomPlayer\n"
+        "from othello_learn.players.base import RandomPlayer\n"
         "def build(args):\n"
         "    return RandomPlayer()\n"
     )
@@ -332,8 +332,9 @@ def test_registry_and_player_modules_import_one_way():
     no player module imports the registry: no cycle, and ``random`` needs no torch."""
     code = (
         "import sys\n"
-        "import othello_learn.selfplay.registry as r\n"
-        "lazy = ('torch',) + tuple(f'othello_learn.selfplay.{m}' for m in ('nn_players', 'external', 'play'))\n"
+        "import othello_learn.players.specs as r\n"
+        "lazy = ('torch', 'othello_learn.players.network', 'othello_learn.players.external',\n"
+        "        'othello_learn.frontends.terminal')\n"
         "assert not any(m in sys.modules for m in lazy)\n"
         "r.make_player('random'); r.make_player('alphabeta:1')\n"
         "assert 'torch' not in sys.modules\n"
@@ -341,11 +342,12 @@ def test_registry_and_player_modules_import_one_way():
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
-    for module in ("players", "alphabeta", "nn_players", "external", "openings", "elo"):
-        tree = ast.parse((REPO / "othello_learn" / "selfplay" / f"{module}.py").read_text())
+    for module in ("players/base", "search/alphabeta", "players/network", "players/external", "players/openings",
+                   "players/elo"):
+        tree = ast.parse((REPO / "othello_learn" / f"{module}.py").read_text())
         imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        assert not {m for m in imported if m.endswith("registry")}, module
+        assert not {m for m in imported if m.endswith("specs")}, module
     for kind in list(registry.PLAYER_FACTORIES):  # every built-in kind names a factory that exists
         assert callable(registry._resolve(kind)), kind
 
@@ -405,7 +407,7 @@ def test_openings_are_distinct_up_to_symmetry_and_played_with_both_colours():
 
 
 def test_large_matches_take_longer_openings_so_deterministic_players_do_not_repeat_games(capsys):
-    from othello_learn.selfplay.arena import default_opening_plies
+    from othello_learn.players.arena import default_opening_plies
 
     assert default_opening_plies(120) == 4 and default_opening_plies(122) == 6
     r = play_match(GreedyPlayer(), GreedyPlayer(), 130, seed=1, progress=False)
@@ -837,7 +839,7 @@ def test_play_match_refuses_an_opening_longer_than_a_game():
 
 def test_a_search_on_a_network_without_a_value_head_says_so_once(capsys):
     """mcts/gumbel value every leaf 0 without a value head: they play, and a notice says so."""
-    from othello_learn.selfplay.nn_players import check_considered
+    from othello_learn.players.network import check_considered
 
     assert [check_considered(k, 8) for k in (0, 2, 8)] == [0, 2, 8] and check_considered(64, 100) == 64
     for spec in ("mcts:checkpoints/cpu_hc.pt:2", "gumbel:checkpoints/cpu_hc.pt:4:2"):
@@ -874,7 +876,7 @@ def test_network_players_read_the_history_the_arena_hands_them():
 
     from othello_learn.models.batch import from_arrays
     from othello_learn.models.nets import NetConfig, build_network
-    from othello_learn.selfplay.nn_players import MCTSPlayer, PolicyPlayer
+    from othello_learn.players.network import MCTSPlayer, PolicyPlayer
 
     torch.manual_seed(0)
     net = build_network(NetConfig(arch="resnet", encoder="handcrafted", blocks=1, width=8, value_head=True)).eval()
@@ -896,7 +898,7 @@ def test_a_search_players_tied_visits_go_to_the_prior():
 
     from othello_learn.models.batch import from_arrays
     from othello_learn.models.nets import NetConfig, build_network
-    from othello_learn.selfplay.nn_players import MCTSPlayer
+    from othello_learn.players.network import MCTSPlayer
 
     torch.manual_seed(0)
     net = build_network(NetConfig(arch="resnet", encoder="raw", blocks=1, width=8, value_head=False)).eval()
@@ -949,8 +951,8 @@ def test_a_spec_string_or_a_bad_count_is_refused_by_name():
 
 
 def test_the_player_before_the_solves_is_found_through_every_endgame_wrapper():
-    from othello_learn.selfplay.endgame import EndgamePlayer
-    from othello_learn.selfplay.players import before_solves, network_of
+    from othello_learn.players.base import EndgamePlayer
+    from othello_learn.players.base import before_solves, network_of
 
     ab = AlphaBetaPlayer(2)
     nested = make_player("endgame:10:endgame:6:alphabeta:2")
@@ -962,7 +964,7 @@ def test_the_player_before_the_solves_is_found_through_every_endgame_wrapper():
 def test_openings_of_the_most_plies_leave_a_move_to_play():
     """MAX_OPENING_PLIES (59) random plies can end the game at the last one (17 of 1,000 at
     seed 0 did): such an opening is dropped, as one that ends earlier is."""
-    from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings
+    from othello_learn.players.openings import MAX_OPENING_PLIES, opening_states, random_openings
 
     ops = random_openings(400, MAX_OPENING_PLIES, np.random.default_rng(0))
     assert len(ops) == 400 and not np.asarray(opening_states(ops).is_over()).any()

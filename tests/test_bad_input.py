@@ -5,8 +5,8 @@ answer, a device this machine lacks, a plot format matplotlib cannot write."""
 import pytest
 import torch
 
-from othello.cli import run_main
-from othello.files import UserError
+from othello_learn.cli import run_main
+from othello_learn.files import UserError
 from othello_learn.models.fastpath import usable_device
 
 
@@ -36,10 +36,10 @@ def under_a_file(tmp_path):
 
 @pytest.mark.parametrize("command,argv,flag", [
     # a player spec that would fail if it were reached: the output path is refused before it
-    ("selfplay.arena", ["--a", "policy:/no/such.pt", "--b", "random", "--json", "{out}.json"], "--json"),
-    ("selfplay.arena", ["--a", "policy:/no/such.pt", "--b", "random", "--games-out", "{out}.csv"], "--games-out"),
-    ("selfplay.solve", ["/no/such.obf", "--player", "random", "--json", "{out}.json"], "--json"),
-    ("selfplay.play", ["--opponent", "policy:/no/such.pt", "--save", "{out}.ggf"], "--save"),
+    ("players.arena", ["--a", "policy:/no/such.pt", "--b", "random", "--json", "{out}.json"], "--json"),
+    ("players.arena", ["--a", "policy:/no/such.pt", "--b", "random", "--games-out", "{out}.csv"], "--games-out"),
+    ("frontends.solve_obf", ["/no/such.obf", "--player", "random", "--json", "{out}.json"], "--json"),
+    ("frontends.terminal", ["--opponent", "policy:/no/such.pt", "--save", "{out}.ggf"], "--save"),
     ("train.evaluate", ["--checkpoint", "/no/such.pt", "--json", "{out}.json"], "--json"),
     ("train.evaluate", ["--checkpoint", "/no/such.pt", "--plot", "{out}.png"], "--plot"),
     ("train.curves", ["/no/such/run", "--out", "{out}.png"], "--out"),
@@ -64,8 +64,8 @@ def test_a_plot_name_matplotlib_cannot_write_is_refused_first(tmp_path, capsys, 
 
 
 @pytest.mark.parametrize("command,argv", [
-    ("selfplay.play", []), ("selfplay.nboard", ["--player", "random"]),
-    ("selfplay.solve", ["/no/such.obf", "--player", "random"]), ("selfplay.arena", ["--a", "random", "--b", "random"]),
+    ("frontends.terminal", []), ("frontends.nboard", ["--player", "random"]),
+    ("frontends.solve_obf", ["/no/such.obf", "--player", "random"]), ("players.arena", ["--a", "random", "--b", "random"]),
 ])
 @pytest.mark.parametrize("seed,problem", [("-1", "must be at least 0, got -1"),
                                           ("18446744073709551616", "must be below 2**64, got 18446744073709551616")])
@@ -75,12 +75,12 @@ def test_a_seed_the_generators_cannot_take_is_refused(command, argv, seed, probl
 
 
 @pytest.mark.parametrize("command,argv", [
-    ("selfplay.nboard", ["--player", "human"]), ("selfplay.solve", ["/no/such.obf", "--player", "human"]),
-    ("selfplay.nboard", ["--player", "endgame:4:human"]),  # interactive however wrapped
-    ("selfplay.play", ["--opponent", "endgame:4:human"]),  # it would read your own moves, and end in a traceback
+    ("frontends.nboard", ["--player", "human"]), ("frontends.solve_obf", ["/no/such.obf", "--player", "human"]),
+    ("frontends.nboard", ["--player", "endgame:4:human"]),  # interactive however wrapped
+    ("frontends.terminal", ["--opponent", "endgame:4:human"]),  # it would read your own moves, and end in a traceback
 ])
 def test_a_human_is_refused_where_no_one_can_answer(command, argv, tmp_path, capsys):
-    if command == "selfplay.solve":
+    if command == "frontends.solve_obf":
         obf = tmp_path / "p.obf"
         obf.write_text("-" * 27 + "XO------OX" + "-" * 27 + " X;\n")
         argv = [str(obf)] + argv[1:]
@@ -89,7 +89,7 @@ def test_a_human_is_refused_where_no_one_can_answer(command, argv, tmp_path, cap
 
 
 def test_where_no_one_can_answer_an_unknown_kind_lists_only_programs():
-    from othello_learn.selfplay.registry import PlayerSpecError, make_player, make_program
+    from othello_learn.players.specs import PlayerSpecError, make_player, make_program
 
     with pytest.raises(PlayerSpecError, match="known kinds are alphabeta, ") as e:
         make_program("nosuch")
@@ -117,7 +117,7 @@ def test_evaluate_refuses_a_missing_device_before_loading(capsys):
 def test_an_obf_file_without_positions_is_an_error_not_an_empty_answer(tmp_path, capsys):
     obf = tmp_path / "empty.obf"
     obf.write_text("\n")
-    code, err = _run(_command("selfplay.solve"), [str(obf), "--player", "random"], capsys)
+    code, err = _run(_command("frontends.solve_obf"), [str(obf), "--player", "random"], capsys)
     assert code == 2 and f"{obf}: no positions" in err
 
 
@@ -132,7 +132,7 @@ def test_a_checkpoint_cut_anywhere_is_named_as_truncated(tmp_path, capsys):
     for cut in (1, 100, 1000, 5000, len(data) // 2, len(data) - 10):
         path = tmp_path / f"cut{cut}.pt"
         path.write_bytes(data[:cut])
-        code, err = _run(_command("selfplay.arena"), ["--a", f"policy:{path}", "--b", "random", "--games", "2"],
+        code, err = _run(_command("players.arena"), ["--a", f"policy:{path}", "--b", "random", "--games", "2"],
                          capsys)
         assert code == 2 and str(path) in err and ("truncated" in err or "not a checkpoint" in err), err
 
@@ -143,7 +143,7 @@ def test_a_checkpoint_cut_anywhere_is_named_as_truncated(tmp_path, capsys):
     ("train.train", ["--max-steps", "-3"], "--max-steps: must be at least -1"),
     ("train.evaluate", ["--limit", "0"], "--limit"),
     ("data.wthor", ["--years", "abc"], "bad year range 'abc'"),
-    ("selfplay.arena", ["--a", "random"], "--b"),
+    ("players.arena", ["--a", "random"], "--b"),
 ])
 def test_argument_errors_are_one_line_not_the_usage_block(command, argv, needle, tmp_path, capsys):
     """argparse's own errors print the usage block first; ours say only what was wrong."""
@@ -159,7 +159,7 @@ def test_an_output_that_is_an_input_or_another_output_is_refused_first(tmp_path,
     obf = tmp_path / "p.obf"
     obf.write_text("---------------------------OX------XO--------------------------- X;\n")
     before = obf.read_bytes()
-    code, err = _run(_command("selfplay.solve"), [str(obf), "--player", "random", "--json", str(obf)], capsys)
+    code, err = _run(_command("frontends.solve_obf"), [str(obf), "--player", "random", "--json", str(obf)], capsys)
     assert code == 2 and "p.obf: expected a .json file name" in err and obf.read_bytes() == before
     out = tmp_path / "x.json"
     code, err = _run(_command("train.evaluate"), ["--checkpoint", "checkpoints/best_raw.pt", "--json", str(out),
@@ -173,15 +173,15 @@ def test_an_output_of_another_kind_is_refused_untouched(tmp_path, capsys):
     source.write_text("print('mine')\n")
     for command, argv in (("train.evaluate", ["--checkpoint", "checkpoints/best_raw.pt", "--json", str(source)]),
                           ("train.evaluate", ["--checkpoint", "checkpoints/best_raw.pt", "--export", str(source)]),
-                          ("selfplay.arena", ["--a", "random", "--b", "random", "--json", str(source)]),
-                          ("selfplay.arena", ["--a", "random", "--b", "random", "--games-out", str(source)]),
-                          ("selfplay.solve", [str(source), "--player", "random", "--json", str(source)])):
+                          ("players.arena", ["--a", "random", "--b", "random", "--json", str(source)]),
+                          ("players.arena", ["--a", "random", "--b", "random", "--games-out", str(source)]),
+                          ("frontends.solve_obf", [str(source), "--player", "random", "--json", str(source)])):
         code, err = _run(_command(command), argv, capsys)
         assert code == 2 and "victim.py: expected a ." in err and len(err.strip().splitlines()) == 1, (command, err)
     assert source.read_text() == "print('mine')\n"
 
 
 def test_a_folder_given_as_the_loops_init_is_named_as_a_folder(tmp_path, capsys):
-    code, err = _run(_command("selfplay.loop"), ["--init", str(tmp_path), "--out", str(tmp_path / "rl")], capsys)
+    code, err = _run(_command("rl.loop"), ["--init", str(tmp_path), "--out", str(tmp_path / "rl")], capsys)
     assert code == 2 and f"--init {tmp_path}: a folder, not a checkpoint file" in err  # "no such file" before
     assert not (tmp_path / "rl").exists()

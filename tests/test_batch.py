@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from othello.files import UserError
+from othello_learn.files import UserError
 from othello.states import States
 from othello_learn.data.replay import POSITION_DTYPE
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_arrays, from_records, from_states

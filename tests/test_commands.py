@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from othello.cli import run_main
-from othello.files import UserError
+from othello_learn.cli import run_main
+from othello_learn.files import UserError
 from othello_learn import commands
 from othello_learn.commands import COMMANDS
 
@@ -165,7 +165,8 @@ def test_the_distribution_ships_othello_and_othello_learn_only():
     find = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     packages = find_packages(str(REPO), include=find["include"])
     assert {p.split(".")[0] for p in packages} == {"othello", "othello_learn"}
-    assert {"othello_learn.data", "othello_learn.models", "othello_learn.train", "othello_learn.selfplay"} <= set(packages)
+    assert {"othello_learn.data", "othello_learn.models", "othello_learn.train", "othello_learn.search",
+            "othello_learn.players", "othello_learn.frontends", "othello_learn.rl"} <= set(packages)
 
 
 # ---- GPU recipes on a CPU -------------------------------------------------------------------------
@@ -534,9 +535,9 @@ def test_benchmarks_refuse_other_bad_counts_before_any_work(capsys, name, flag, 
      "--wthor-dir {missing}: no such folder"),
     ("othello_learn.train.evaluate", ["--checkpoint", "{file}", "--wthor-dir", "{file}"],
      "--wthor-dir {file}: is a file; give a folder"),
-    ("othello_learn.selfplay.play", ["--opponent", "random", "--start", "{missing}.ggf"],
+    ("othello_learn.frontends.terminal", ["--opponent", "random", "--start", "{missing}.ggf"],
      "--start {missing}.ggf: no such file"),
-    ("othello_learn.selfplay.solve", ["{missing}", "--player", "random"], "positions {missing}: no such file"),
+    ("othello_learn.frontends.solve_obf", ["{missing}", "--player", "random"], "positions {missing}: no such file"),
 ])
 def test_a_missing_input_is_one_line_naming_its_flag(tmp_path, capsys, module, argv, named):
     """Each of these named only the path ("no such file or folder (X)"), not the flag it came from,
@@ -551,3 +552,45 @@ def test_a_missing_input_is_one_line_naming_its_flag(tmp_path, capsys, module, a
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and named.format(**paths) in err, err
     assert not out.exists() and paths["file"].read_text() == "mine"
+
+
+# ---- the layout ------------------------------------------------------------------------------------
+
+# What each part of othello_learn may import (besides itself and the shared helpers: cli, files, lock,
+# plots, tracking). The rules engine imports nothing of othello_learn.
+MAY_IMPORT = {
+    "models": set(),
+    "data": {"models"},
+    "train": {"data", "models"},
+    "search": {"models"},
+    "players": {"search", "models"},
+    "rl": {"players", "search", "models"},
+    "frontends": {"players", "search", "models"},
+}
+SHARED = {"cli", "files", "lock", "plots", "tracking", "commands"}
+
+
+def _imports(path):
+    tree = ast.parse(path.read_text())
+    names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and not n.level}
+    names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return names
+
+
+def test_packages_by_role_import_down_the_layers_only():
+    """The folder tree is the architecture: a subpackage imports only those below it, so a new
+    reader can follow the search, the players, the loop and the front-ends one way."""
+    for path in (REPO / "othello").glob("*.py"):
+        assert not {m for m in _imports(path) if m.startswith("othello_learn")}, path
+    seen = set()
+    for path in (REPO / "othello_learn").rglob("*.py"):
+        part = path.relative_to(REPO / "othello_learn").parts[0].removesuffix(".py")
+        seen.add(part)
+        allowed = MAY_IMPORT.get(part, set()) | {part} | SHARED
+        for module in _imports(path):
+            if module.startswith("othello_learn."):
+                target = module.split(".")[1]
+                assert target in allowed, f"{path.relative_to(REPO)} imports {module}"
+            if part in SHARED and module.startswith("othello_learn."):  # the helpers serve everything
+                assert module.split(".")[1] in SHARED, f"{path.relative_to(REPO)} imports {module}"
+    assert set(MAY_IMPORT) | SHARED | {"__init__"} == seen

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from othello.cli import run_main
+from othello_learn.cli import run_main
 from othello_learn.train.curves import is_fraction, load_curve, main
 
 

@@ -15,10 +15,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = re.compile(r"^(?:checkpoints|train/configs|results)/")
 # the flags that take a player spec, by command module
-SPEC_FLAGS = {"othello_learn.selfplay.arena": ("a", "b"), "othello_learn.selfplay.play": ("opponent",),
-              "othello_learn.selfplay.nboard": ("player",), "othello_learn.selfplay.solve": ("player",),
-              "othello_learn.selfplay.gtp_engine": ("player",),
-              "othello_learn.selfplay.loop": ("eval_vs",)}
+SPEC_FLAGS = {"othello_learn.players.arena": ("a", "b"), "othello_learn.frontends.terminal": ("opponent",),
+              "othello_learn.frontends.nboard": ("player",), "othello_learn.frontends.solve_obf": ("player",),
+              "othello_learn.frontends.gtp": ("player",),
+              "othello_learn.rl.loop": ("eval_vs",)}
 RUN_OUTPUT_NET = "checkpoints/best_selfplay.pt"  # stands in for a net a documented run makes (runs/...)
 
 
@@ -104,7 +104,7 @@ def test_a_readme_command_parses(line, argv, monkeypatch, capsys):
         for item in args.set:
             section, _, key = item.split("=", 1)[0].partition(".")
             assert section == "trainer" or key in SCHEMA.get(section, {}), f"README.md:{line}: --set {item}"
-    from othello_learn.selfplay.registry import make_player
+    from othello_learn.players.specs import make_player
 
     monkeypatch.chdir(REPO)  # the specs name checkpoints from the checkout's root, as the README runs them
     for flag in SPEC_FLAGS.get(module, ()):
@@ -119,7 +119,7 @@ def test_the_readme_lists_every_fixed_loop_setting():
     """The settings a resumed run may not change, as the README lists them, are the loop's."""
     import dataclasses
 
-    from othello_learn.selfplay.loop import RunConfig
+    from othello_learn.rl.loop import RunConfig
 
     text = " ".join((REPO / "README.md").read_text().split())
     listed = re.search(r"\*\*\(fixed\)\*\* setting \(([^)]*)\)", text).group(1)

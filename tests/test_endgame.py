@@ -12,11 +12,12 @@ import pytest
 import reference_engine as ref
 from othello import bitboard as bb
 from othello.notation import parse_square
-from othello_learn.selfplay import endgame
-from othello_learn.selfplay.arena import play_match
-from othello_learn.selfplay.endgame import EndgamePlayer, solve
-from othello_learn.selfplay.players import Player, RandomPlayer
-from othello_learn.selfplay.registry import make_player
+from othello_learn.search import endgame
+from othello_learn.players.arena import play_match
+from othello_learn.players.base import EndgamePlayer
+from othello_learn.search.endgame import solve
+from othello_learn.players.base import Player, RandomPlayer
+from othello_learn.players.specs import make_player
 
 
 def _endings(n_games: int, seed: int, max_empties: int):
@@ -214,7 +215,8 @@ def test_alphabeta_to_the_end_is_the_exact_result():
     """With the depth past the last empty square every line ends in a finished game: the value
     is WIN_SCALE times the perfect-play disc difference of plain minimax on the reference boards,
     and the best moves are minimax's."""
-    from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
+    from othello_learn.players.base import AlphaBetaPlayer
+    from othello_learn.search.alphabeta import WIN_SCALE
 
     ends = [(b, c) for b, c in _endings(6, seed=17, max_empties=4)]
     assert len(ends) > 10
@@ -231,7 +233,7 @@ def test_alphabeta_evaluation_of_a_hand_scored_position():
     squares 100 - 20 + 10 - 20 - (-50 + 5) = 115; mobility 5 moves (a3 b3 c2 c3 e1) to 0,
     100 * 5 // 7 = 71, weighted 2; corners 1 - 0, weighted 25; stable 4 - 0, weighted 10:
     115 + 142 + 25 + 40 = 322. From the other side: -115 + 2 * (-500 // 7 = -72) - 25 - 40 = -324."""
-    from othello_learn.selfplay import alphabeta as ab
+    from othello_learn.search import alphabeta as ab
 
     p = sum(1 << parse_square(n) for n in ("a1", "b1", "c1", "a2"))
     o = sum(1 << parse_square(n) for n in ("b2", "d1"))

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from othello.files import UserError
+from othello_learn.files import UserError
 from othello.game import Position
 from othello.notation import PASS
-from othello_learn.selfplay.arena import play_match
-from othello_learn.selfplay.external import EngineError, GTPPlayer, NBoardPlayer
-from othello_learn.selfplay.registry import make_player
+from othello_learn.players.arena import play_match
+from othello_learn.players.external import EngineError, GTPPlayer, NBoardPlayer
+from othello_learn.players.specs import make_player
 from processes import gone_soon, pid_written
 
 REPO = Path(__file__).resolve().parents[1]
@@ -149,7 +149,7 @@ def test_close_lets_the_reader_threads_finish_before_closing_the_pipes(monkeypat
     import queue
     import threading
 
-    from othello_learn.selfplay.external import EngineProcess
+    from othello_learn.players.external import EngineProcess
 
     class SlowQueue(queue.Queue):
         def put(self, item, *a, **k):
@@ -284,7 +284,7 @@ def test_the_first_answer_may_take_the_startup_time_the_rest_only_the_timeout():
     it has answered a line, the rest of that answer gets the usual limit again."""
     import shlex
 
-    from othello_learn.selfplay.external import EngineProcess, EngineTimeout
+    from othello_learn.players.external import EngineProcess, EngineTimeout
 
     script = ("import sys, time; sys.stdin.readline(); time.sleep(0.3); print('first', flush=True); "
               "time.sleep(3); print('second', flush=True); time.sleep(30)")
@@ -305,7 +305,7 @@ def test_an_engine_writing_faster_than_it_is_read_still_times_out():
     the queue grew by the gigabyte. A line that arrives after the deadline is a timeout."""
     import shlex
 
-    from othello_learn.selfplay.external import EngineProcess, EngineTimeout
+    from othello_learn.players.external import EngineProcess, EngineTimeout
 
     script = ("import os, sys; sys.stdin.readline(); chunk = b'# thinking\\n' * 20000\n"
               "while True: os.write(1, chunk)")
@@ -372,7 +372,7 @@ def test_an_interrupt_during_the_polite_close_still_kills_the_engine(tmp_path, m
     """A second Ctrl-C in close()'s wait for the engine to quit left a hung engine running, orphaned."""
     import subprocess
 
-    from othello_learn.selfplay.external import EngineProcess
+    from othello_learn.players.external import EngineProcess
 
     pid_file = tmp_path / "pid"
     engine = EngineProcess(f"{FAKE} --hang --pid-file {pid_file}", 5.0)
@@ -401,7 +401,7 @@ def test_close_returns_while_a_process_outside_the_engines_group_holds_its_pipes
     import signal
     import threading
 
-    from othello_learn.selfplay.external import EngineProcess
+    from othello_learn.players.external import EngineProcess
 
     pid_file = tmp_path / "pid"
     script = ("import subprocess, sys, time; "

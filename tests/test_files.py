@@ -1,4 +1,4 @@
-"""Atomic writes and one-line command errors (othello.files)."""
+"""Atomic writes and one-line command errors (othello_learn.files)."""
 
 import errno
 import signal
@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from othello.cli import STOP_SIGNALS, HangUp, StopOnce, Terminated, run_main, stop_signals_raise
-from othello.files import UserError, atomic_path, atomic_write
+from othello_learn.cli import STOP_SIGNALS, HangUp, StopOnce, Terminated, run_main, stop_signals_raise
+from othello_learn.files import UserError, atomic_path, atomic_write
 
 
 def test_atomic_write_replaces_whole_files_with_a_plain_mode(tmp_path):
@@ -85,7 +85,7 @@ def test_a_stop_message_starts_its_own_line_after_a_progress_bar(capsys):
 
 
 def test_check_output_refuses_what_cannot_be_written_and_accepts_new_folders(tmp_path):
-    from othello.files import check_output
+    from othello_learn.files import check_output
 
     (tmp_path / "a_file").write_text("x")
     check_output(tmp_path / "new" / "deeper" / "out.json", "--json")  # missing folders: writing makes them
@@ -107,7 +107,7 @@ def test_check_output_refuses_what_cannot_be_written_and_accepts_new_folders(tmp
 def test_at_least_bounds_and_refuses_nan(low, kind, above, good, bad):
     import argparse
 
-    from othello.cli import at_least
+    from othello_learn.cli import at_least
 
     parse = at_least(low, kind, above=above)
     for text in good:
@@ -122,7 +122,7 @@ def test_a_full_disk_names_the_target_file(tmp_path, capsys):
     errno: either way the one line names the file that was not written and says why."""
     import numpy as np
 
-    from othello.files import describe_os_error
+    from othello_learn.files import describe_os_error
 
     target = tmp_path / "games.npz"
     with pytest.raises(OSError) as raised:
@@ -154,7 +154,7 @@ def test_a_dead_writers_temporary_copy_is_removed_when_its_target_is_written_aga
     import sys
     import time
 
-    from othello.files import _TEMP_NAME, _host
+    from othello_learn.files import _TEMP_NAME, _host
 
     target = tmp_path / "r.json"
     with atomic_path(target) as tmp:  # today's temporary names carry the writer's pid and host
@@ -182,7 +182,7 @@ def test_a_long_name_or_a_stray_temp_name_does_not_stop_a_write(tmp_path):
     """The writer's tag would push a long target's temporary name past 255 bytes: such a
     name keeps the untagged form it always had. A stray file whose pid does not fit an int
     is not ours and is left, and the write goes on."""
-    from othello.files import _host
+    from othello_learn.files import _host
 
     long = tmp_path / ("x" * 235)
     atomic_write(long, "1")
@@ -212,8 +212,8 @@ def test_a_file_name_that_is_not_utf8_is_written(tmp_path):
 def test_run_main_exit_codes_and_os_error_lines(capsys, monkeypatch):
     """Each stop has its own status (SIGTERM 143, SIGHUP 129, a reader gone 141) and each
     OS error its own words: a folder given for a file, a permission refused."""
-    import othello.cli as cli
-    import othello.files as files
+    import othello_learn.cli as cli
+    import othello_learn.files as files
 
     def raising(exc):
         def main(argv):
@@ -244,7 +244,7 @@ def test_a_write_error_naming_the_temporary_file_names_the_target(tmp_path):
 
 
 def test_process_exists_refuses_numbers_that_are_no_process():
-    from othello.files import process_exists
+    from othello_learn.files import process_exists
 
     assert process_exists(os.getpid())
     assert not process_exists(0)  # os.kill(0, 0) would probe our own group, and succeed
@@ -254,7 +254,7 @@ def test_process_exists_refuses_numbers_that_are_no_process():
 
 def test_check_output_refuses_a_folder_this_user_cannot_write(tmp_path, monkeypatch):
     """Root may write anywhere, so the refusal is shown with os.access saying no."""
-    from othello.files import check_output
+    from othello_learn.files import check_output
 
     monkeypatch.setattr(os, "access", lambda p, mode: False)
     with pytest.raises(UserError, match=r"^--json .*out\.json: cannot write in .* \(permission denied\)$"):
@@ -312,7 +312,7 @@ def test_a_stop_swallowed_on_its_way_out_is_raised_again_when_the_block_ends():
 def test_a_session_ends_at_its_next_read_after_a_swallowed_stop():
     """Raised again only at the block's end, a swallowed SIGTERM left an engine session serving
     until its input ended, every later SIGTERM ignored: the session checks before each read."""
-    from othello_learn.selfplay.session import serve_lines
+    from othello_learn.frontends.session import serve_lines
 
     handled = []
 
@@ -349,7 +349,7 @@ def test_a_stop_the_block_caught_and_reported_is_not_raised_again():
 def test_write_json_writes_indented_json_ending_in_a_newline_atomically(tmp_path):
     """Every --json and run record is the same text: two-space indents (a person reads them, a
     diff of two runs lines up) and a final newline (cat, tail and line tools), written whole."""
-    from othello.files import write_json
+    from othello_learn.files import write_json
 
     path = tmp_path / "out.json"
     path.write_text("old")
@@ -360,7 +360,7 @@ def test_write_json_writes_indented_json_ending_in_a_newline_atomically(tmp_path
 
 
 def test_engine_main_hands_its_stop_to_the_session():
-    from othello_learn.selfplay.session import engine_main
+    from othello_learn.frontends.session import engine_main
 
     seen = {}
 
@@ -377,7 +377,7 @@ def test_a_session_given_a_swallowed_stop_ends_before_reading(module):
     import importlib
     import io
 
-    from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
+    from othello_learn.players.base import AlphaBetaPlayer
 
     serve = importlib.import_module(f"othello_learn.selfplay.{module}").serve
     stop = StopOnce()
@@ -392,7 +392,7 @@ def test_a_session_given_a_swallowed_stop_ends_before_reading(module):
 def test_at_least_with_a_ceiling_allows_the_ceiling_itself():
     import argparse
 
-    from othello.cli import at_least
+    from othello_learn.cli import at_least
 
     parse = at_least(1, most=1000)
     assert parse("1000") == 1000 and parse("1") == 1
@@ -404,7 +404,7 @@ def test_an_empty_path_argument_is_refused_in_groups_too(capsys):
     """Path("") is the current folder: --out "" trained into the checkout, --json "" failed late."""
     import argparse
 
-    from othello.cli import ArgumentParser
+    from othello_learn.cli import ArgumentParser
 
     parser = ArgumentParser(prog="cmd")
     parser.add_argument("--out", type=Path)
@@ -420,7 +420,7 @@ def test_an_empty_path_argument_is_refused_in_groups_too(capsys):
 
 def test_a_session_given_no_lines_reads_none_not_standard_input(monkeypatch):
     """``inp or sys.stdin``: an empty list of lines read the real standard input instead."""
-    from othello_learn.selfplay.session import serve_lines
+    from othello_learn.frontends.session import serve_lines
 
     import io
     import sys

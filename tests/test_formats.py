@@ -337,7 +337,7 @@ def synthetic_dataset(tmp_path_factory):
     import random
 
     import reference_engine as ref
-    from othello.cli import run_main
+    from othello_learn.cli import run_main
     from othello_learn.data import wtb
     from othello_learn.data.wthor import main as wthor_main
 

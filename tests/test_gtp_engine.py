@@ -1,6 +1,6 @@
-"""Our players as a GTP engine (othello_learn.selfplay.gtp_engine): the protocol's answers,
+"""Our players as a GTP engine (othello_learn.frontends.gtp): the protocol's answers,
 implied passes, errors that leave the game as it was, and our own GTP client driving it;
-what it shares with the NBoard engine (othello_learn.selfplay.session) is tested for both."""
+what it shares with the NBoard engine (othello_learn.frontends.session) is tested for both."""
 
 import csv
 import io
@@ -12,8 +12,8 @@ import pytest
 
 from othello.game import Position
 from othello.notation import PASS, square_name
-from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
-from othello_learn.selfplay.gtp_engine import GTPEngine, serve
+from othello_learn.players.base import AlphaBetaPlayer
+from othello_learn.frontends.gtp import GTPEngine, serve
 from processes import pid_written
 from test_nboard import pass_position
 
@@ -192,8 +192,8 @@ def test_a_player_that_fails_is_an_error_answer_and_the_session_goes_on():
 def test_our_gtp_client_drives_our_gtp_engine_move_for_move(tmp_path):
     """The arena's gtp: player over a real pipe plays exactly as the wrapped player itself
     (the engine is a real process; the direct match runs in this one, which is quicker)."""
-    from othello.cli import run_main
-    from othello_learn.selfplay.arena import main as arena_main
+    from othello_learn.cli import run_main
+    from othello_learn.players.arena import main as arena_main
 
     spec = f"policy:{REPO / 'checkpoints' / 'cpu_rl_warm_long.pt'}"
     wrapped = f"gtp:timeout=60:{sys.executable} {REPO / 'selfplay' / 'gtp.py'} --player {spec}"
@@ -207,8 +207,8 @@ def test_our_gtp_client_drives_our_gtp_engine_move_for_move(tmp_path):
 
 
 def test_a_bad_player_is_one_line_exit_2(capsys):
-    from othello.cli import run_main
-    from othello_learn.selfplay.gtp_engine import main
+    from othello_learn.cli import run_main
+    from othello_learn.frontends.gtp import main
 
     code = run_main(main, ["--player", "policy:nowhere.pt"])
     err = capsys.readouterr()

@@ -10,11 +10,11 @@ import torch
 
 import reference_engine as ref
 from othello import bitboard as bb
-from othello.files import UserError
+from othello_learn.files import UserError
 from othello_learn.models.fastpath import FP32
-from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS, halving_schedule, make_search
+from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS, halving_schedule, make_search
 from othello.states import PASS
-from othello_learn.selfplay.mcts import BatchedMCTS, Evaluator, MCTSConfig
+from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig
 from test_mcts import FakeNet, Node, _positions, _states
 
 C_VISIT, C_SCALE = 50.0, 0.1
@@ -239,7 +239,7 @@ def test_make_search_and_improvement_over_the_prior(ev):
 
 
 def test_gumbel_self_play_records_the_improved_policy(ev):
-    from othello_learn.selfplay.selfplay import SelfPlayConfig, play_games
+    from othello_learn.rl.selfplay import SelfPlayConfig, play_games
 
     games = play_games(ev, 2, GumbelConfig(simulations=4), SelfPlayConfig(resign_threshold=None), seed=2, progress=False)
     assert len(games.winner) == 2 and (games.length >= 58).all()
@@ -258,11 +258,11 @@ def test_gumbel_player_and_gating_search_in_the_loop(tmp_path, monkeypatch):
     import json
 
     from othello_learn.models.nets import NetConfig, build_network, save_network
-    from othello_learn.selfplay import loop as rl_loop
-    from othello_learn.selfplay.arena import main as arena_main
-    from othello_learn.selfplay.gumbel import GumbelConfig
-    from othello_learn.selfplay.mcts import MCTSConfig
-    from othello_learn.selfplay.nn_players import search_player
+    from othello_learn.rl import loop as rl_loop
+    from othello_learn.players.arena import main as arena_main
+    from othello_learn.search.gumbel import GumbelConfig
+    from othello_learn.search.mcts import MCTSConfig
+    from othello_learn.players.network import search_player
 
     tiny = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
     torch.manual_seed(0)

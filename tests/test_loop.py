@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from othello.files import UserError
-from othello_learn.selfplay import elo_plot
-from othello_learn.selfplay import loop as rl_loop
-from othello_learn.selfplay.loop import RunConfig, generation_seeds
+from othello_learn.files import UserError
+from othello_learn.rl import elo_plot
+from othello_learn.rl import loop as rl_loop
+from othello_learn.rl.loop import RunConfig, generation_seeds
 
 BASE = ["--init", "random", "--out", "runs/x"]
 
@@ -227,7 +227,7 @@ def _generation_2_to_commit(tmp_path, score: float, elo: float):
     in games 0-19 black's value fell to -0.975 and black won (false resigns at thresholds above
     it); games 20-119 white won, 120-199 were drawn."""
     from othello_learn.models.nets import NetConfig, build_network, save_network
-    from othello_learn.selfplay.selfplay import SelfPlayGames
+    from othello_learn.rl.selfplay import SelfPlayGames
 
     out = tmp_path / "rl"
     for d in ("nets", "games", "stats"):
@@ -308,7 +308,7 @@ def test_an_infinite_value_is_named_as_one():
 
 
 def test_a_diverged_training_names_the_generation_and_the_remedy(tmp_path, monkeypatch):
-    from othello_learn.selfplay.learner import TrainingDiverged
+    from othello_learn.rl.learner import TrainingDiverged
 
     def diverged(*args, **kwargs):
         raise TrainingDiverged("training diverged at step 3 of 5 (loss nan)")
@@ -371,7 +371,7 @@ def test_a_state_out_of_shape_is_refused_by_what_is_wrong(tmp_path, changes, sai
 
 def _tiny_games(n: int):
     """``n`` drawn games of two positions each (black to move, then white)."""
-    from othello_learn.selfplay.selfplay import SelfPlayGames
+    from othello_learn.rl.selfplay import SelfPlayGames
 
     game = np.repeat(np.arange(n), 2)
     zeros = np.zeros(2 * n)
@@ -447,7 +447,7 @@ def test_a_kept_optimizer_goes_from_generation_to_generation(tmp_path):
     generation 2 goes on from it (its step count adds up), leaves its own and drops the one
     it read. A damaged or foreign file is one line naming it, with the remedy."""
     from othello_learn.models.nets import NetConfig, build_network, read_checkpoint
-    from othello_learn.selfplay.learner import train_network
+    from othello_learn.rl.learner import train_network
 
     cfg = _run_at(tmp_path, 0, ["--keep-optimizer", "--train-steps", "2", "--batch-size", "4"])
     nets = cfg.out / "nets"

@@ -14,7 +14,7 @@ from othello.states import States
 from othello_learn.models.fastpath import BF16, FP32
 from othello_learn.models.nets import masked
 from othello.states import PASS
-from othello_learn.selfplay.mcts import BatchedMCTS, Evaluator, MCTSConfig
+from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig
 
 
 class FakeNet(torch.nn.Module):
@@ -188,7 +188,7 @@ def test_default_device_is_the_gpu_where_torch_sees_one(monkeypatch):
 
 
 def test_a_search_of_no_simulations_is_refused():
-    from othello_learn.selfplay.gumbel import GumbelConfig
+    from othello_learn.search.gumbel import GumbelConfig
 
     for config in (MCTSConfig, GumbelConfig):
         with pytest.raises(ValueError, match="simulations must be at least 1, got 0"):
@@ -219,7 +219,7 @@ def test_roots_from_numpy_states_search_as_torch_ones(ev):
 
 def test_a_finished_game_at_the_root_gets_the_pass_not_a_square(ev):
     """A finished game has no move: its all-zero statistics must not read as a1 (square 0)."""
-    from othello_learn.selfplay.gumbel import GumbelConfig, GumbelMCTS
+    from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS
 
     live = _positions(1, seed=6, min_ply=5, max_ply=30)[0]
     over = (0, bb.BLACK_START | bb.WHITE_START, [-1, -1, -1, -1], True)  # the side to move has no disc
@@ -261,7 +261,7 @@ def test_select_hands_the_rule_only_the_descents_still_going(ev):
     node of that depth, and no other (descents that ended at an unexpanded action or a
     finished game were handed on to the last step: the rule is most of a search's time beside
     the network); where each descent ends is that of a plain one-game descent."""
-    from othello_learn.selfplay import tree as T
+    from othello_learn.search import tree as T
 
     over = (0, bb.BLACK_START | bb.WHITE_START, [-1, -1, -1, -1], True)  # a finished game
     positions = _positions(6, seed=8, min_ply=5, max_ply=40) + _positions(6, seed=9, min_ply=54, max_ply=59) + [over]
@@ -358,7 +358,7 @@ def _check_tree(tree, games):
     action that links them, with that state's legal actions; nodes past
     ``size`` are free; a node's visits are its children's plus the visits
     that ended at it (at most one when it is not terminal: its expansion)."""
-    from othello_learn.selfplay import tree as T
+    from othello_learn.search import tree as T
 
     for b in games.tolist():
         size = int(tree.size[b])
@@ -407,7 +407,7 @@ def test_evaluator_gets_the_trees_legal_mask(ev):
 
 
 def test_choose_action():
-    from othello_learn.selfplay.tree import choose
+    from othello_learn.search.tree import choose
 
     visits = torch.zeros(4, 65)
     visits[0, [3, 9]] = 40.0  # a tie: the tiebreak decides, however small
@@ -508,7 +508,7 @@ def test_reuse_keeps_a_subtree_exactly_when_a_full_search_fits_after_it(ev):
     """advance: a game keeps the chosen child's subtree iff the child was expanded and the
     subtree leaves at least simulations + 1 free nodes (boundary included), counted here from
     the parent pointers, over whole games of a small search whose trees often fill up."""
-    from othello_learn.selfplay import tree as T
+    from othello_learn.search import tree as T
 
     sims, n = 4, 8
     positions = _positions(n, seed=18, max_ply=6)

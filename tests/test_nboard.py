@@ -11,9 +11,9 @@ import pytest
 from othello.formats import GameRecord, format_ggf
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
-from othello_learn.selfplay.alphabeta import AlphaBetaPlayer
-from othello_learn.selfplay.nboard import Engine, serve
-from othello_learn.selfplay.registry import make_player
+from othello_learn.players.base import AlphaBetaPlayer
+from othello_learn.frontends.nboard import Engine, serve
+from othello_learn.players.specs import make_player
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ def test_piped_session_end_to_end():
     script = ["nboard 2", "set depth 6", f"set game {game}", "ping 1", "hint 3", "go",
               "move e6/1.00/2.5", "frobnicate now", "move z9", "set contempt 0", "set time 10 20",
               "learn", "ping 2", "go", "quit"]
-    r = subprocess.run([sys.executable, "-m", "othello_learn.selfplay.nboard", "--player", "alphabeta:1"], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "othello_learn.frontends.nboard", "--player", "alphabeta:1"], cwd=REPO,
                        input="\n".join(script) + "\n", capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
@@ -175,7 +175,7 @@ def test_go_gives_the_chosen_move_the_evaluation_hint_gives_it():
     """NBoard's eval, in ``=== move/eval`` as in a ``search`` line, is the move's from the side to
     move's view: a GUI shows both beside the move, so one move must get one number."""
     from othello.states import last_actions
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.players.network import best_move
 
     rec = GameRecord.from_transcript("f5d6")
     net_player = make_player("policy:checkpoints/cpu_rl_warm_long.pt")
@@ -255,7 +255,7 @@ def test_one_search_per_position_and_moves_not_per_board():
     import numpy as np
 
     from othello.states import last_actions
-    from othello_learn.selfplay.analysis import Analyst
+    from othello_learn.frontends.analysis import Analyst
 
     player = make_player("mcts:checkpoints/best_value.pt:8")  # handcrafted planes: they read the last moves
     analyst = Analyst(player)
@@ -286,7 +286,7 @@ def test_a_search_player_without_a_value_head_gives_no_evaluation():
 def test_an_endgame_player_in_its_range_gives_exact_results_from_go_hint_and_analyze():
     from test_formats import random_game
 
-    from othello_learn.selfplay.endgame import solve
+    from othello_learn.search.endgame import solve
 
     rec = GameRecord(moves=random_game(4, stop_at=54))
     pos = rec.final
@@ -343,7 +343,7 @@ def test_a_player_that_ranks_nothing_hints_its_own_move_and_alphabeta_its_depth(
 
 def test_the_engine_needs_no_torch_for_players_without_a_network():
     """alphabeta, greedy, random: the engine starts without importing torch (seconds at start-up)."""
-    code = ("import sys, io; from othello_learn.selfplay.nboard import serve; from othello_learn.selfplay.registry "
+    code = ("import sys, io; from othello_learn.frontends.nboard import serve; from othello_learn.players.specs "
             "import make_player; serve(make_player('alphabeta:2'), 't', io.StringIO('hint 2\\ngo\\n'), io.StringIO(), "
             "io.StringIO()); assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
@@ -406,7 +406,7 @@ def test_an_nboard_player_behind_the_engine_gets_the_set_up_start_and_the_moves(
 
 
 def broken_player(error=RuntimeError):
-    from othello_learn.selfplay.players import RandomPlayer
+    from othello_learn.players.base import RandomPlayer
 
     class Broken(RandomPlayer):
         def select(self, *a, **k):
@@ -417,8 +417,8 @@ def broken_player(error=RuntimeError):
 
 def test_a_go_that_cannot_answer_says_so_in_a_status_line_and_ends_the_session():
     """The protocol has no error answer, and a GUI waits for === forever: the engine stops."""
-    from othello.files import UserError
-    from othello_learn.selfplay.nboard import NoMove
+    from othello_learn.files import UserError
+    from othello_learn.frontends.nboard import NoMove
 
     out, err = io.StringIO(), io.StringIO()
     rest = io.StringIO("go\nping 1\n")
@@ -444,8 +444,8 @@ def test_a_hint_that_fails_says_why_in_one_line_as_go_does(error):
     the hint's stderr line is the message's first line, the one go's status line quotes."""
     import numpy as np
 
-    from othello_learn.selfplay.nboard import NoMove
-    from othello_learn.selfplay.players import RandomPlayer
+    from othello_learn.frontends.nboard import NoMove
+    from othello_learn.players.base import RandomPlayer
 
     class Cheat(RandomPlayer):
         name = "cheat"
@@ -490,7 +490,7 @@ def test_a_forced_pass_is_valued_as_any_move_minus_the_position_it_leads_to():
     assert [x.rsplit("/", 1)[0] for x in failing.out.getvalue().splitlines() if x.startswith("=== ")] == ["=== PA/"]
     assert "no evaluation of the forced pass (ZeroDivisionError" in failing.err.getvalue()
     from othello.states import last_actions
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.players.network import best_move
 
     net_player = make_player("policy:checkpoints/cpu_rl_warm_long.pt")
     out, _ = session(net_player, [game, "hint 3"])
@@ -532,7 +532,7 @@ def test_a_network_values_moves_that_end_the_game_or_force_a_pass_as_the_search_
     from test_formats import random_game
 
     from othello.states import last_actions
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.players.network import best_move
 
     net_player = make_player("policy:checkpoints/cpu_rl_warm_long.pt")
     seen = set()
@@ -581,8 +581,8 @@ def test_every_kind_of_hint_values_a_move_that_ends_the_game_or_forces_a_pass_fo
     from test_formats import random_game
 
     from othello.states import last_actions
-    from othello_learn.selfplay.analysis import Analyst
-    from othello_learn.selfplay.nn_players import GumbelPlayer, best_move
+    from othello_learn.frontends.analysis import Analyst
+    from othello_learn.players.network import GumbelPlayer, best_move
 
     t = ("f5f4c3c4c5g6g5d6e3b3h7g4g3b4c6h2g2b7d7e2c7d3f6g7a2d8f3b5g8b2a4h5a1h3f1g1c2d2e1b8h1f7h4c1a8h8a5a6d1"
          "f8h6c8f2e6e8b1e7a3")
@@ -628,7 +628,7 @@ def _history_player():
     import torch
 
     from othello_learn.models.nets import NetConfig, build_network
-    from othello_learn.selfplay.nn_players import PolicyPlayer
+    from othello_learn.players.network import PolicyPlayer
 
     torch.manual_seed(0)
     net = build_network(NetConfig(arch="resnet", encoder="handcrafted", blocks=1, width=8, value_head=True)).eval()
@@ -643,8 +643,8 @@ def test_a_net_that_reads_the_last_moves_is_given_each_positions_own():
     from test_formats import random_game
 
     from othello.states import last_actions
-    from othello_learn.selfplay.analysis import Analyst
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.frontends.analysis import Analyst
+    from othello_learn.players.network import best_move
 
     player = _history_player()
     net = player.net
@@ -679,8 +679,8 @@ def test_a_hints_policy_is_the_nets_at_the_position_with_its_own_last_moves():
     from test_formats import random_game
 
     from othello.states import last_actions
-    from othello_learn.selfplay.analysis import Analyst
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.frontends.analysis import Analyst
+    from othello_learn.players.network import best_move
 
     player = _history_player()
     moves = random_game(0)[:12]
@@ -695,8 +695,8 @@ def test_a_hints_policy_is_the_nets_at_the_position_with_its_own_last_moves():
 def test_an_endgame_player_solves_from_exactly_its_empties():
     from test_formats import random_game
 
-    from othello_learn.selfplay.analysis import Analyst
-    from othello_learn.selfplay.endgame import solve
+    from othello_learn.frontends.analysis import Analyst
+    from othello_learn.search.endgame import solve
 
     rec = GameRecord(moves=random_game(4, stop_at=54))
     pos = rec.final
@@ -711,8 +711,8 @@ def test_an_endgame_player_solves_from_exactly_its_empties():
 def test_an_illegal_choice_is_never_handed_to_a_gui():
     import numpy as np
 
-    from othello_learn.selfplay.analysis import Analyst
-    from othello_learn.selfplay.players import Player
+    from othello_learn.frontends.analysis import Analyst
+    from othello_learn.players.base import Player
 
     class Cheat(Player):
         name = "cheat"

@@ -25,10 +25,10 @@ import torch
 import reference_engine as ref
 from othello import Position
 from othello.notation import PASS, format_transcript, parse_square, parse_transcript, square_name
-from othello_learn.selfplay import play
-from othello_learn.selfplay.arena import play_match, write_games
-from othello_learn.selfplay.players import GreedyPlayer, RandomPlayer
-from othello_learn.selfplay.registry import make_player
+from othello_learn.frontends import terminal as play
+from othello_learn.players.arena import play_match, write_games
+from othello_learn.players.base import GreedyPlayer, RandomPlayer
+from othello_learn.players.specs import make_player
 
 REPO = Path(__file__).resolve().parents[1]
 HC = REPO / "checkpoints" / "cpu_hc_long.pt"  # policy only
@@ -629,8 +629,8 @@ def test_arena_cli_rejects_other_games_out_suffix(tmp_path):
 @pytest.fixture(scope="module")
 def selfplay_games():
     from othello_learn.models.nets import NetConfig, build_network
-    from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
-    from othello_learn.selfplay.selfplay import SelfPlayConfig, play_games
+    from othello_learn.search.mcts import Evaluator, MCTSConfig
+    from othello_learn.rl.selfplay import SelfPlayConfig, play_games
 
     torch.manual_seed(0)
     tiny = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
@@ -662,7 +662,7 @@ def test_selfplay_games_keep_their_moves(selfplay_games):
 
 
 def test_selfplay_npz_backward_compatible(selfplay_games, tmp_path):
-    from othello_learn.selfplay.selfplay import SelfPlayGames
+    from othello_learn.rl.selfplay import SelfPlayGames
 
     g = selfplay_games
     g.save(tmp_path / "new.npz")
@@ -684,7 +684,7 @@ def test_selfplay_npz_backward_compatible(selfplay_games, tmp_path):
 
 def test_a_failed_save_leaves_the_old_generation_file(selfplay_games, tmp_path, monkeypatch):
     """A generation file is the loop's record: a save that dies half-way keeps the one there."""
-    from othello_learn.selfplay import selfplay as sp_module
+    from othello_learn.rl import selfplay as sp_module
 
     path = tmp_path / "gen_0001.npz"
     selfplay_games.save(path)
@@ -714,8 +714,8 @@ def test_legal_move_names():
 def test_best_move_matches_the_batched_players():
     from othello_learn.models.batch import from_arrays
     from othello_learn.models.nets import load_network
-    from othello_learn.selfplay.mcts import Evaluator
-    from othello_learn.selfplay.nn_players import PolicyPlayer, best_move
+    from othello_learn.search.mcts import Evaluator
+    from othello_learn.players.network import PolicyPlayer, best_move
 
     rng = random.Random(0)
     positions = []
@@ -755,8 +755,8 @@ def test_best_move_reads_the_history_most_recent_first():
     from othello.states import last_actions
     from othello_learn.models.batch import from_arrays
     from othello_learn.models.nets import NetConfig, build_network
-    from othello_learn.selfplay.mcts import Evaluator
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.search.mcts import Evaluator
+    from othello_learn.players.network import best_move
 
     torch.manual_seed(0)
     net = build_network(NetConfig(arch="resnet", encoder="handcrafted", blocks=1, width=8, value_head=True)).eval()
@@ -789,7 +789,7 @@ def test_best_move_reads_the_history_most_recent_first():
 
 def test_best_move_leaves_a_training_net_training_and_reads_it_in_eval_mode():
     from othello_learn.models.nets import load_network
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.players.network import best_move
 
     net = load_network(RL)
     pos = Position.from_transcript("f5d6c3")
@@ -802,7 +802,7 @@ def test_best_move_leaves_a_training_net_training_and_reads_it_in_eval_mode():
 
 def test_best_move_values_a_forced_pass_as_the_position_after_it():
     from othello_learn.models.nets import load_network
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.players.network import best_move
 
     net = load_network(RL)
     pos = _find(lambda p: p.must_pass() and not p.is_over())
@@ -842,7 +842,7 @@ def test_after_a_pass_the_header_counts_discs_played_and_brackets_the_last_disc(
 
 def test_a_hint_names_the_networks_top_five_moves():
     from othello_learn.models.nets import load_network
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.players.network import best_move
 
     net = load_network(str(HC))
     pos = Position.from_transcript("f5d6c3d3c4f4")
@@ -889,7 +889,7 @@ def test_a_game_saved_under_an_upper_case_name_resumes(tmp_path):
 def test_saved_sides_needs_one_human_and_a_named_program():
     from othello.formats import GameRecord
 
-    from othello_learn.selfplay.play import saved_sides
+    from othello_learn.frontends.terminal import saved_sides
 
     assert saved_sides(GameRecord(black=" human ", white=" greedy ")) == ("black", "greedy")
     assert saved_sides(GameRecord(black="random", white="human")) == ("white", "random")

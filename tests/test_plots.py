@@ -2,7 +2,7 @@
 
 import pytest
 
-from othello.files import UserError
+from othello_learn.files import UserError
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 
 

@@ -21,15 +21,15 @@ import pytest
 import torch
 
 from othello import bitboard as bb
-from othello.cli import StopOnce, run_main
-from othello.files import UserError
+from othello_learn.cli import StopOnce, run_main
+from othello_learn.files import UserError
 from othello_learn.models.batch import augment
 from othello_learn.models.nets import NetConfig, build_network, legal_mask, save_network
-from othello_learn.selfplay import elo_plot
-from othello_learn.selfplay import loop as rl_loop
-from othello_learn.selfplay.learner import to_device_batch, train_network
-from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
-from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_bound, false_resign_rate, play_games
+from othello_learn.rl import elo_plot
+from othello_learn.rl import loop as rl_loop
+from othello_learn.rl.learner import to_device_batch, train_network
+from othello_learn.search.mcts import Evaluator, MCTSConfig
+from othello_learn.rl.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_bound, false_resign_rate, play_games
 
 TINY = {"arch": "resnet", "encoder": "raw", "blocks": 1, "width": 8, "value_head": True}
 
@@ -108,8 +108,8 @@ def test_self_play_solves_the_endgame_exactly(tiny_net, search):
     """From ``solve_empties`` on, every record's target is uniform over the
     optimal moves, its value the exact result's sign, the move played optimal,
     and the game ends in perfect play (its winner is the solved result's)."""
-    from othello_learn.selfplay.endgame import solve
-    from othello_learn.selfplay.gumbel import GumbelConfig
+    from othello_learn.search.endgame import solve
+    from othello_learn.search.gumbel import GumbelConfig
 
     cfg = GumbelConfig(simulations=4) if search == "gumbel" else MCTSConfig(simulations=3)
     games = play_games(Evaluator(tiny_net, "cpu"), 6, cfg, SelfPlayConfig(resign_threshold=-0.5, solve_empties=7),
@@ -204,7 +204,7 @@ def test_a_training_that_diverges_stops_and_saves_nothing(games, tiny_net, tmp_p
     it now stops at the first loss that is not a number, with nothing written."""
     import copy
 
-    from othello_learn.selfplay import learner
+    from othello_learn.rl import learner
 
     real = learner.losses
 
@@ -228,7 +228,7 @@ def test_value_weight_scales_the_value_loss_and_zero_leaves_the_head(games, tiny
     weights get no update while the rest of the net trains."""
     import copy
 
-    from othello_learn.selfplay.learner import losses
+    from othello_learn.rl.learner import losses
 
     batch = to_device_batch(games, np.arange(64), "cpu")
     tiny_net.eval()  # the same batch-norm statistics for every forward pass
@@ -245,7 +245,7 @@ def test_value_weight_scales_the_value_loss_and_zero_leaves_the_head(games, tiny
 def test_policy_sharpness_is_the_mean_entropy_over_the_legal_moves(games, tiny_net):
     """Against a plain per-position computation: entropy of softmax over the legal squares only
     (the net masks the others), and of the recorded targets."""
-    from othello_learn.selfplay.learner import policy_sharpness
+    from othello_learn.rl.learner import policy_sharpness
 
     got = policy_sharpness(tiny_net, games, n=50, seed=3)
     idx = np.sort(np.random.default_rng(3).choice(len(games.player), 50, replace=False))
@@ -295,7 +295,7 @@ def test_a_training_step_reports_the_losses_of_its_batch_computed_by_hand(games)
 
 
 def test_policy_sharpness_leaves_the_net_in_the_mode_it_found(games, tiny_net):
-    from othello_learn.selfplay.learner import policy_sharpness
+    from othello_learn.rl.learner import policy_sharpness
 
     try:
         for mode in (False, True):
@@ -328,7 +328,7 @@ def test_a_kept_optimizer_makes_two_trainings_one(games, tiny_net, tmp_path, mon
     import copy
 
     from othello_learn.models.nets import read_checkpoint
-    from othello_learn.selfplay import learner
+    from othello_learn.rl import learner
 
     fixed = np.arange(32)
     monkeypatch.setattr(learner, "to_device_batch", lambda g, idx, dev: to_device_batch(g, fixed, dev))
@@ -367,7 +367,7 @@ def test_a_training_from_a_kept_optimizer_killed_midway_goes_on_from_its_own_sta
     import copy
 
     from othello_learn.models.nets import read_checkpoint
-    from othello_learn.selfplay import learner
+    from othello_learn.rl import learner
 
     kw = dict(steps=6, batch_size=32, lr=3e-3, seed=5, precision="32-true")
     before = copy.deepcopy(tiny_net)  # the previous generation: its net and its Adam state
@@ -400,7 +400,7 @@ def test_an_optimizer_state_of_another_network_is_refused_whatever_torch_says(ga
     OptimizerStateError the loop words as "delete it", not a traceback."""
     import copy
 
-    from othello_learn.selfplay import learner
+    from othello_learn.rl import learner
 
     deeper = build_network(NetConfig(**{**TINY, "blocks": 2}))
     opt = torch.optim.Adam(deeper.parameters())
@@ -418,7 +418,7 @@ def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp
     weights and losses. Other settings find the saved state and start over."""
     import copy
 
-    from othello_learn.selfplay import learner
+    from othello_learn.rl import learner
 
     kw = dict(steps=6, batch_size=32, lr=3e-3, seed=5, precision="32-true")
     whole = copy.deepcopy(tiny_net)
@@ -452,7 +452,7 @@ def test_a_training_state_saved_with_another_value_weight_is_not_resumed(games, 
     left is not taken up by a training at weight 1, which starts over."""
     import copy
 
-    from othello_learn.selfplay import learner
+    from othello_learn.rl import learner
 
     kw = dict(steps=4, batch_size=16, lr=3e-3, seed=5, precision="32-true")
     state = tmp_path / "gen_0001.training"
@@ -475,7 +475,7 @@ def test_a_training_state_saved_on_another_kind_of_device_is_not_resumed(games, 
     import copy
 
     from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
-    from othello_learn.selfplay import learner
+    from othello_learn.rl import learner
 
     kw = dict(steps=4, batch_size=16, lr=3e-3, seed=5, precision="32-true")
     state = tmp_path / "gen_0001.training"
@@ -598,7 +598,7 @@ def test_a_continuous_runs_clean_sweeps_are_plotted_or_explained(tmp_path, monke
     figure says the matches were sweeps, not that no --eval-vs was given."""
     import warnings
 
-    from othello_learn.selfplay.elo import elo_from_score
+    from othello_learn.players.elo import elo_from_score
 
     sweep = {"gate_score": None, "elo_candidate": 0.0, "promoted": True, "elo_best": 0.0, "eval_vs": "random",
              "eval_score": 1.0, "eval_elo": None, "eval_elo_high": None}
@@ -669,7 +669,7 @@ def test_the_fast_path_trains_on_the_same_losses(games, tiny_net):
 
 
 def test_network_players_in_the_arena(tmp_path, tiny_net):
-    from othello_learn.selfplay.arena import main as arena_main
+    from othello_learn.players.arena import main as arena_main
 
     ckpt = tmp_path / "tiny.pt"
     save_network(tiny_net, ckpt)
@@ -1416,7 +1416,7 @@ def test_a_generation_killed_in_training_goes_on_from_its_saved_state(run_copy, 
     """A kill mid-training leaves nets/gen_N.training; the rerun goes on from it to the
     network the uninterrupted run trained, and removes it. A damaged one is named."""
     from othello_learn.models.nets import load_network
-    from othello_learn.selfplay import learner
+    from othello_learn.rl import learner
 
     (run_copy / "state.json").write_text(json.dumps(rl_run.state_at_interrupt))
     for name in ("nets/gen_0002.pt", "stats/gen_0002_train.json"):

@@ -1,6 +1,6 @@
 """selfplay/solve.py (a player's answers for each OBF position) checked against
 the players asked one position at a time, and the arena closing external
-engines at the end of every match (othello_learn.selfplay.arena.play_match)."""
+engines at the end of every match (othello_learn.players.arena.play_match)."""
 
 import json
 import sys
@@ -13,15 +13,15 @@ import torch
 import reference_engine as ref
 from processes import gone_soon, pid_written
 from othello import bitboard as bb
-from othello.cli import run_main
+from othello_learn.cli import run_main
 from othello.formats import format_obf
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
-from othello_learn.selfplay import external
-from othello_learn.selfplay.arena import play_match
-from othello_learn.selfplay.players import close_players
-from othello_learn.selfplay.registry import make_player
-from othello_learn.selfplay.solve import main, solve
+from othello_learn.players import external
+from othello_learn.players.arena import play_match
+from othello_learn.players.base import close_players
+from othello_learn.players.specs import make_player
+from othello_learn.frontends.solve_obf import main, solve
 
 REPO = Path(__file__).resolve().parents[1]
 CKPT = REPO / "checkpoints" / "cpu_rl_warm_long.pt"
@@ -137,7 +137,7 @@ def test_a_json_that_cannot_be_written_is_said_after_the_answers(tmp_path, capsy
     """A full disk lost every answer of a long run: the error came before they were printed."""
     import errno
 
-    from othello_learn.selfplay import solve as solve_module
+    from othello_learn.frontends import solve_obf as solve_module
 
     def full_disk(path, records):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
@@ -183,7 +183,7 @@ def scored_positions():
     (the side to move's final disc difference), computed here by playing the move
     and solving the rest (the solver is checked against plain minimax in
     test_endgame): the comment an Edax-scored OBF carries."""
-    from othello_learn.selfplay.endgame import solve as exact
+    from othello_learn.search.endgame import solve as exact
 
     rng = np.random.default_rng(5)
     for _ in range(50):
@@ -267,7 +267,7 @@ def test_beyond_its_range_an_endgame_player_answers_as_its_alphabeta(tmp_path, c
     assert answers[0] == answers[1]
     assert all(r["eval"] is not None for r in answers[0][1] if r["move"] is not None)
     # a forced pass too: minus the search value after it, as the NBoard engine's hint gives it
-    from othello_learn.selfplay.analysis import Analyst
+    from othello_learn.frontends.analysis import Analyst
 
     [forced] = [(i, r) for i, r in enumerate(answers[1][1]) if r["move"] == "PA"]
     assert forced[1]["eval"] == Analyst(make_player("alphabeta:2")).pass_eval(positions()[forced[0]], [])
@@ -287,7 +287,7 @@ def test_a_scored_move_that_is_not_legal_is_one_error_naming_the_position(tmp_pa
 
 def test_unscored_move_and_unscored_files(tmp_path, capsys):
     pos, sc = scored_positions()[0]
-    from othello_learn.selfplay.solve import format_record, grade
+    from othello_learn.frontends.solve_obf import format_record, grade
 
     rec = solve(make_player("alphabeta:1"), [pos])[0]
     only_other = {s: v for s, v in sc.items() if square_name(s) != rec["move"]} or {PASS: 0}
@@ -430,7 +430,7 @@ def test_grade_and_summary_by_hand():
     """Three hand-scored answers: a scored non-best move, an unscored move, the best move.
     best_moves come in board order (not the comment's), the mean loss is over the answers
     whose move is scored (4 and 0: 2.00, not 4/3), and the summary's wording."""
-    from othello_learn.selfplay.solve import format_summary, grade
+    from othello_learn.frontends.solve_obf import format_summary, grade
 
     sq = parse_square
     recs = [{"game_over": False, "move": m} for m in ("d3", "c4", "e6")]
@@ -483,7 +483,7 @@ def test_every_caller_checks_a_players_answer_alike(answer, said):
     """solve, the arena and the one-position callers (a GUI's, a person's opponent) share
     one check: a pass where a move exists, or a move that is not an integer (19.7 read
     as d3 by two of the three), is the player's bug, named, never played."""
-    from othello_learn.selfplay.players import Player, RandomPlayer, select_one
+    from othello_learn.players.base import Player, RandomPlayer, select_one
 
     class Odd(Player):
         name = "odd"

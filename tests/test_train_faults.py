@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from othello.cli import run_main
-from othello.files import UserError
+from othello_learn.cli import run_main
+from othello_learn.files import UserError
 from othello_learn.models.nets import NetConfig, build_network, load_network, read_checkpoint, save_network
 
 REPO = Path(__file__).resolve().parents[1]
@@ -1049,7 +1049,7 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
     """A run stopped before train.py wrote model.pt has only .ckpt files: evaluate.py --export
     turns one into the .pt every player takes (the refusal says how), its evaluation kept in it."""
     from othello_learn.models.nets import save_checkpoint_file
-    from othello_learn.selfplay.registry import make_program
+    from othello_learn.players.specs import make_program
     from othello_learn.train.evaluate import main
     from othello_learn.train.module import MovePredictor
 
@@ -1058,7 +1058,7 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
     save_checkpoint_file({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict()}, ckpt)
     with pytest.raises(UserError, match=f"export it first: python train/evaluate.py --checkpoint {ckpt} --export"):
         load_network(ckpt)
-    from othello_learn.selfplay.loop import load_net
+    from othello_learn.rl.loop import load_net
 
     with pytest.raises(UserError) as refused:  # the loop's --init: that advice alone, not its own after it
         load_net(ckpt, "cpu", "ANOTHER REMEDY")
@@ -1745,7 +1745,7 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     import argparse
     from types import SimpleNamespace
 
-    from othello.cli import seed_arg, seed_below
+    from othello_learn.cli import seed_arg, seed_below
     from othello_learn.train.train import check_dataset
 
     train_seed = seed_below(2**32)  # train's: Lightning's seed_everything
@@ -2100,7 +2100,7 @@ def test_progress_bars_in_a_log_file_are_redrawn_once_a_minute(monkeypatch):
     kept current in between."""
     import io
 
-    from othello.cli import LOG_REDRAW_SECONDS, bar_pacing
+    from othello_learn.cli import LOG_REDRAW_SECONDS, bar_pacing
     from othello_learn.train import checkpoints
 
     class Terminal(io.StringIO):
@@ -2168,7 +2168,7 @@ def test_a_stop_swallowed_after_the_last_fit_still_ends_the_run_with_its_status(
                                                                                 capsys):
     """The block's last check: a SIGTERM something swallowed after training (no later fit or
     test to check it) was lost, exit 0; the run's files are kept and it exits 143."""
-    from othello.cli import Terminated
+    from othello_learn.cli import Terminated
     from othello_learn.models import nets
     from othello_learn.train.train import main
 

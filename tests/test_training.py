@@ -182,7 +182,7 @@ def test_learning_rate_schedule_ends_with_the_time_budget():
 
 
 def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, tmp_path, monkeypatch):
-    from othello.files import UserError
+    from othello_learn.files import UserError
     from othello_learn.train.train import train as train_main
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
@@ -203,7 +203,7 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
     # arithmetic is tested above with a stand-in timer)
     assert state["lr_schedulers"][0]["_last_lr"][0] < summary["config"]["optim"].get("lr", 1e-3)
 
-    from othello.cli import run_main
+    from othello_learn.cli import run_main
     from othello_learn.train.curves import load_curve, main
 
     def curves_main(argv):  # as the command runs it: errors are one line, exit 2
@@ -273,7 +273,7 @@ def test_a_tempered_network_divides_its_logits_and_keeps_its_moves():
 def test_evaluate_calibrates_and_exports_the_tempered_network(dataset_dir, tmp_path, capsys):
     """--calibrate reports the temperature and the cross-entropy at it (never above the untempered
     one on the same positions); with --export the net's logits are divided by it and its moves kept."""
-    from othello.cli import run_main
+    from othello_learn.cli import run_main
     from othello_learn.models.nets import save_network
     from othello_learn.train.evaluate import main
 
@@ -315,7 +315,7 @@ def _flatten_to_old_hparams(path):
 
 
 def test_runs_started_by_the_old_module_resume_and_export(dataset_dir, tmp_path, monkeypatch):
-    from othello.files import UserError
+    from othello_learn.files import UserError
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
     from othello_learn.train.train import check_resumable, train as train_main
 
@@ -410,7 +410,7 @@ def test_a_run_with_weight_averaging_continued_after_its_end_trains_on_from_its_
 
 
 def test_weight_averaging_setting_is_checked(tmp_path):
-    from othello.files import UserError
+    from othello_learn.files import UserError
     from othello_learn.train.train import train as train_main
 
     with pytest.raises(UserError, match="optim.ema: must be in"):
@@ -450,7 +450,7 @@ def test_a_recipe_comparison_runs_end_to_end_and_resumes(dataset_dir, tmp_path):
     spec = importlib.util.spec_from_file_location("recipe_compare", path)
     compare = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(compare)
-    from othello.cli import run_main
+    from othello_learn.cli import run_main
     from othello_learn.train.train import main as train_main
 
     def in_process(cmd, env, stdout, stderr):  # the train.py command line, without a second interpreter's start
@@ -544,7 +544,7 @@ def test_a_grown_network_starts_as_its_source(dataset_dir, have, grown):
     (NetConfig("resnet", blocks=1, width=8, value_head=True), "has model.blocks=2, more than the config's 1"),
 ])
 def test_what_a_warm_start_cannot_carry_over_is_named(grown, message):
-    from othello.files import UserError
+    from othello_learn.files import UserError
     from othello_learn.models.nets import grow_network
 
     with pytest.raises(UserError, match="^--init x.pt: " + message):
@@ -841,7 +841,7 @@ def test_wandb_errors_are_one_line_online_and_tracebacks_offline():
     --wandb-online. Offline needs no account, so a failure there is a bug and keeps its traceback."""
     import wandb
 
-    from othello.files import UserError
+    from othello_learn.files import UserError
     from othello_learn.tracking import start_wandb
 
     def no_key():

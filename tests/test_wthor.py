@@ -10,7 +10,7 @@ import pytest
 
 import reference_engine as ref
 from othello import PASS
-from othello.cli import run_main
+from othello_learn.cli import run_main
 from othello_learn.data import dataset, wtb
 from othello_learn.data.replay import replay
 from othello_learn.data.wthor import main as _wthor_main

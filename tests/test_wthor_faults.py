@@ -15,8 +15,8 @@ import pytest
 
 import reference_engine as ref
 from othello import PASS
-from othello.cli import run_main
-from othello.files import UserError
+from othello_learn.cli import run_main
+from othello_learn.files import UserError
 from othello.notation import format_transcript
 from othello_learn.data import dataset, wtb
 from othello_learn.data import wthor as cli

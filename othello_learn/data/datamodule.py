@@ -15,7 +15,7 @@ import lightning as L
 import numpy as np
 import torch
 
-from othello.files import UserError
+from othello_learn.files import UserError
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_records
 
 from .dataset import REFERENCE_SPLIT, WthorDataset, content_digest, parse_years

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from othello.cli import bar_pacing
-from othello.files import UserError, process_exists
+from othello_learn.cli import bar_pacing
+from othello_learn.files import UserError, process_exists
 from othello.notation import square_name, wthor_to_square
 
 from .replay import POSITION_DTYPE, replay

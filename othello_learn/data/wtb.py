@@ -1,6 +1,6 @@
 """The FFO's WTHOR binary formats: ``.wtb`` game files, ``WTHOR.JOU`` players
 and ``WTHOR.TRN`` tournaments. Reading validates sizes and names the file in
-every error; writing is atomic (``othello.files.atomic_write``)."""
+every error; writing is atomic (``othello_learn.files.atomic_write``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.files import UserError, atomic_write
+from othello_learn.files import UserError, atomic_write
 
 HEADER_SIZE = 16
 HEADER_DTYPE = np.dtype(

@@ -24,8 +24,8 @@ import zlib
 from io import BytesIO
 from pathlib import Path
 
-from othello.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
-from othello.files import UserError, atomic_write, check_output
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
+from othello_learn.files import UserError, atomic_write, check_output
 from othello_learn import HOME, HOME_HELP
 from othello_learn.data.dataset import (REFERENCE_SPLIT, WTB_NAME, build, check_replaceable, parse_years, recover,
                                          write)

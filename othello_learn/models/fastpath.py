@@ -16,7 +16,7 @@ import importlib.util
 
 import torch
 
-from othello.files import UserError, one_line
+from othello_learn.files import UserError, one_line
 
 FP32 = "32-true"
 BF16 = "bf16-mixed"

@@ -1,6 +1,6 @@
 """The losses of both trainings, in one place: supervised (othello_learn/train/module.py: the
 expert's move, label smoothing, value weight 0.5 against the sign of the disc
-difference) and self-play (othello_learn/selfplay/learner.py: the search's policy target,
+difference) and self-play (othello_learn/rl/learner.py: the search's policy target,
 value weight 1, an explicit L2 term since it steps plain Adam). What differs
 between them is only the arguments."""
 

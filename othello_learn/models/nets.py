@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from othello import bitboard as bb
-from othello.files import UserError, atomic_write, one_line
+from othello_learn.files import UserError, atomic_write, one_line
 
 from .encoders import ENCODERS
 

@@ -21,8 +21,8 @@ from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint, T
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
-from othello.cli import bar_pacing
-from othello.files import UserError
+from othello_learn.cli import bar_pacing
+from othello_learn.files import UserError
 from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
 
 

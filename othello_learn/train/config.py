@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello.cli import type_name, type_ok
-from othello.files import UserError, one_line
+from othello_learn.cli import type_name, type_ok
+from othello_learn.files import UserError, one_line
 
 
 class _Loader(yaml.SafeLoader):

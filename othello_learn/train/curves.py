@@ -23,8 +23,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from othello.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
-from othello.files import UserError, one_line
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
+from othello_learn.files import UserError, one_line
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn.train.run_folder import FRESH_START, batches_per_step, csv_versions
 

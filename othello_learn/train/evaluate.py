@@ -38,8 +38,8 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.cli import STOP_SIGNALS, ArgumentParser, at_least, bar_pacing, run_main, stop_signals_raise
-from othello.files import UserError, check_distinct, check_input, check_output, write_json
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, at_least, bar_pacing, run_main, stop_signals_raise
+from othello_learn.files import UserError, check_distinct, check_input, check_output, write_json
 from othello.symmetry import SQUARE_MAP, transform
 from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
 from othello_learn.models.batch import SYMMETRY_GROUPS, from_records, transform_batch

@@ -9,7 +9,7 @@ import torch
 from lightning.pytorch.callbacks import EMAWeightAveraging, Timer
 from torchmetrics.classification import MulticlassAccuracy
 
-from othello.files import UserError
+from othello_learn.files import UserError
 from othello_learn.models.fastpath import prepare
 from othello_learn.models.losses import move_losses
 from othello_learn.models.nets import (MoveNet, NetConfig, build_network, is_training_checkpoint, network_from_export,

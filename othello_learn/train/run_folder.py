@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from othello.files import UserError, temp_target, write_json
+from othello_learn.files import UserError, temp_target, write_json
 
 
 FRESH_START = "fresh_start.json"  # in OUT: where the logs of the run a --fresh began start

@@ -29,9 +29,9 @@ from types import SimpleNamespace
 
 import yaml  # (a Lightning dependency)
 
-from othello.cli import (STOP_SIGNALS, ArgumentParser, HangUp, Terminated, at_least, run_main, say_stopped, seed_below,
+from othello_learn.cli import (STOP_SIGNALS, ArgumentParser, HangUp, Terminated, at_least, run_main, say_stopped, seed_below,
                          stop_signals_raise, stop_status)
-from othello.files import UserError, atomic_write, check_input, check_output, one_line, remove_stale_temps, write_json
+from othello_learn.files import UserError, atomic_write, check_input, check_output, one_line, remove_stale_temps, write_json
 from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
 from othello_learn.train.config import Origin, check_config, gpu_recipe_warning, read_config

@@ -7,11 +7,8 @@ the classical programs' cost is in the tree, not in vectorizable leaves.
 
 from __future__ import annotations
 
-import numpy as np
-
 from othello import bitboard as bb
 from othello.stability import stable_discs
-from othello_learn.selfplay.players import Player, spec_int
 
 # Square weights of the classical Othello programs: corners good, the squares
 # that give a corner away (X and C squares) bad, edges mildly good.
@@ -98,8 +95,9 @@ def _ordered_squares(moves: int):
             x ^= low
 
 
-class AlphaBetaPlayer(Player):
-    """Fixed-depth negamax alpha-beta on the classical evaluation.
+class AlphaBetaSearch:
+    """Fixed-depth negamax alpha-beta on the classical evaluation (the player is
+    ``othello_learn.players.base.AlphaBetaPlayer``).
 
     Depth counts moves; a forced pass does not use depth (it is no choice),
     and a finished game is scored exactly wherever it is reached. Children
@@ -113,15 +111,7 @@ class AlphaBetaPlayer(Player):
         if not 1 <= depth <= MAX_ALPHABETA_DEPTH:
             raise ValueError(f"alpha-beta depth must be 1..{MAX_ALPHABETA_DEPTH}, got {depth}")
         self.depth = depth
-        self.name = f"alphabeta:{depth}"
         self.nodes = 0
-
-    @classmethod
-    def from_args(cls, args: list[str]) -> "AlphaBetaPlayer":
-        """``alphabeta[:DEPTH]``, depth 3 when not given."""
-        if len(args) > 1:
-            raise ValueError(f"'alphabeta' takes one argument (the depth), got {args}")
-        return cls(spec_int(args[0], "alpha-beta depth") if args else 3)
 
     def negamax(self, p: int, o: int, depth: int, alpha: int, beta: int) -> int:
         """Fail-soft negamax value of (p, o) for the side to move."""
@@ -172,10 +162,3 @@ class AlphaBetaPlayer(Player):
             elif v == best:
                 best_moves.append(sq)
         return best, sorted(best_moves)
-
-    def select(self, player, opponent, black_to_move, rng):
-        out = np.empty(len(player), dtype=np.int64)
-        for i, (p, o) in enumerate(zip(np.asarray(player).tolist(), np.asarray(opponent).tolist())):
-            _, best = self.search(int(p), int(o))
-            out[i] = best[rng.integers(len(best))] if len(best) > 1 else best[0]
-        return out

@@ -19,14 +19,14 @@ import numpy as np
 import torch
 
 from othello import bitboard as bb
-from othello.cli import bar_pacing
-from othello.files import atomic_path
+from othello_learn.cli import bar_pacing
+from othello_learn.files import atomic_path
 from othello.notation import PASS, format_transcript
 from othello.states import HISTORY, States
 
-from .endgame import solve
-from .gumbel import GumbelMCTS, make_search
-from .mcts import Evaluator, MCTSConfig
+from othello_learn.search.endgame import solve
+from othello_learn.search.gumbel import GumbelMCTS, make_search
+from othello_learn.search.mcts import Evaluator, MCTSConfig
 
 
 @dataclass

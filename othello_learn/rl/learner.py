@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.cli import bar_pacing
+from othello_learn.cli import bar_pacing
 from othello_learn.models import fastpath
 from othello_learn.models.batch import augment, from_arrays
 from othello_learn.models.losses import entropy, l2_penalty, move_losses
 from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
 
-from .selfplay import SelfPlayGames
+from othello_learn.rl.selfplay import SelfPlayGames
 
 
 def to_device_batch(games: SelfPlayGames, idx: np.ndarray, device) -> dict:

@@ -9,10 +9,10 @@ import os
 import sys
 from collections.abc import Callable
 
-from othello.cli import STOP_SIGNALS, ArgumentParser, StopOnce, seed_arg, stdout_to_devnull, stop_signals_raise
-from othello.files import UserError
-from othello_learn.selfplay.players import Player
-from othello_learn.selfplay.registry import PlayerSpecError, make_program
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, StopOnce, seed_arg, stdout_to_devnull, stop_signals_raise
+from othello_learn.files import UserError
+from othello_learn.players.base import Player
+from othello_learn.players.specs import PlayerSpecError, make_program
 
 
 ECHO = 200  # characters of a bad command quoted on stderr: a GUI may send a line of any length

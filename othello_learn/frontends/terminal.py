@@ -21,15 +21,15 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.cli import ArgumentParser, run_main, seed_arg, STOP_SIGNALS, stop_signals_raise
-from othello.files import UserError, atomic_write, check_input, check_output
+from othello_learn.cli import ArgumentParser, run_main, seed_arg, STOP_SIGNALS, stop_signals_raise
+from othello_learn.files import UserError, atomic_write, check_input, check_output
 from othello.formats import FormatError, play_with_passes
 from othello.game import Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
 from othello.states import last_actions
 from othello_learn import HOME
-from othello_learn.selfplay.players import HumanQuit, Player, close_players, network_of, select_one
-from othello_learn.selfplay.registry import SPEC_KINDS, make_program, starts_a_program
+from othello_learn.players.base import HumanQuit, Player, close_players, network_of, select_one
+from othello_learn.players.specs import SPEC_KINDS, make_program, starts_a_program
 
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
@@ -145,7 +145,7 @@ def render(position: Position, probs=None, last: int = -1) -> str:
 
 def hint_text(net, position: Position, history, you: str = "you") -> str:
     """The network's top moves in ``position`` and its value when it has a value head."""
-    from othello_learn.selfplay.nn_players import best_move
+    from othello_learn.players.network import best_move
 
     if not position.legal_moves():
         return "no legal move: you must pass"
@@ -303,7 +303,7 @@ class TerminalGame:
         pos = self.position
         probs = None
         if self.show_policy and self.hint_net is not None and pos.legal_moves() and not pos.is_over():
-            from othello_learn.selfplay.nn_players import best_move
+            from othello_learn.players.network import best_move
 
             probs = best_move(self.hint_net, pos, last_actions(self.moves))[1]
         last = next((m for m in reversed(self.moves) if m != PASS), -1)

@@ -2,7 +2,7 @@
 ``gtp-rhino`` does; Quarry and twogtp-style referees drive such engines).
 
     python selfplay/gtp.py --player policy:checkpoints/best_selfplay.pt
-    python -m othello_learn.selfplay.gtp_engine --player alphabeta:3
+    python -m othello_learn.frontends.gtp --player alphabeta:3
 
 The Go Text Protocol, version 2, as Othello engines speak it: one command a line
 (an optional numeric id first), each answered ``=[id] text`` or ``?[id] error``
@@ -36,14 +36,14 @@ from __future__ import annotations
 import sys
 from importlib import metadata
 
-from othello.cli import run_main
-from othello.files import UserError, one_line
+from othello_learn.cli import run_main
+from othello_learn.files import UserError, one_line
 from othello.formats import FormatError, board_from_text
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
-from othello_learn.selfplay.analysis import Analyst
-from othello_learn.selfplay.players import Player
-from othello_learn.selfplay.session import ECHO, GuiGone, engine_main, serve_lines
+from othello_learn.frontends.analysis import Analyst
+from othello_learn.players.base import Player
+from othello_learn.frontends.session import ECHO, GuiGone, engine_main, serve_lines
 
 COMMANDS = ("protocol_version", "name", "version", "known_command", "list_commands", "quit", "boardsize",
             "clear_board", "komi", "play", "genmove", "reg_genmove", "undo", "showboard", "final_score",

@@ -27,8 +27,8 @@ import torch
 
 from othello.states import ACTIONS, PASS
 
-from . import tree as T
-from .mcts import BatchedMCTS, Evaluator, MCTSConfig
+from othello_learn.search import tree as T
+from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig
 
 TARGET_Q = ("rescaled", "absolute")  # GumbelConfig.target_q
 LOW_LOGIT = -1e9  # floor of g + logits + sigma, so a zero prior still ranks among the considered

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from othello.files import UserError, describe_os_error
+from othello_learn.files import UserError, describe_os_error
 
 
 class _RunMainFlag(argparse.Action):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from othello_learn.plots import pyplot, save_figure
-from othello_learn.selfplay.elo import finite_elo
+from othello_learn.players.elo import finite_elo
 
 
 def elo_series(history: list[dict]) -> dict[str, tuple[list, list, list | None]]:

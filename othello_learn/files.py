@@ -5,7 +5,7 @@ then a rename: a reader, a kill or a full disk never leaves a truncated file und
 name) and checks its paths before the work (``check_output``, ``check_input``,
 ``check_distinct``). A ``UserError`` is bad input the user can fix; ``describe_os_error`` and
 ``one_line`` word an OS error or a library's long message as the one line a command prints
-(``othello.cli.run_main``).
+(``othello_learn.cli.run_main``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 from othello.notation import PASS, format_transcript
 from othello.states import States, last_actions
 from othello.symmetry import transform
-from othello_learn.selfplay.players import random_legal_squares
+from othello_learn.players.base import random_legal_squares
 
 # After 60 moves the board is full: an opening must leave at least one move to play.
 MAX_OPENING_PLIES = 59

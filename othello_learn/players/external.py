@@ -36,12 +36,12 @@ import time
 
 import numpy as np
 
-from othello.files import UserError
+from othello_learn.files import UserError
 from othello.formats import FormatError, GameRecord, board_to_text, format_ggf, parse_move, play_with_passes
 from othello.game import Position
 from othello.notation import PASS, format_transcript, square_name
 
-from .players import Player
+from othello_learn.players.base import Player
 
 
 class EngineError(UserError):

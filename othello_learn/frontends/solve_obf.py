@@ -1,14 +1,14 @@
 """Ask a player about every position of an OBF file, like Edax's ``-solve``.
 
     python selfplay/solve.py problems.obf --player policy:checkpoints/cpu_rl_warm_long.pt
-    python -m othello_learn.selfplay.solve problems.obf --player alphabeta:4 --json answers.json
+    python -m othello_learn.frontends.solve_obf problems.obf --player alphabeta:4 --json answers.json
 
 One line per position: its number in the file, the side to move, the move the
 player chooses (``PA`` when the side to move must pass, ``game over`` when
 neither side can move). Network players add the policy's probability of that
 move, the value head's evaluation of the position and the policy's top three
 moves; the evaluation is in discs from the side to move's view, the same figure
-the NBoard engine's ``analyze`` reports (``othello_learn.selfplay.analysis.Analyst``
+the NBoard engine's ``analyze`` reports (``othello_learn.frontends.analysis.Analyst``
 computes both), as is alpha-beta's search value and, where an ``endgame:E:SPEC``
 player solves the position (at most E empty squares), the exact final disc
 difference (beyond E, SPEC plays, and its figure is given). All positions go to the player in one ``select`` call, so a network
@@ -32,15 +32,15 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello.cli import STOP_SIGNALS, ArgumentParser, run_main, seed_arg, stop_signals_raise
-from othello.files import UserError, check_distinct, check_input, check_output, write_json
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, run_main, seed_arg, stop_signals_raise
+from othello_learn.files import UserError, check_distinct, check_input, check_output, write_json
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position
 from othello.notation import PASS, move_name, parse_square, square_name
 from othello.states import States
-from othello_learn.selfplay.analysis import Analyst
-from othello_learn.selfplay.players import Player, checked_moves
-from othello_learn.selfplay.session import session_player
+from othello_learn.frontends.analysis import Analyst
+from othello_learn.players.base import Player, checked_moves
+from othello_learn.frontends.session import session_player
 
 TOP = 3
 

@@ -6,7 +6,7 @@ descends all B trees together, expands one leaf per game, evaluates the B
 leaves in ONE network call and backs the values up together; the Python
 loops run over simulations and tree depth, never over games or nodes.
 
-The tree itself and the select / expand / backup steps are ``othello_learn.selfplay.tree``
+The tree itself and the select / expand / backup steps are ``othello_learn.search.tree``
 (shared with the Gumbel search); this module holds the network wrapper
 (``Evaluator``), PUCT's selection rule, Dirichlet root noise and tree reuse.
 """
@@ -21,7 +21,7 @@ from othello import bitboard as bb
 from othello_learn.models.batch import from_arrays
 from othello.states import States
 
-from . import tree as T
+from othello_learn.search import tree as T
 
 
 @dataclass

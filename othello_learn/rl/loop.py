@@ -38,26 +38,26 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from othello.cli import (STOP_SIGNALS, ArgumentParser, StopOnce, bar_pacing, run_main, say_stopped, stop_signals_raise,
+from othello_learn.cli import (STOP_SIGNALS, ArgumentParser, StopOnce, bar_pacing, run_main, say_stopped, stop_signals_raise,
                          stop_status, taken, type_name, type_ok)
-from othello.files import (UserError, atomic_write, check_output, describe_os_error, one_line, remove_stale_temps,
+from othello_learn.files import (UserError, atomic_write, check_output, describe_os_error, one_line, remove_stale_temps,
                            temp_target, write_json)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import default_device, usable_device
 from othello_learn.models.nets import (SIZE_LIMITS, NetConfig, TrainingCheckpointError, build_network, grow_network,
                                        load_network, read_checkpoint, save_network)
-from othello_learn.selfplay.arena import play_match
-from othello_learn.selfplay.elo import finite_elo
-from othello_learn.selfplay.elo_plot import plot_elo
-from othello_learn.selfplay.endgame import MAX_EMPTIES
-from othello_learn.selfplay.gumbel import TARGET_Q, GumbelConfig
-from othello_learn.selfplay.learner import OptimizerStateError, TrainingDiverged, policy_sharpness, train_network
-from othello_learn.selfplay.mcts import Evaluator, MCTSConfig
-from othello_learn.selfplay.nn_players import PolicyPlayer, check_considered, search_player
-from othello_learn.selfplay.players import MAX_SIMULATIONS
-from othello_learn.selfplay.registry import make_program
-from othello_learn.selfplay.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
+from othello_learn.players.arena import play_match
+from othello_learn.players.elo import finite_elo
+from othello_learn.rl.elo_plot import plot_elo
+from othello_learn.search.endgame import MAX_EMPTIES
+from othello_learn.search.gumbel import TARGET_Q, GumbelConfig
+from othello_learn.rl.learner import OptimizerStateError, TrainingDiverged, policy_sharpness, train_network
+from othello_learn.search.mcts import Evaluator, MCTSConfig
+from othello_learn.players.network import PolicyPlayer, check_considered, search_player
+from othello_learn.players.base import MAX_SIMULATIONS
+from othello_learn.players.specs import make_program
+from othello_learn.rl.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
 from othello_learn.tracking import start_wandb
 
 # The largest count a setting without a limit of its own may be: a typo's extra digits ended in an

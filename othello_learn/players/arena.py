@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from othello.cli import ArgumentParser, bar_pacing, run_main, STOP_SIGNALS, seed_arg, stop_signals_raise
-from othello.files import UserError, atomic_write, check_distinct, check_output, write_json
+from othello_learn.cli import ArgumentParser, bar_pacing, run_main, STOP_SIGNALS, seed_arg, stop_signals_raise
+from othello_learn.files import UserError, atomic_write, check_distinct, check_output, write_json
 from othello.notation import PASS, format_transcript
-from othello_learn.selfplay.elo import MatchResult
-from othello_learn.selfplay.openings import MAX_OPENING_PLIES, opening_states, random_openings
-from othello_learn.selfplay.players import HumanQuit, Player, checked_moves, close_players
-from othello_learn.selfplay.registry import SPEC_KINDS, make_player
+from othello_learn.players.elo import MatchResult
+from othello_learn.players.openings import MAX_OPENING_PLIES, opening_states, random_openings
+from othello_learn.players.base import HumanQuit, Player, checked_moves, close_players
+from othello_learn.players.specs import SPEC_KINDS, make_player
 
 
 # --------------------------------------------------------------------------

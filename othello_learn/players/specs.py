@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable, Union
 
-from othello.files import UserError, describe_os_error, one_line
+from othello_learn.files import UserError, describe_os_error, one_line
 
 PlayerFactory = Callable[[list], object]  # spec arguments -> Player
 
@@ -27,24 +27,24 @@ class PlayerSpecError(UserError, ValueError):
 
 # kind -> factory, or "module:attribute" of one (resolved on first use).
 PLAYER_FACTORIES: dict[str, Union[PlayerFactory, str]] = {
-    "random": "othello_learn.selfplay.players:RandomPlayer.from_args",
-    "greedy": "othello_learn.selfplay.players:GreedyPlayer.from_args",
-    "alphabeta": "othello_learn.selfplay.alphabeta:AlphaBetaPlayer.from_args",
-    "human": "othello_learn.selfplay.play:HumanPlayer.from_args",
-    "policy": "othello_learn.selfplay.nn_players:policy_from_args",
-    "mcts": "othello_learn.selfplay.nn_players:mcts_from_args",
-    "gumbel": "othello_learn.selfplay.nn_players:gumbel_from_args",
-    "nboard": "othello_learn.selfplay.external:nboard_from_args",
-    "gtp": "othello_learn.selfplay.external:gtp_from_args",
-    "endgame": "othello_learn.selfplay.registry:_endgame",
+    "random": "othello_learn.players.base:RandomPlayer.from_args",
+    "greedy": "othello_learn.players.base:GreedyPlayer.from_args",
+    "alphabeta": "othello_learn.players.base:AlphaBetaPlayer.from_args",
+    "human": "othello_learn.frontends.terminal:HumanPlayer.from_args",
+    "policy": "othello_learn.players.network:policy_from_args",
+    "mcts": "othello_learn.players.network:mcts_from_args",
+    "gumbel": "othello_learn.players.network:gumbel_from_args",
+    "nboard": "othello_learn.players.external:nboard_from_args",
+    "gtp": "othello_learn.players.external:gtp_from_args",
+    "endgame": "othello_learn.players.specs:_endgame",
 }
 
 
 def _endgame(args: list[str]):
     """``endgame:E:SPEC``: SPEC's player, built here, wrapped with perfect play from E empties
     (so the endgame module, like every player module, never imports the registry)."""
-    from othello_learn.selfplay.endgame import EndgamePlayer
-    from othello_learn.selfplay.players import spec_int
+    from othello_learn.players.base import EndgamePlayer
+    from othello_learn.players.base import spec_int
 
     if len(args) < 2 or not ":".join(args[1:]).strip():  # "endgame:10:" was "unknown player spec ''"
         raise ValueError("expected endgame:EMPTIES:SPEC, e.g. endgame:10:policy:checkpoints/best_value.pt")

@@ -13,9 +13,9 @@ from othello import bitboard as bb
 from othello.game import Position
 from othello.notation import PASS
 from othello.states import States, last_actions
-from othello_learn.selfplay import endgame
-from othello_learn.selfplay.alphabeta import WIN_SCALE, AlphaBetaPlayer
-from othello_learn.selfplay.players import Player, before_solves, network_of, select_one
+from othello_learn.search import endgame
+from othello_learn.search.alphabeta import WIN_SCALE
+from othello_learn.players.base import AlphaBetaPlayer, EndgamePlayer, Player, before_solves, network_of, select_one
 
 
 class Analyst:
@@ -81,7 +81,7 @@ class Analyst:
     def exact(self, pos: Position) -> bool:
         """Whether the player solves ``pos`` (``endgame:E:SPEC`` with at most E empty squares):
         then it knows the result, and its evaluations are that, not SPEC's guess."""
-        return (isinstance(self.player, endgame.EndgamePlayer)
+        return (isinstance(self.player, EndgamePlayer)
                 and endgame.empties(pos.player, pos.opponent) <= self.player.empties)
 
     def root_eval(self, pos: Position, moves: list[int]) -> float | None:

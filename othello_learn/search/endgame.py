@@ -20,10 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import numpy as np
-
 from othello import bitboard as bb
-from othello_learn.selfplay.players import Player
 
 MAX_EMPTIES = 14  # a solve beyond this takes minutes in Python
 FASTEST_FIRST = 7  # empties from which children are ordered by the opponent's mobility
@@ -229,41 +226,3 @@ def move_results(player: int, opponent: int) -> dict[int, int]:
             v = -_negamax(cp, co, -1, 1, n - 1)  # fail-soft: the sign is exact, the size is not
             out[sq] = (v > 0) - (v < 0)
     return out
-
-
-class EndgamePlayer(Player):
-    """``endgame:E:SPEC``: SPEC's move while more than E squares are empty, a
-    perfect one from there (a random one of the optimal moves, so games vary)."""
-
-    def __init__(self, inner: Player, empties: int):
-        if not 0 <= empties <= MAX_EMPTIES:
-            raise ValueError(f"endgame empties must be 0..{MAX_EMPTIES}, got {empties}")
-        self.inner, self.empties = inner, empties
-        self.name = f"endgame:{empties}:{inner.name}"
-        for attr in ("uses_history", "uses_moves", "interactive"):
-            if getattr(inner, attr, False):
-                setattr(self, attr, True)
-
-    def select(self, player, opponent, black_to_move, rng, **extra):
-        player, opponent = np.asarray(player), np.asarray(opponent)
-        left = 64 - bb.popcount(player | opponent).astype(np.int64)
-        late = left <= self.empties
-        out = np.empty(len(player), dtype=np.int64)
-        early = np.nonzero(~late)[0]
-        if early.size:
-            sub = {k: [v[i] for i in early] if k == "moves" else np.asarray(v)[early] for k, v in extra.items()}
-            out[early] = self.inner.select(player[early], opponent[early], np.asarray(black_to_move)[early], rng, **sub)
-        for i in np.nonzero(late)[0]:
-            _, best = solve(int(player[i]), int(opponent[i]))
-            out[i] = best[rng.integers(len(best))] if len(best) > 1 else best[0]
-        return out
-
-    def reset(self) -> None:
-        self.inner.reset()
-
-    def check(self, keep_running: bool = False) -> None:
-        self.inner.check(keep_running)  # an external engine inside plays every move before the solves
-
-    def close(self) -> None:
-        if hasattr(self.inner, "close"):
-            self.inner.close()

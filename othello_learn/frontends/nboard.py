@@ -1,7 +1,7 @@
 """Our players as an NBoard-protocol engine, so GUIs and match tools can drive them.
 
     python selfplay/nboard.py --player policy:checkpoints/cpu_hc_long.pt
-    python -m othello_learn.selfplay.nboard --player alphabeta:3
+    python -m othello_learn.frontends.nboard --player alphabeta:3
 
 The protocol (Chris Welty's NBoard, version 2; Edax and NTest speak it) is one
 command a line on stdin, answers on stdout, flushed at once. The GUI keeps the
@@ -38,14 +38,14 @@ from __future__ import annotations
 import sys
 import time
 
-from othello.cli import run_main
-from othello.files import UserError, one_line
+from othello_learn.cli import run_main
+from othello_learn.files import UserError, one_line
 from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move, play_with_passes
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, move_name
-from othello_learn.selfplay.analysis import Analyst
-from othello_learn.selfplay.players import Player
-from othello_learn.selfplay.session import ECHO, GuiGone, engine_main, serve_lines
+from othello_learn.frontends.analysis import Analyst
+from othello_learn.players.base import Player
+from othello_learn.frontends.session import ECHO, GuiGone, engine_main, serve_lines
 
 
 class NoMove(UserError):

@@ -16,10 +16,10 @@ from othello_learn.models.batch import from_arrays, from_states
 from othello_learn.models.fastpath import default_device
 from othello_learn.models.nets import load_network
 
-from . import tree as T
-from .gumbel import GumbelConfig, GumbelMCTS
-from .mcts import BatchedMCTS, Evaluator, MCTSConfig
-from .players import MAX_SIMULATIONS, Player, spec_int
+from othello_learn.search import tree as T
+from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS
+from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig
+from othello_learn.players.base import MAX_SIMULATIONS, Player, spec_int
 
 
 def _states(batch: dict) -> States:

@@ -3,8 +3,10 @@
 The interface is batched (``select`` takes N positions, returns N moves) so a
 network player can evaluate all the games of a match that wait on it in one
 forward pass. ``random`` and ``greedy`` are the floor every learned player
-must clear; alpha-beta is in ``othello_learn.selfplay.alphabeta``, the network players in
-``othello_learn.selfplay.nn_players``, and specs become players in ``othello_learn.selfplay.registry``.
+must clear; ``alphabeta:D`` (the search in ``othello_learn.search.alphabeta``) the strongest
+player with no network, and ``endgame:E:SPEC`` adds the exact solver
+(``othello_learn.search.endgame``) to any player. The network players are in
+``othello_learn.players.network``, and specs become players in ``othello_learn.players.specs``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from othello import bitboard as bb
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, square_name
 from othello.states import States
+from othello_learn.search.alphabeta import AlphaBetaSearch
+from othello_learn.search.endgame import MAX_EMPTIES, solve
 
 _SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
 
@@ -201,3 +205,63 @@ def network_of(player: Player):
     if net is None and getattr(player, "evaluator", None) is not None:
         net = player.evaluator.net
     return net
+
+
+class AlphaBetaPlayer(AlphaBetaSearch, Player):
+    """``alphabeta:D``: the alpha-beta search's move (a random one of the best, so games vary)."""
+
+    def __init__(self, depth: int = 3):
+        super().__init__(depth)
+        self.name = f"alphabeta:{depth}"
+
+    @classmethod
+    def from_args(cls, args: list[str]) -> "AlphaBetaPlayer":
+        """``alphabeta[:DEPTH]``, depth 3 when not given."""
+        if len(args) > 1:
+            raise ValueError(f"'alphabeta' takes one argument (the depth), got {args}")
+        return cls(spec_int(args[0], "alpha-beta depth") if args else 3)
+
+    def select(self, player, opponent, black_to_move, rng):
+        out = np.empty(len(player), dtype=np.int64)
+        for i, (p, o) in enumerate(zip(np.asarray(player).tolist(), np.asarray(opponent).tolist())):
+            _, best = self.search(int(p), int(o))
+            out[i] = best[rng.integers(len(best))] if len(best) > 1 else best[0]
+        return out
+
+
+class EndgamePlayer(Player):
+    """``endgame:E:SPEC``: SPEC's move while more than E squares are empty, a
+    perfect one from there (a random one of the optimal moves, so games vary)."""
+
+    def __init__(self, inner: Player, empties: int):
+        if not 0 <= empties <= MAX_EMPTIES:
+            raise ValueError(f"endgame empties must be 0..{MAX_EMPTIES}, got {empties}")
+        self.inner, self.empties = inner, empties
+        self.name = f"endgame:{empties}:{inner.name}"
+        for attr in ("uses_history", "uses_moves", "interactive"):
+            if getattr(inner, attr, False):
+                setattr(self, attr, True)
+
+    def select(self, player, opponent, black_to_move, rng, **extra):
+        player, opponent = np.asarray(player), np.asarray(opponent)
+        left = 64 - bb.popcount(player | opponent).astype(np.int64)
+        late = left <= self.empties
+        out = np.empty(len(player), dtype=np.int64)
+        early = np.nonzero(~late)[0]
+        if early.size:
+            sub = {k: [v[i] for i in early] if k == "moves" else np.asarray(v)[early] for k, v in extra.items()}
+            out[early] = self.inner.select(player[early], opponent[early], np.asarray(black_to_move)[early], rng, **sub)
+        for i in np.nonzero(late)[0]:
+            _, best = solve(int(player[i]), int(opponent[i]))
+            out[i] = best[rng.integers(len(best))] if len(best) > 1 else best[0]
+        return out
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def check(self, keep_running: bool = False) -> None:
+        self.inner.check(keep_running)  # an external engine inside plays every move before the solves
+
+    def close(self) -> None:
+        if hasattr(self.inner, "close"):
+            self.inner.close()

@@ -1,1 +1,0 @@
-"""MCTS, self-play, the RL loop, players and the arena."""
