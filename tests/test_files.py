@@ -434,3 +434,31 @@ def test_a_session_given_no_lines_reads_none_not_standard_input(monkeypatch):
             return True
 
     assert serve_lines(Engine(), []) == 0 and handled == []
+
+
+def test_a_symbolic_link_loop_is_named_as_one_not_as_file_exists(tmp_path):
+    """A link that leads back to itself is missing to exists(), and making a folder through it
+    fails with EEXIST: the error said "File exists" after the work. Now the checks name the loop
+    before any work, and an OS error met through one says what it is."""
+    from othello.files import check_input, check_output, describe_os_error, write_json
+
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    loop = tmp_path / "loop"
+    with pytest.raises(UserError, match=r"^--out .*loop: it is a symbolic link loop; give another path$"):
+        check_output(loop, "--out", folder=True)
+    with pytest.raises(UserError, match=rf"^--json .*loop/x\.json: {loop} is a symbolic link loop; give another"):
+        check_output(loop / "x.json", "--json")
+    with pytest.raises(UserError, match=r"^--data .*a: it is a symbolic link loop"):
+        check_input(tmp_path / "a", "--data", folder=True)
+    with pytest.raises(UserError, match=rf"^--model .*a/m\.pt: {tmp_path / 'a'} is a symbolic link loop"):
+        check_input(tmp_path / "a" / "m.pt", "--model")
+    with pytest.raises(OSError) as raised:  # a write past the checks: the one line names the loop
+        write_json(loop / "x.json", {})
+    assert describe_os_error(raised.value) == f"symbolic link loop ({loop}): a link on this path leads back to itself"
+    with pytest.raises(OSError) as raised:
+        open(loop)
+    assert describe_os_error(raised.value).startswith(f"symbolic link loop ({loop})")
+    assert describe_os_error(FileExistsError(errno.EEXIST, "File exists", str(tmp_path))) == f"File exists ({tmp_path})"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "loop"], "nothing written"

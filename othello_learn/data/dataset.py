@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from othello.cli import bar_pacing
-from othello.files import UserError, process_exists
+from othello.files import UserError, is_link_loop, process_exists
 from othello.notation import square_name, wthor_to_square
 
 from .replay import POSITION_DTYPE, replay
@@ -101,6 +101,8 @@ def find_wtb_files(wthor_dir, years: set[int] | None = None, warn=None) -> list[
     file, inside a range too: a dataset or an evaluation quietly short of a
     year would be reported as if it covered it."""
     wthor_dir = Path(wthor_dir)
+    if is_link_loop(wthor_dir):
+        raise UserError(f"WTHOR folder {wthor_dir}: is a symbolic link loop; give the folder itself")
     if not wthor_dir.exists():
         raise UserError(f"WTHOR folder not found: {wthor_dir}")
     if not wthor_dir.is_dir():
