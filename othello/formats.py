@@ -172,7 +172,8 @@ def _shown(v: str) -> str:
 
 
 def _escape(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("]", "\\]")
+    # "(;" escaped too: a value holding it unescaped reads as the next game opening (``parse_ggf``)
+    return v.replace("\\", "\\\\").replace("]", "\\]").replace("(;", "\\(;")
 
 
 def _parse_ggf_move(value: str, what: str) -> tuple[int, float | None, float | None]:
@@ -312,12 +313,16 @@ def parse_ggf_game(text: str, what: str = "GGF game") -> GameRecord:
 # One game: "(;" to the first ";)" outside a tag's [value] (a value may hold ";)" or an
 # escaped "\]", as a player's name can).
 _GGF_GAME = re.compile(r"\(;(?:\[(?:\\.|[^\\\]])*\]|[^\[])*?;\)", re.S)
+# Inside what reads as one game, the next one opening: "(;" at a line's start (after GGS's game
+# count) or "(;GM[" anywhere, unescaped. A record cut short, its last value unclosed, otherwise
+# swallows the next whole game as that value and is read as one game with the broken one's tags.
+_GGF_NEXT_GAME = re.compile(r"\n[ \t\d]*\(;|(?<!\\)\(;\s*GM\[", re.I)
 
 
 def parse_ggf(text: str, what: str = "GGF") -> list[GameRecord]:
     """Every game of a GGF text (a file may hold many, one per line or not), in one pass:
     a game that never ends is the error, not a start to look past (a text of 20,000
-    "(;" took 38 s)."""
+    "(;" took 38 s); so is one that has not ended where the next opens (``_GGF_NEXT_GAME``)."""
     games, outside, at = [], [], 0
     while (start := text.find("(;", at)) >= 0:
         outside.append(text[at:start])
@@ -325,6 +330,11 @@ def parse_ggf(text: str, what: str = "GGF") -> list[GameRecord]:
         if m is None:
             raise FormatError(f"{what} game {len(games) + 1} (line {text.count(chr(10), 0, start) + 1}): "
                               f"starts with '(;' but never ends with ';)': {text[start:start + 40]!r}")
+        if nested := _GGF_NEXT_GAME.search(text, start + 2, m.end()):
+            opens = text.index("(;", nested.start())
+            raise FormatError(f"{what} game {len(games) + 1} (line {text.count(chr(10), 0, start) + 1}): does not end "
+                              f"with ';)' before the next game opens (line {text.count(chr(10), 0, opens) + 1}): "
+                              f"{text[start:min(nested.start(), start + 40)].rstrip()!r}")
         games.append(parse_ggf_game(m.group(0), f"{what} game {len(games) + 1}"))
         at = m.end()
     rest = "".join(outside + [text[at:]]).strip()

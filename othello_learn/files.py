@@ -151,6 +151,8 @@ def check_output(path: str | os.PathLike, flag: str, folder: bool = False, suffi
     ``suffixes``: the file's kinds, so a slip of the shell (``--json train.py``) does not
     replace a file of another kind."""
     path = Path(path)
+    if loop := link_loop_in(path):
+        raise UserError(f"{flag} {path}: {'it' if loop == path else loop} is a symbolic link loop; give another path")
     if folder and path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path}: is a file; give a folder")
     if not folder and path.is_dir():
@@ -172,6 +174,9 @@ def check_input(path: str | os.PathLike | None, flag: str, folder: bool = False)
     if path is None:
         return
     path = Path(path)
+    if loop := link_loop_in(path):
+        raise UserError(f"{flag} {path}: {'it' if loop == path else loop} is a symbolic link loop; "
+                        "give the file or folder itself")
     if not path.exists():
         raise UserError(f"{flag} {path}: no such {'folder' if folder else 'file'}")
     if not folder and path.is_dir():
@@ -224,6 +229,9 @@ def describe_os_error(e: OSError) -> str:
                 "free some space and run the command again")
     if e.errno is None and e.filename is None and str(e):  # raised with a message of ours: it says it
         return str(e)
+    if e.errno == errno.ELOOP or (isinstance(e, FileExistsError) and is_link_loop(e.filename)):
+        # a folder made through a link that leads back to itself fails with EEXIST: "File exists" misled
+        return f"symbolic link loop{where}: a link on this path leads back to itself"
     if isinstance(e, FileNotFoundError):
         return f"no such file or folder{where}"
     if isinstance(e, IsADirectoryError):
@@ -231,6 +239,28 @@ def describe_os_error(e: OSError) -> str:
     if isinstance(e, PermissionError):
         return f"permission denied{where}"
     return f"{e.strerror or e}{where}"
+
+
+def is_link_loop(path) -> bool:
+    """Whether ``path`` cannot be followed because its links lead round in a circle
+    (ELOOP): ``exists()`` calls it missing, and making a folder there says "File exists"."""
+    if path is None or path == "":
+        return False
+    try:
+        os.stat(path)
+    except OSError as e:
+        return e.errno == errno.ELOOP
+    except (ValueError, TypeError):
+        return False
+    return False
+
+
+def link_loop_in(path) -> Path | None:
+    """The first part of ``path`` that is a symbolic link loop (the part to name in the error), or None."""
+    path = Path(path)
+    if not is_link_loop(path):
+        return None
+    return next(p for p in [*reversed(path.parents), path] if is_link_loop(p))
 
 
 def one_line(e: BaseException) -> str:

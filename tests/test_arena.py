@@ -968,3 +968,34 @@ def test_openings_of_the_most_plies_leave_a_move_to_play():
 
     ops = random_openings(400, MAX_OPENING_PLIES, np.random.default_rng(0))
     assert len(ops) == 400 and not np.asarray(opening_states(ops).is_over()).any()
+
+
+def test_a_checkpoint_path_holding_a_colon_is_named_with_an_escaped_colon(tmp_path, capsys):
+    """``policy:runs/a:b.pt`` split at every ':' and read 'runs/a' as the checkpoint and 'b.pt' as an
+    extra argument: such a path could not be named at all. ``\\:`` is a colon inside an argument,
+    wrapped in ``endgame:`` too; the player keeps the spec as written, so it reads back the same."""
+    import torch
+
+    from othello_learn.models.nets import NetConfig, build_network, save_network
+    from othello_learn.players.network import PolicyPlayer
+
+    torch.manual_seed(0)
+    folder = tmp_path / "run:2"
+    folder.mkdir()
+    ckpt = folder / "best:7.pt"
+    save_network(build_network(NetConfig(arch="resnet", encoder="raw", blocks=1, width=8, value_head=True)), ckpt)
+    escaped = str(ckpt).replace(":", "\\:")
+    player = make_player(f"policy:{escaped}")
+    assert isinstance(player, PolicyPlayer) and player.name == f"policy:{escaped}"
+    assert make_player(f"mcts:{escaped}:7").config.simulations == 7
+    assert isinstance(make_player(f"endgame:4:policy:{escaped}").inner, PolicyPlayer)
+    assert make_player(f"endgame:4:mcts:{escaped}:3").inner.config.simulations == 3
+    assert registry.split_spec(f"mcts:{escaped}:7") == ["mcts", str(ckpt), "7"]
+    assert registry.join_spec(["policy", str(ckpt)]) == f"policy:{escaped}"
+    with pytest.raises(registry.PlayerSpecError, match="expected policy:CHECKPOINT"):
+        make_player(f"policy:{ckpt}")  # unescaped: still two arguments, and the error says what one is
+    code, err = _cli(["--a", f"policy:{escaped}", "--b", "random", "--games", "2", "--quiet",
+                      "--json", str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "r.json").read_text())["a"] == f"policy:{escaped}"
+    assert "a ':' in a path written '\\:'" in registry.SPEC_KINDS  # every --help listing the kinds says so

@@ -372,14 +372,14 @@ def test_engine_main_hands_its_stop_to_the_session():
     assert isinstance(seen["stop"], StopOnce) and seen["seed"] == 5
 
 
-@pytest.mark.parametrize("module", ["gtp_engine", "nboard"])
+@pytest.mark.parametrize("module", ["gtp", "nboard"])
 def test_a_session_given_a_swallowed_stop_ends_before_reading(module):
     import importlib
     import io
 
     from othello_learn.players.base import AlphaBetaPlayer
 
-    serve = importlib.import_module(f"othello_learn.selfplay.{module}").serve
+    serve = importlib.import_module(f"othello_learn.frontends.{module}").serve
     stop = StopOnce()
     stop.raised = Terminated  # a SIGTERM something swallowed
     out = io.StringIO()
@@ -434,3 +434,31 @@ def test_a_session_given_no_lines_reads_none_not_standard_input(monkeypatch):
             return True
 
     assert serve_lines(Engine(), []) == 0 and handled == []
+
+
+def test_a_symbolic_link_loop_is_named_as_one_not_as_file_exists(tmp_path):
+    """A link that leads back to itself is missing to exists(), and making a folder through it
+    fails with EEXIST: the error said "File exists" after the work. Now the checks name the loop
+    before any work, and an OS error met through one says what it is."""
+    from othello_learn.files import check_input, check_output, describe_os_error, write_json
+
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    loop = tmp_path / "loop"
+    with pytest.raises(UserError, match=r"^--out .*loop: it is a symbolic link loop; give another path$"):
+        check_output(loop, "--out", folder=True)
+    with pytest.raises(UserError, match=rf"^--json .*loop/x\.json: {loop} is a symbolic link loop; give another"):
+        check_output(loop / "x.json", "--json")
+    with pytest.raises(UserError, match=r"^--data .*a: it is a symbolic link loop"):
+        check_input(tmp_path / "a", "--data", folder=True)
+    with pytest.raises(UserError, match=rf"^--model .*a/m\.pt: {tmp_path / 'a'} is a symbolic link loop"):
+        check_input(tmp_path / "a" / "m.pt", "--model")
+    with pytest.raises(OSError) as raised:  # a write past the checks: the one line names the loop
+        write_json(loop / "x.json", {})
+    assert describe_os_error(raised.value) == f"symbolic link loop ({loop}): a link on this path leads back to itself"
+    with pytest.raises(OSError) as raised:
+        open(loop)
+    assert describe_os_error(raised.value).startswith(f"symbolic link loop ({loop})")
+    assert describe_os_error(FileExistsError(errno.EEXIST, "File exists", str(tmp_path))) == f"File exists ({tmp_path})"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "loop"], "nothing written"

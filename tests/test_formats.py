@@ -430,3 +430,30 @@ def test_obf_side_letters_and_comment_lines():
     got = [q.position.black_to_move for q in parse_obf("\n".join(f"{cells} {s};" for s in sides))]
     assert got == list(sides.values())
     assert parse_obf(f"# a comment\n% another\n{cells} X;\n")[0].position == Position()
+
+
+def test_a_record_cut_short_before_the_next_one_is_an_error_not_one_merged_game():
+    """A record cut short in a value (``PB[hum``) swallowed the next whole game as that value:
+    the two read as one game with the broken record's tags (``othello-play --start`` resumed it).
+    A record that has not ended where the next opens, at a line's start or as ``(;GM[`` on the
+    same line, is an error naming both lines; a name holding ``(;`` is written escaped and reads back."""
+    whole = format_ggf(GameRecord.from_transcript("f5d6c3", black="a", white="b"))
+    for text, lines in (("(;GM[Othello]PC[club]PB[hum\n" + whole + "\n", "\\(line 1\\): .* opens \\(line 2\\)"),
+                        ("(;GM[Othello]PC[club]PB[hum" + whole, "\\(line 1\\): .* opens \\(line 1\\)"),
+                        ("1 " + whole + "\n2 (;GM[Othello]PC[club]PB\n3 " + whole + "\n",  # GGS's game counts
+                         "game 2 \\(line 2\\): .* opens \\(line 3\\)"),
+                        ("(;GM[Othello]PC[club]PB[hum\n" + whole + "\n" + whole + "\n", "\\(line 1\\): .* opens \\(line 2\\)")):
+        with pytest.raises(FormatError, match="^saved.ggf .*" + lines + ": '\\(;GM\\[Othello\\]PC\\[club\\]PB"):
+            parse_ggf(text, "saved.ggf")
+    rec = GameRecord.from_transcript("f5d6", black="x(;GM[y", white="a\n(;b")
+    assert parse_ggf(format_ggf(rec) + "\n" + format_ggf(rec) + "\n") == [rec, rec]
+    assert parse_ggf("(;GM[Othello]C[a (; b]B[f5];)")[0].moves == [parse_square("f5")]  # "(;" mid-value still reads
+
+
+def test_play_start_refuses_a_cut_record_merged_with_the_next(tmp_path):
+    from othello_learn.frontends.terminal import saved_game
+
+    path = tmp_path / "game.ggf"
+    path.write_text("(;GM[Othello]PC[club]PB[hum\n" + format_ggf(GameRecord.from_transcript("f5d6")) + "\n")
+    with pytest.raises(FormatError, match=f"^{re.escape(str(path))} game 1 \\(line 1\\): does not end"):
+        saved_game(path)

@@ -336,7 +336,7 @@ def test_a_hang_up_stops_the_session_and_the_external_player_it_wraps(tmp_path, 
 
 
 @pytest.mark.parametrize("front_end,lines,answers", [
-    ("gtp_engine", ["frobnicate", "1 name"], "? unknown command\n\n=1 test\n\n"),
+    ("gtp", ["frobnicate", "1 name"], "? unknown command\n\n=1 test\n\n"),
     ("nboard", ["frobnicate", "move z9", "ping 1"], "pong 1\n"),
 ], ids=["gtp", "nboard"])
 def test_an_engine_started_with_stderr_closed_keeps_stdout_to_the_protocol(front_end, lines, answers, capsys,
@@ -346,7 +346,7 @@ def test_an_engine_started_with_stderr_closed_keeps_stdout_to_the_protocol(front
     AttributeError that ended the session. Notes now go nowhere; stdout is the answers alone."""
     import importlib
 
-    main = importlib.import_module(f"othello_learn.selfplay.{front_end}").main
+    main = importlib.import_module(f"othello_learn.frontends.{front_end}").main
     monkeypatch.setattr(sys, "stderr", None)
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(line + "\n" for line in lines)))
     assert main(["--player", "mcts:checkpoints/cpu_raw.pt:8", "--name", "test"]) == 0  # no value head: a note

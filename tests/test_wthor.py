@@ -188,7 +188,7 @@ def test_real_wthor_counts_match_the_shared_readme(shared_wthor, tmp_path):
                            "--out", str(out), "--years", "2015-2016"], capture_output=True, text=True, check=True)
     assert "120,466" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["years"]["2016"] == {"games": 2013, "positions": 120466, "skipped_games": 0,
+    assert summary["years"]["2016"] == {"games": 2013, "positions": 120466, "skipped_games": 0, "warned_games": 0,
                                         "position_range": [115235, 115235 + 120466]}
     assert summary["years"]["2015"]["positions"] == 115235
     ds = dataset.WthorDataset(out)

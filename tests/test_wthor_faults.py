@@ -486,7 +486,8 @@ def test_a_year_with_no_games_is_listed_with_0_and_no_games_at_all_is_one_line(w
     assert any(line.split()[:3] == ["2000", "0", "0"] for line in capsys.readouterr().out.splitlines())
     years = json.loads((out / "summary.json").read_text())["years"]
     assert list(years) == ["2000", "2001", "2002"]
-    assert years["2000"] == {"games": 0, "positions": 0, "skipped_games": 0, "position_range": [0, 0]}
+    assert years["2000"] == {"games": 0, "positions": 0, "skipped_games": 0, "warned_games": 0,
+                             "position_range": [0, 0]}
     assert years["2001"]["position_range"][0] == 0
     assert years["2002"]["position_range"][0] == years["2001"]["position_range"][1]
     empty_only = tmp_path / "empty_out"
@@ -521,16 +522,18 @@ def test_a_leftover_left_alone_is_said_once(wthor_dir, tmp_path, capsys):
     assert capsys.readouterr().err.count("left alone") == 1 and (theirs / "notes.txt").exists()
 
 
-def test_a_black_score_of_65_is_skipped_and_64_is_kept(wthor_dir):
-    """0..64 discs: 65 is the first impossible score (an int8 result would not wrap yet)."""
+def test_a_black_score_of_65_is_skipped_and_64_is_kept(wthor_dir, games):
+    """0..64 discs: 65 is the first impossible score (an int8 result would not wrap yet). 64 on a
+    game that has not ended on the board (a finished one's board would contradict it)."""
+    g = next(i for i in range(2, 12) if not ref.game_over(games[i][1]))
     path = wthor_dir / "WTH_2001.wtb"
     w = wtb.read_wtb(path)
-    w.games["black_score"][1], w.games["black_score"][3] = 65, 64
+    w.games["black_score"][1], w.games["black_score"][g] = 65, 64
     wtb.write_wtb(path, w.games, 2001)
     said = []
     r = dataset.build(wthor_dir, progress=False, warn=said.append)
     assert [s["game"] for s in r.summary["skipped"]] == [1] and "black score 65 is not 0..64" in said[0]
-    assert r.games.loc[3, "error"] == "" and (r.positions["game"] == 3).any()
+    assert r.games.loc[g, "error"] == "" and (r.positions["game"] == g).any()
 
 
 def test_a_transcript_ends_at_the_first_byte_that_is_no_move():
@@ -721,3 +724,55 @@ def test_a_download_cut_short_or_damaged_is_one_line(tmp_path, monkeypatch, caps
     assert build_cli(argv) == 2
     _one_line_error(capsys, "WTH_2001.ZIP: WTH_2001.wtb in the archive is damaged")
     assert not target.exists()
+
+
+def test_repeated_games_contradicted_scores_and_bad_theoretical_scores_are_counted(wthor_dir, tmp_path, games,
+                                                                                  capsys):
+    """Kept silently before: the same game twice in a file, a copy of a year's file under another name with
+    its header year zeroed (a 0 is not checked against the name), a finished game whose recorded score
+    its final board contradicts, a theoretical score over 64. The repeat and the contradicted game are
+    skipped (the first copy kept, the one in a real year's file); the theoretical score, a field no
+    position uses, is warned about and the game kept. Each is counted in the table; the same game in
+    two real years' files is a replay and kept twice."""
+    finished = [i for i, (_, board) in enumerate(games[:12]) if ref.game_over(board)]
+    assert len(finished) >= 2
+    path = wthor_dir / "WTH_2001.wtb"
+    w = wtb.read_wtb(path)
+    w.games[5] = w.games[0]  # the same game again in its file
+    w.games["black_score"][finished[1]] ^= 2  # a finished game's score its board contradicts
+    w.games["theoretical_score"][finished[0]] = 200
+    wtb.write_wtb(path, w.games, 2001)
+    w2 = wtb.read_wtb(wthor_dir / "WTH_2002.wtb")
+    wtb.write_wtb(wthor_dir / "WTH_2000.wtb", w2.games[:3], 0)  # a copy, header year 0, read before 2002's
+    extra = w2.games[3:4].copy()  # in two real years' files: kept in both
+    wtb.write_wtb(wthor_dir / "WTH_2003.wtb", extra, 2003)
+    out = tmp_path / "ds"
+    assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    err = captured.err
+    assert ("WTH_2001.wtb: game 5 (counted from 0): the same game (moves, players, tournament) as game 0 of "
+            "WTH_2001.wtb; game skipped") in err
+    for i in range(3):
+        assert f"WTH_2000.wtb: game {i} (counted from 0): the same game (moves, players, tournament) as game {i} " \
+               "of WTH_2002.wtb; game skipped" in err
+    score = int(w.games["black_score"][finished[1]])
+    assert (f"WTH_2001.wtb: game {finished[1]} (counted from 0): black score {score} contradicts the final board "
+            f"(black {score ^ 2}, empties to the winner); game skipped") in err
+    assert (f"WTH_2001.wtb: game {finished[0]} (counted from 0): theoretical score 200 is not 0..64; game kept "
+            "(the field is not used)") in err
+    assert "warning: WTH_2002.wtb" not in err and "warning: WTH_2003.wtb" not in err
+    s = json.loads((out / "summary.json").read_text())
+    assert {y: (v["skipped_games"], v["warned_games"]) for y, v in s["years"].items()} == {
+        "2000": (3, 0), "2001": (2, 1), "2002": (0, 0), "2003": (0, 0)}
+    assert (s["total"]["skipped_games"], s["total"]["warned_games"]) == (5, 1)
+    assert s["warned"] == [{"file": "WTH_2001.wtb", "game": finished[0], "reason": "theoretical score 200 is not 0..64"}]
+    table = captured.out.splitlines()
+    assert table[0].split()[-2:] == ["warned,", "kept"]
+    assert [line.split()[-2:] for line in table if line.startswith(("2001", "total"))] == [["2", "1"], ["5", "1"]]
+    ds = dataset.WthorDataset(out)
+    g = ds.games
+    skipped = set(g.index[g["error"] != ""].tolist())
+    assert skipped == {0, 1, 2, 3 + 5, 3 + finished[1]}  # the 2000 copy's three rows come first
+    assert not np.isin(ds.positions["game"], sorted(skipped)).any()
+    assert len(ds) == sum(int(m) for m in g["moves"]) == sum(len(m) for m, _ in games) + len(games[15][0]) - sum(
+        len(games[i][0]) for i in (5, finished[1]))

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from othello_learn.cli import bar_pacing
-from othello_learn.files import UserError, process_exists
+from othello_learn.files import UserError, is_link_loop, process_exists
 from othello.notation import square_name, wthor_to_square
 
 from .replay import POSITION_DTYPE, replay
@@ -101,6 +101,8 @@ def find_wtb_files(wthor_dir, years: set[int] | None = None, warn=None) -> list[
     file, inside a range too: a dataset or an evaluation quietly short of a
     year would be reported as if it covered it."""
     wthor_dir = Path(wthor_dir)
+    if is_link_loop(wthor_dir):
+        raise UserError(f"WTHOR folder {wthor_dir}: is a symbolic link loop; give the folder itself")
     if not wthor_dir.exists():
         raise UserError(f"WTHOR folder not found: {wthor_dir}")
     if not wthor_dir.is_dir():
@@ -155,6 +157,25 @@ def _record_errors(games_rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[
     return bad, ply, reasons
 
 
+def _repeats(games_rec: np.ndarray, file_id: np.ndarray, zero_year: np.ndarray) -> np.ndarray:
+    """For each game, the row of the game it repeats, or its own row: the same moves, players and
+    tournament again in its file, or in a copy of another file whose header year is 0 (such a copy
+    passes the year check). The kept one is the first in a file with a real year, else the first.
+    The same game in two years' files with real years is kept twice: a replay, not a copy."""
+    n = len(games_rec)
+    key = np.empty((n, 66), np.uint8)
+    key[:, :60] = games_rec["moves"]
+    for i, field in enumerate(("tournament", "black", "white")):
+        key[:, 60 + 2 * i:62 + 2 * i] = games_rec[field].astype("<u2").view(np.uint8).reshape(n, 2)
+    order = np.lexsort((np.arange(n), zero_year))  # games of real-year files first: those are kept
+    _, first, inverse = np.unique(key[order].view("V66").ravel(), return_index=True, return_inverse=True)
+    keeper = np.empty(n, np.int64)
+    keeper[order] = order[first][inverse.ravel()]
+    rows = np.arange(n)
+    repeat = (keeper != rows) & ((file_id[keeper] == file_id) | zero_year | zero_year[keeper])
+    return np.where(repeat, keeper, rows)
+
+
 def transcripts(moves: np.ndarray) -> np.ndarray:
     """WTHOR move bytes ``[n, 60]`` -> ``'f5d6c3...'`` per game, as recorded (passes
     are not recorded), up to the first byte that is no move; one vectorized pass."""
@@ -199,20 +220,25 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     header gives another year than its name (a copy saved under the wrong year
     would put its games in another split; a header year of 0 says nothing). A
     game with an illegal move is skipped, reported through ``warn`` with its
-    file, index and ply, and counted in ``skipped_games``.
+    file, index and ply, and counted in ``skipped_games``; so is a game whose record
+    cannot be right (a black score over 64 or one the finished game's final board
+    contradicts) and a game repeated in its file or in a copy whose header year is 0
+    (``_repeats``: the repeat is skipped, the first kept). A theoretical score over 64
+    is warned about and the game kept (the field is not used), counted in ``warned_games``.
     """
     wthor_dir = Path(wthor_dir)
     files = find_wtb_files(wthor_dir, years, warn=warn)
     players = _names(wthor_dir, "WTHOR.JOU")
     tournaments = _names(wthor_dir, "WTHOR.TRN")
 
-    tables, records = [], []
+    tables, records, zero_year = [], [], []
     for year, path in files:
         w = read_wtb(path)
         if w.year and w.year != year:
             raise WthorFormatError(f"{path}: the header says its games are from {w.year}, the file name says {year}; "
                                    "rename the file or replace it")
         records.append(w.games)
+        zero_year.append(np.full(len(w.games), w.year == 0))
         tables.append(
             pd.DataFrame(
                 {
@@ -230,6 +256,10 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
         raise UserError(f"{wthor_dir}: no games in {', '.join(p.name for _, p in files)} "
                         "(each header says 0 games); nothing to build")
     damaged, damaged_ply, damaged_reasons = _record_errors(games_rec)
+    repeats = _repeats(games_rec, np.repeat(np.arange(len(files)), [len(r) for r in records]),
+                       np.concatenate(zero_year))
+    repeated = (repeats != np.arange(n)) & ~damaged
+    damaged = damaged | repeated  # known before the replay: replayed as empty records too
     # Damaged games are replayed as empty records: no positions, no wrapped scores.
     replay_moves = np.where(damaged[:, None], np.uint8(0), games_rec["moves"])
     replay_scores = np.where(damaged, np.uint8(32), games_rec["black_score"])
@@ -257,6 +287,14 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     positions = positions[:n_positions]  # a view: short of the bound by the skipped games' moves only
     error_ply = np.concatenate(error_ply)
     error_move = np.concatenate(error_move)
+    n_moves, final_black, finished = np.concatenate(n_moves), np.concatenate(final_black), np.concatenate(finished)
+    # A finished game's result is its board's; a recorded score that says otherwise (both count the
+    # empties to the winner) means the moves or the score are damaged, and which cannot be told.
+    recorded = 2 * games_rec["black_score"].astype(np.int64) - 64
+    contradicted = finished & (recorded != final_black)
+    if contradicted.any():  # rare: their positions, already copied, are taken out (one copy)
+        positions = positions[~contradicted[positions["game"]]]
+        n_moves = np.where(contradicted, 0, n_moves)
 
     games["tournament_id"] = games_rec["tournament"]
     games["tournament"] = _lookup(tournaments, games_rec["tournament"])
@@ -266,9 +304,9 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     games["white"] = _lookup(players, games_rec["white"])
     games["black_score"] = games_rec["black_score"]
     games["theoretical_score"] = games_rec["theoretical_score"]
-    games["moves"] = np.concatenate(n_moves).astype(np.int8)
-    games["finished"] = np.concatenate(finished)
-    games["result"] = np.concatenate(final_black).astype(np.int8)  # black's final disc difference
+    games["moves"] = n_moves.astype(np.int8)
+    games["finished"] = finished
+    games["result"] = final_black.astype(np.int8)  # black's final disc difference
     counts = np.bincount(positions["game"], minlength=n) if n else np.zeros(0, np.int64)
     games["first_position"] = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     games["transcript"] = transcripts(games_rec["moves"])
@@ -276,9 +314,16 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
     games.index.name = "game"
 
     problems = {}  # game -> (ply, byte, reason), in game order below
-    for g, reason in zip(np.nonzero(damaged)[0].tolist(), damaged_reasons):
+    for g, reason in zip(np.nonzero(damaged & ~repeated)[0].tolist(), damaged_reasons):
         ply = int(damaged_ply[g])
         problems[g] = (ply, 0, reason) if ply > 0 else (None, None, reason)
+    for g in np.nonzero(repeated)[0].tolist():
+        k = int(repeats[g])
+        problems[g] = (None, None, f"the same game (moves, players, tournament) as game {int(games.at[k, 'index'])} "
+                                   f"of {games.at[k, 'file']}")
+    for g in np.nonzero(contradicted)[0].tolist():
+        problems[g] = (None, None, f"black score {int(games_rec['black_score'][g])} contradicts the final board "
+                                   f"(black {(int(final_black[g]) + 64) // 2}, empties to the winner)")
     for g in np.nonzero(error_ply >= 0)[0].tolist():
         ply, byte = int(error_ply[g]), int(error_move[g])
         sq = int(wthor_to_square(byte))
@@ -292,6 +337,17 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
         skipped.append({"file": row["file"], "game": int(row["index"]), "ply": ply, "move": byte, "reason": reason})
         names = f"; {row['black'] or '?'} vs {row['white'] or '?'}" if row["black"] or row["white"] else ""
         warn(f"warning: {row['file']}: game {int(row['index'])} (counted from 0{names}): {reason}; game skipped")
+    # A field no position uses is wrong: the game is kept, and counted so that the table shows it.
+    theoretical = games_rec["theoretical_score"].astype(np.int64)
+    warned_rows = (theoretical > 64) & (games["error"] == "").to_numpy()
+    warned = []
+    for g in np.nonzero(warned_rows)[0].tolist():
+        row = games.loc[g]
+        reason = f"theoretical score {theoretical[g]} is not 0..64"
+        warned.append({"file": row["file"], "game": int(row["index"]), "reason": reason})
+        names = f"; {row['black'] or '?'} vs {row['white'] or '?'}" if row["black"] or row["white"] else ""
+        warn(f"warning: {row['file']}: game {int(row['index'])} (counted from 0{names}): {reason}; game kept "
+             "(the field is not used)")
 
     per_year = {}
     first = 0
@@ -302,6 +358,7 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
             "games": int(len(grp)),
             "positions": npos,
             "skipped_games": int((grp["error"] != "").sum()),
+            "warned_games": int(warned_rows[grp.index].sum()),
             "position_range": [first, first + npos],
         }
         first += npos
@@ -315,9 +372,11 @@ def build(wthor_dir, years: set[int] | None = None, progress: bool = True, warn=
             "games": int(n),
             "positions": int(len(positions)),
             "skipped_games": len(skipped),
+            "warned_games": len(warned),
         },
         "reference_split": {k: list(v) for k, v in REFERENCE_SPLIT.items()},
         "skipped": skipped,
+        "warned": warned,
     }
     return BuildResult(positions=positions, games=games, summary=summary)
 

@@ -101,21 +101,25 @@ def _download(wthor_dir: Path, years: set[int], log) -> None:
 
 
 def format_table(summary: dict) -> str:
-    rows = [("year", "games read", "positions", "of which skipped")]  # games: the file's, skipped ones included
+    # games: the file's, skipped ones included; warned: kept with a warning (a summary of an
+    # earlier build has no such count: 0)
+    rows = [("year", "games read", "positions", "of which skipped", "warned, kept")]
+
+    def counts(label, sel):
+        rows.append((label, f"{sum(v['games'] for v in sel):,}", f"{sum(v['positions'] for v in sel):,}",
+                     str(sum(v["skipped_games"] for v in sel)), str(sum(v.get("warned_games", 0) for v in sel))))
+
     for year, v in summary["years"].items():
-        rows.append((year, f"{v['games']:,}", f"{v['positions']:,}", str(v["skipped_games"])))
+        counts(year, [v])
     for name, (lo, hi) in REFERENCE_SPLIT.items():
         years = sorted(int(y) for y in summary["years"] if lo <= int(y) <= hi)
         sel = [summary["years"][str(y)] for y in years]
         if sel:  # named by the years it holds: a build of 2013-2014 is no "train 1977-2014"
             first, last = years[0], years[-1]
-            label = (f"{name} {first}-{last}" if first != last else f"{name} {first}") + (
-                f" ({len(years)} years)" if len(years) < last - first + 1 else "")
-            rows.append((label, f"{sum(v['games'] for v in sel):,}", f"{sum(v['positions'] for v in sel):,}",
-                         str(sum(v["skipped_games"] for v in sel))))
-    t = summary["total"]
-    rows.append(("total", f"{t['games']:,}", f"{t['positions']:,}", str(t["skipped_games"])))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+            counts((f"{name} {first}-{last}" if first != last else f"{name} {first}") + (
+                f" ({len(years)} years)" if len(years) < last - first + 1 else ""), sel)
+    counts("total", [summary["total"]])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines.insert(1, "-" * len(lines[0]))
     lines.insert(len(lines) - 1, "-" * len(lines[0]))

@@ -29,7 +29,7 @@ from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, 
 from othello.states import last_actions
 from othello_learn import HOME
 from othello_learn.players.base import HumanQuit, Player, close_players, network_of, select_one
-from othello_learn.players.specs import SPEC_KINDS, make_program, starts_a_program
+from othello_learn.players.specs import SPEC_KINDS, join_spec, make_program, starts_a_program
 
 DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
@@ -430,8 +430,9 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     flag = ("--opponent" if args.opponent or not resumed
             else f"--start {args.start}: the saved opponent (give --opponent to choose another)")
     if spec == DEFAULT_OPPONENT and not Path(spec.split(":", 1)[1]).exists():
-        spec = f"policy:{HOME / DEFAULT_OPPONENT.split(':', 1)[1]}"
-        if not Path(spec.split(":", 1)[1]).exists():  # an install without the checkout, which ships the networks
+        home_net = HOME / DEFAULT_OPPONENT.split(":", 1)[1]
+        spec = join_spec(["policy", str(home_net)])  # a ':' in HOME's path escaped, as specs read it
+        if not home_net.exists():  # an install without the checkout, which ships the networks
             raise UserError(f"the default opponent, {DEFAULT_OPPONENT}, is a network of the othello-learn checkout "
                             f"and is not here or in {HOME}; run from the checkout, or give --opponent "
                             "(alphabeta:3, policy:CKPT, ...)")

@@ -12,6 +12,7 @@ module that does so.
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Callable, Union
 
 from othello_learn.files import UserError, describe_os_error, one_line
@@ -40,6 +41,17 @@ PLAYER_FACTORIES: dict[str, Union[PlayerFactory, str]] = {
 }
 
 
+def split_spec(spec: str) -> list[str]:
+    """``kind:arg:...`` split at each ``:`` but an escaped one, ``\\:``, which stays in its part as
+    ``:``: a checkpoint whose path holds a colon is ``policy:runs/a\\:b.pt``."""
+    return [part.replace("\\:", ":") for part in re.split(r"(?<!\\):", spec.strip())]
+
+
+def join_spec(parts: list[str]) -> str:
+    """The spec ``split_spec`` reads as ``parts``: a colon inside a part escaped."""
+    return ":".join(part.replace(":", "\\:") for part in parts)
+
+
 def _endgame(args: list[str]):
     """``endgame:E:SPEC``: SPEC's player, built here, wrapped with perfect play from E empties
     (so the endgame module, like every player module, never imports the registry)."""
@@ -48,7 +60,7 @@ def _endgame(args: list[str]):
 
     if len(args) < 2 or not ":".join(args[1:]).strip():  # "endgame:10:" was "unknown player spec ''"
         raise ValueError("expected endgame:EMPTIES:SPEC, e.g. endgame:10:policy:checkpoints/best_value.pt")
-    return EndgamePlayer(make_player(":".join(args[1:])), spec_int(args[0], "endgame empties"))
+    return EndgamePlayer(make_player(join_spec(args[1:])), spec_int(args[0], "endgame empties"))
 
 
 def register_player(kind: str, factory: Union[PlayerFactory, str]) -> None:
@@ -75,7 +87,7 @@ def _resolve(kind: str) -> PlayerFactory:
 
 # What a spec may be, for --help texts (the kinds registered by othello_learn itself).
 SPEC_KINDS = ("random, greedy, alphabeta[:D], policy:CKPT, mcts:CKPT[:SIMS], gumbel:CKPT[:SIMS[:K]], "
-              "endgame:E:SPEC, nboard:CMD, gtp:CMD")
+              "endgame:E:SPEC, nboard:CMD, gtp:CMD; a ':' in a path written '\\:'")
 
 
 INTERACTIVE_KINDS = ("human",)  # kinds that ask a person for moves: not offered where none can answer
@@ -85,9 +97,9 @@ PROGRAM_KINDS = ("nboard", "gtp")  # kinds that start the command they are given
 def starts_a_program(spec: str) -> bool:
     """Whether ``spec`` (however wrapped: ``endgame:E:gtp:CMD``) would start an external program: a
     spec read from a file someone else wrote must not run their command line."""
-    kind, *args = spec.strip().split(":")
+    kind, *args = split_spec(spec)
     if kind == "endgame" and len(args) >= 2:
-        return starts_a_program(":".join(args[1:]))
+        return starts_a_program(join_spec(args[1:]))
     return kind in PROGRAM_KINDS
 
 
@@ -95,7 +107,7 @@ def make_player(spec: str, unlisted: tuple[str, ...] = ()):
     """Build a player from ``kind[:arg...]``; the player's name becomes the spec
     so match reports say exactly what was played. An unknown kind's error lists
     the known ones but ``unlisted``."""
-    kind, *args = spec.strip().split(":")
+    kind, *args = split_spec(spec)
     if kind not in PLAYER_FACTORIES:
         known = ", ".join(k for k in sorted(PLAYER_FACTORIES) if k not in unlisted)
         raise PlayerSpecError(f"unknown player spec {spec!r}: known kinds are {known} (as kind[:arg[:arg...]])")
