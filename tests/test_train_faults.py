@@ -269,6 +269,40 @@ def test_a_moved_run_folder_keeps_its_best_file_and_score(dataset_dir, tmp_path)
     assert summary["best_val_acc"] == first["best_val_acc"]
 
 
+def test_a_full_disk_at_the_last_save_resumes_with_the_runs_best(dataset_dir, tmp_path, monkeypatch, capsys):
+    """Validated at the epoch's end, Lightning's best saved at the epoch's end, after the save that
+    followed the validation: a full disk at the save when training ended left a last.ckpt of the
+    final step recording no best, and the rerun, with nothing left to train, exported last.ckpt
+    with best_val_acc null beside the best file."""
+    from othello_learn.train.checkpoints import AtomicCheckpointIO, LastCheckpoint
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "run"
+    args = _args(dataset_dir, out, "--train-positions", "640", "--max-epochs", "1")
+    original_save, original_end, ending = AtomicCheckpointIO.save_checkpoint, LastCheckpoint.on_train_end, []
+
+    def save(self, checkpoint, path, storage_options=None):
+        if ending:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        original_save(self, checkpoint, path, storage_options)
+
+    def on_train_end(self, trainer, pl_module):
+        ending.append(True)
+        original_end(self, trainer, pl_module)
+
+    with monkeypatch.context() as m:
+        m.setattr(AtomicCheckpointIO, "save_checkpoint", save)
+        m.setattr(LastCheckpoint, "on_train_end", on_train_end)
+        code, err = _run(main, args, capsys)
+    assert code == 2 and "no space left on device" in err, err
+    best = out / "checkpoints" / "best-epoch=0-step=10.ckpt"
+    score = next(v["best_model_score"] for k, v in read_checkpoint(best)["callbacks"].items()
+                 if k.startswith("ModelCheckpoint"))
+    summary = train(args)
+    assert summary["best_checkpoint"] == str(best) and summary["best_val_acc"] == pytest.approx(float(score))
+    assert summary["global_step"] == 10
+
+
 def _interrupt_at(monkeypatch, step: int, action):
     from othello_learn.train.module import MovePredictor
 

@@ -568,9 +568,11 @@ def _train(args, stops) -> dict:
         # left its files, which kept a new OUT from being taken back, and its banner around the error
         # line); the logger is handed over once it exists. The best-by-validation checkpoint keeps the
         # settings (hence the state key) of the runs before LastCheckpoint, so resuming them keeps
-        # their best score.
+        # their best score. It saves at every validation's end, before LastCheckpoint: by default a
+        # validation at the epoch's end had its best saved at the epoch's end, after last.ckpt, which
+        # then recorded no best (a full disk at the final save left it so, and the rerun exported it).
         best = BestCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
-                              save_top_k=1)
+                              save_top_k=1, save_on_train_epoch_end=False)
         saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         callbacks = ([ValidateAtEnd(), best, saver]
