@@ -694,6 +694,35 @@ def test_a_folder_that_is_not_a_training_run_is_refused_untouched(dataset_dir, t
     assert train(_args(dataset_dir, stray, "--max-steps", "1"))["global_step"] == 1
 
 
+def test_an_empty_checkpoints_folder_beside_the_users_files_is_no_run(dataset_dir, tmp_path, capsys):
+    """An empty checkpoints/ made the folder a run's: its model.pt and config.yaml were replaced. A run
+    is told by its checkpoints or by the mark on the config.yaml it wrote (killed before its first
+    checkpoint), which stays a recipe --config reads."""
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "mine"
+    (out / "checkpoints").mkdir(parents=True)
+    mine = {"model.pt": "precious", "config.yaml": "mine: 1\n", "notes.txt": "notes"}
+    for name, text in mine.items():
+        (out / name).write_text(text)
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1"), capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "holds no training run" in err and "'config.yaml' and 2 more" in err
+    assert {p.name: p.read_text() for p in out.iterdir() if p.is_file()} == mine
+    assert not any((out / "checkpoints").iterdir())
+
+    from othello_learn.train.run_folder import RUN_CONFIG_MARK
+
+    run = tmp_path / "run"
+    train(_args(dataset_dir, run, "--max-steps", "1"))
+    assert (run / "config.yaml").read_text().startswith(RUN_CONFIG_MARK)
+    for p in (run / "checkpoints").iterdir():  # as a run killed before its first checkpoint leaves it
+        p.unlink()
+    (run / "metrics.json").unlink()
+    summary = train(_args(dataset_dir, run, "--max-steps", "1", "--config", str(run / "config.yaml")))
+    assert summary["global_step"] == 1 and (run / "metrics.json").exists()
+
+
 @pytest.mark.parametrize("setting, value, missing", [
     ("data.train_years", "2001,2030", "2030"), ("data.val_years", "1999-2002", "1999-2000"),
     ("data.test_years", "2040", "2040")])

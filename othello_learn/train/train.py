@@ -36,7 +36,7 @@ from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
 from othello_learn.train.config import Origin, check_config, gpu_recipe_warning, read_config
 from othello_learn.train.run_folder import (CHECKPOINT_NAME, RUN_FILES, batches_per_step, check_run_folder,
-                                           mark_fresh_start)
+                                           mark_fresh_start, run_config_text)
 
 
 def gpu_in_use(accelerator) -> bool:
@@ -610,7 +610,7 @@ def _train(args, stops) -> dict:
         held.replay()
         if str(requested) == "auto":
             print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
-        atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
+        atomic_write(args.out / "config.yaml", run_config_text(cfg))  # settings Lightning accepted
         # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
         with interrupts_reraised(saver, stops), warnings.catch_warnings():
