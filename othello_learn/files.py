@@ -39,13 +39,9 @@ def atomic_path(path: str | os.PathLike):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_dead_writers_temps(path)
-    tag = _writer_tag()
-    # the name's length in the bytes the OS is given: a name that is not UTF-8 (a Latin-1 file,
-    # surrogate-escaped by Python) cannot be .encode()d, and failed the write after the work
-    if len(os.fsencode(f".{path.name}.{tag}.abcdefgh.tmp")) > 255:  # the longest name most file systems take
-        tag = ""  # a name this long keeps the untagged temporary name it always had
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{tag}{'.' if tag else ''}", suffix=".tmp", dir=path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{_temp_stem(path.name)}.{_writer_tag()}.", suffix=".tmp",
+                                    dir=path.parent)
     except OSError as e:  # named as the target: the one-line error says what was not written
         raise OSError(e.errno, e.strerror or str(e), str(path)) from e
     tmp = Path(name)
@@ -64,10 +60,35 @@ def atomic_path(path: str | os.PathLike):
         tmp.unlink(missing_ok=True)
 
 
-# atomic_path's temporary names: ``.NAME.``, the writer's tag ``pPID-HOST.`` (HOST: 8 hex digits
-# of the host's name; absent in files of earlier versions), mkstemp's 8 random characters, ``.tmp``.
+# atomic_path's temporary names: ``.NAME.`` (``short_name``'s form of a long one), the writer's tag
+# ``pPID-HOST.`` (HOST: 8 hex digits of the host's name; absent in files of earlier versions), mkstemp's
+# 8 random characters, ``.tmp``.
 _TEMP_NAME = re.compile(r"\.(?P<name>.+?)(\.p(?P<pid>\d{1,9})-(?P<host>[0-9a-f]{8}))?\.[a-z0-9_]{8}\.tmp")
+_TEMP_ROOM = len("." + ".p123456789-0123abcd" + ".abcdefgh.tmp")  # the most a temporary name adds
 STALE_TEMP_SECONDS = 60.0
+NAME_MAX = 255  # the longest file name, in bytes, most file systems take
+
+
+def short_name(name: str, room: int) -> str:
+    """``name``, or where ``room`` more bytes would take it past ``NAME_MAX``, its start cut to fit
+    and ``~`` and 8 hex digits of the whole name added: the temporary names beside a target
+    (``atomic_path``'s, a dataset build's) must fit where the target's own name does, and stay
+    one target's (two long names with one start differ in the digits). Lengths are counted in
+    the bytes the OS is given (a name that is not UTF-8, surrogate-escaped, cannot be .encode()d)."""
+    raw = os.fsencode(name)
+    if len(raw) + room <= NAME_MAX:
+        return name
+    digest = f"~{zlib.crc32(raw):08x}"
+    keep = NAME_MAX - room - len(digest)
+    stem = name
+    while len(os.fsencode(stem)) > keep:  # whole characters: a UTF-8 one is not cut in two
+        stem = stem[:-1]
+    return stem + digest
+
+
+def _temp_stem(name: str) -> str:
+    """What ``atomic_path``'s temporary names for a target named ``name`` start with, after the dot."""
+    return short_name(name, _TEMP_ROOM)
 
 
 def _host() -> str:
@@ -111,7 +132,7 @@ def _remove_dead_writers_temps(path: Path) -> None:
         return
     for p in siblings:
         m = _TEMP_NAME.fullmatch(p.name)
-        if not m or m["name"] != path.name or m["host"] != host or int(m["pid"]) == os.getpid():
+        if not m or m["name"] != _temp_stem(path.name) or m["host"] != host or int(m["pid"]) == os.getpid():
             continue
         try:
             if (p.is_file() and not p.is_symlink() and now - p.stat().st_mtime > STALE_TEMP_SECONDS
@@ -138,8 +159,9 @@ def remove_stale_temps(folder: str | os.PathLike, ours: Callable[[str], bool]) -
 
 
 def temp_target(name: str) -> str | None:
-    """The file an ``atomic_path`` temporary copy named ``name`` was to become, or None when
-    ``name`` is not one: a folder holding only such leftovers holds nothing of anyone's."""
+    """The file an ``atomic_path`` temporary copy named ``name`` was to become (``short_name``'s
+    form of a long one), or None when ``name`` is not one: a folder holding only such leftovers
+    holds nothing of anyone's."""
     m = _TEMP_NAME.fullmatch(name)
     return m.group("name") if m else None
 

@@ -190,6 +190,24 @@ def test_an_unreadable_metrics_csv_is_named(tmp_path, capsys):
         assert str(log) in err and len(err.strip().splitlines()) == 1
 
 
+def test_an_empty_metrics_csv_a_full_disk_left_is_skipped_with_a_warning(tmp_path, capsys):
+    """A 0-byte metrics.csv (a full disk) made the whole run refused: the others draw its curve."""
+    run = tmp_path / "run"
+    _version(run, 0, [{"step": 9, "val/acc": 0.30}])
+    (run / "csv" / "version_1").mkdir()
+    empty = run / "csv" / "version_1" / "metrics.csv"
+    empty.write_bytes(b"")
+    _version(run, 2, [{"step": 19, "val/acc": 0.35}])
+    assert curves_main([str(run), "--out", str(tmp_path / "c.png")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {empty}: an empty training log" in err and len(err.strip().splitlines()) == 1, err
+    assert load_curve(run)["val/acc"].tolist() == [0.30, 0.35]
+    for n in (0, 2):  # no log left: no training log, as without any
+        (run / "csv" / f"version_{n}" / "metrics.csv").write_bytes(b"")
+    assert curves_main([str(run), "--out", str(tmp_path / "d.png")]) == 2
+    assert "no training log" in capsys.readouterr().err and not (tmp_path / "d.png").exists()
+
+
 def test_a_run_folder_that_is_not_there_is_said_to_be_missing(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     for name, said in (("nowhere", "no such folder"), ("file", "not a folder")):

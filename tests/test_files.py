@@ -179,21 +179,37 @@ def test_a_dead_writers_temporary_copy_is_removed_when_its_target_is_written_aga
 
 
 def test_a_long_name_or_a_stray_temp_name_does_not_stop_a_write(tmp_path):
-    """The writer's tag would push a long target's temporary name past 255 bytes: such a
-    name keeps the untagged form it always had. A stray file whose pid does not fit an int
-    is not ours and is left, and the write goes on."""
-    from othello_learn.files import _host
+    """A name the file system takes is written: its temporary name, which adds a tag and a
+    suffix, is cut to 255 bytes (a 250-character one was refused as too long). Cut, it is
+    still that target's alone, and a dead writer's is swept as a short name's is. A stray
+    file whose pid does not fit an int is not ours and is left, and the write goes on."""
+    import subprocess
+    import sys
 
-    long = tmp_path / ("x" * 235)
-    atomic_write(long, "1")
+    from othello_learn.files import _TEMP_NAME, _host, temp_target
+
     stray = tmp_path / f".out.json.p99999999999-{_host()}.abcdefgh.tmp"
     stray.write_text("x")
     os.utime(stray, (0, 0))
     atomic_write(tmp_path / "out.json", "{}")
-    assert long.read_text() == "1" and (tmp_path / "out.json").read_text() == "{}" and stray.exists()
-    with pytest.raises(OSError) as raised:  # too long even untagged: the error names the target, not a temp
-        atomic_write(tmp_path / ("y" * 250), "1")
-    assert raised.value.filename == str(tmp_path / ("y" * 250))
+    assert (tmp_path / "out.json").read_text() == "{}" and stray.exists()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    stems = set()
+    for name in ("x" * 235, "y" * 250, "é" * 127, "y" * 249 + "z"):  # the last two: one start, two targets
+        long = tmp_path / name
+        with atomic_path(long) as tmp:
+            assert len(os.fsencode(tmp.name)) <= 255 and _TEMP_NAME.fullmatch(tmp.name)["pid"] == str(os.getpid())
+            stem = temp_target(tmp.name)
+            stems.add(stem)
+            tmp.write_text("1")
+        assert long.read_text() == "1"
+        stale = tmp_path / f".{stem}.p{dead}-{_host()}.abcdefgh.tmp"
+        stale.write_text("half")
+        os.utime(stale, (0, 0))
+        atomic_write(long, "2")
+        assert long.read_text() == "2" and not stale.exists()
+    assert len(stems) == 4 and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [stray.name]
 
 
 @pytest.mark.skipif(os.name != "posix" or os.fsencode("\udce9") != b"\xe9",

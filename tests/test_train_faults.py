@@ -269,6 +269,40 @@ def test_a_moved_run_folder_keeps_its_best_file_and_score(dataset_dir, tmp_path)
     assert summary["best_val_acc"] == first["best_val_acc"]
 
 
+def test_a_full_disk_at_the_last_save_resumes_with_the_runs_best(dataset_dir, tmp_path, monkeypatch, capsys):
+    """Validated at the epoch's end, Lightning's best saved at the epoch's end, after the save that
+    followed the validation: a full disk at the save when training ended left a last.ckpt of the
+    final step recording no best, and the rerun, with nothing left to train, exported last.ckpt
+    with best_val_acc null beside the best file."""
+    from othello_learn.train.checkpoints import AtomicCheckpointIO, LastCheckpoint
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "run"
+    args = _args(dataset_dir, out, "--train-positions", "640", "--max-epochs", "1")
+    original_save, original_end, ending = AtomicCheckpointIO.save_checkpoint, LastCheckpoint.on_train_end, []
+
+    def save(self, checkpoint, path, storage_options=None):
+        if ending:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        original_save(self, checkpoint, path, storage_options)
+
+    def on_train_end(self, trainer, pl_module):
+        ending.append(True)
+        original_end(self, trainer, pl_module)
+
+    with monkeypatch.context() as m:
+        m.setattr(AtomicCheckpointIO, "save_checkpoint", save)
+        m.setattr(LastCheckpoint, "on_train_end", on_train_end)
+        code, err = _run(main, args, capsys)
+    assert code == 2 and "no space left on device" in err, err
+    best = out / "checkpoints" / "best-epoch=0-step=10.ckpt"
+    score = next(v["best_model_score"] for k, v in read_checkpoint(best)["callbacks"].items()
+                 if k.startswith("ModelCheckpoint"))
+    summary = train(args)
+    assert summary["best_checkpoint"] == str(best) and summary["best_val_acc"] == pytest.approx(float(score))
+    assert summary["global_step"] == 10
+
+
 def _interrupt_at(monkeypatch, step: int, action):
     from othello_learn.train.module import MovePredictor
 
@@ -658,6 +692,35 @@ def test_a_folder_that_is_not_a_training_run_is_refused_untouched(dataset_dir, t
     (stray / "checkpoints").mkdir(parents=True)
     (stray / "checkpoints" / ".DS_Store").write_text("")
     assert train(_args(dataset_dir, stray, "--max-steps", "1"))["global_step"] == 1
+
+
+def test_an_empty_checkpoints_folder_beside_the_users_files_is_no_run(dataset_dir, tmp_path, capsys):
+    """An empty checkpoints/ made the folder a run's: its model.pt and config.yaml were replaced. A run
+    is told by its checkpoints or by the mark on the config.yaml it wrote (killed before its first
+    checkpoint), which stays a recipe --config reads."""
+    from othello_learn.train.train import main, train
+
+    out = tmp_path / "mine"
+    (out / "checkpoints").mkdir(parents=True)
+    mine = {"model.pt": "precious", "config.yaml": "mine: 1\n", "notes.txt": "notes"}
+    for name, text in mine.items():
+        (out / name).write_text(text)
+    code, err = _run(main, _args(dataset_dir, out, "--max-steps", "1"), capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "holds no training run" in err and "'config.yaml' and 2 more" in err
+    assert {p.name: p.read_text() for p in out.iterdir() if p.is_file()} == mine
+    assert not any((out / "checkpoints").iterdir())
+
+    from othello_learn.train.run_folder import RUN_CONFIG_MARK
+
+    run = tmp_path / "run"
+    train(_args(dataset_dir, run, "--max-steps", "1"))
+    assert (run / "config.yaml").read_text().startswith(RUN_CONFIG_MARK)
+    for p in (run / "checkpoints").iterdir():  # as a run killed before its first checkpoint leaves it
+        p.unlink()
+    (run / "metrics.json").unlink()
+    summary = train(_args(dataset_dir, run, "--max-steps", "1", "--config", str(run / "config.yaml")))
+    assert summary["global_step"] == 1 and (run / "metrics.json").exists()
 
 
 @pytest.mark.parametrize("setting, value, missing", [

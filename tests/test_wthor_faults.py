@@ -231,6 +231,24 @@ def test_recovery_touches_only_our_dead_writers_folders(tmp_path, capsys):
     assert _listing(out) == ["summary.json"] and not (tmp_path / f".ds.old.{dead}").exists()
 
 
+def test_a_dataset_name_the_file_system_takes_is_built_and_rebuilt(wthor_dir, tmp_path, capsys):
+    """A 250-character --out was refused as too long: the build folder beside it added ``.build.PID``
+    past the file system's 255 bytes. The build's folders are named after the name cut short, which
+    a killed build's leftovers are found by."""
+    out = tmp_path / ("d" * 250)
+    for _ in range(2):  # built, then rebuilt through the swap (.old.PID)
+        assert build_cli(["--wthor-dir", str(wthor_dir), "--out", str(out), "--quiet"]) == 0, capsys.readouterr().err
+        assert _listing(tmp_path) == ["d" * 250, "wthor"] and _listing(out) == sorted(dataset.DATASET_FILES)
+    tmp = dataset._side_stem(out.name)
+    assert tmp != out.name and len(os.fsencode(f".{tmp}.build.{2**32}")) <= 255
+    assert dataset._side_stem("d" * 249 + "e") != tmp  # another long name with the same start: other folders
+    leftover = tmp_path / f".{tmp}.build.{_dead_pid()}"
+    leftover.mkdir()
+    (leftover / "positions.npy").write_bytes(b"partial")
+    dataset.recover(out)
+    assert _listing(tmp_path) == ["d" * 250, "wthor"]
+
+
 # --- 3. file names -----------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ Layout of a dataset folder::
                     ``format`` marker that lets a rebuild replace the folder
 
 A build is written in ``.OUT.build.PID`` beside ``OUT`` and swapped in through
-``.OUT.old.PID``; a run killed part-way leaves those, and the next run puts the
+``.OUT.old.PID`` (a long OUT cut short there, ``files.short_name``); a run killed part-way leaves those, and the next run puts the
 old dataset back and removes them (see ``recover``). Nothing else is ever
 replaced or deleted: a folder is only replaced when it is empty or a dataset
 this tool wrote.
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from othello_learn.cli import bar_pacing
-from othello_learn.files import UserError, is_link_loop, process_exists
+from othello_learn.files import UserError, is_link_loop, process_exists, short_name
 from othello.notation import square_name, wthor_to_square
 
 from .replay import POSITION_DTYPE, replay
@@ -392,6 +392,12 @@ def _only_dataset_files(folder: Path) -> bool:
     return all(p.name in DATASET_FILES and p.is_file() and not p.is_symlink() for p in folder.iterdir())
 
 
+def _side_stem(name: str) -> str:
+    """What the build's folders beside a dataset named ``name`` are named after: a name the file
+    system takes must leave room for ``.`` and ``.build.PID``."""
+    return short_name(name, len(".") + len(".build.") + len(str(2**32)))
+
+
 def recover(out, log=None) -> None:
     """Undo what a killed ``write`` left beside ``out``, and remove its temporary folders.
 
@@ -402,7 +408,7 @@ def recover(out, log=None) -> None:
     out = Path(os.path.abspath(out))
     if not out.parent.is_dir():
         return
-    pattern = re.compile(rf"\.{re.escape(out.name)}\.(build|old)\.(\d+)")
+    pattern = re.compile(rf"\.{re.escape(_side_stem(out.name))}\.(build|old)\.(\d+)")
     olds, builds = [], []
     for p in out.parent.iterdir():
         m = pattern.fullmatch(p.name)
@@ -477,8 +483,8 @@ def write(result: BuildResult, out, log=None, recovered: bool = False) -> Path:
     if not recovered:
         recover(out, log)
     check_replaceable(out)
-    tmp = out.with_name(f".{out.name}.build.{os.getpid()}")
-    old = out.with_name(f".{out.name}.old.{os.getpid()}")
+    tmp = out.with_name(f".{_side_stem(out.name)}.build.{os.getpid()}")
+    old = out.with_name(f".{_side_stem(out.name)}.old.{os.getpid()}")
     try:
         tmp.mkdir()
     except OSError as e:  # named for the folder asked for, not the hidden build folder beside it

@@ -97,10 +97,15 @@ def _wandb_frame(run: Path) -> pd.DataFrame:
     return frame.rename(columns={"trainer/global_step": "step"}) if len(frame) else frame
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _read_csv(path: Path) -> pd.DataFrame | None:
+    """A CSV log, or None for an empty one (a full disk, or a start stopped before its first line),
+    which is said and skipped: the run's other logs still draw its curve."""
     try:
         return pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+    except pd.errors.EmptyDataError:
+        print(f"warning: {path}: an empty training log (a full disk?), skipped", file=sys.stderr)
+        return None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not a readable training log ({one_line(e)})") from None
 
 
@@ -116,8 +121,9 @@ def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
             raise UserError(f"{fresh}: not the record of a --fresh start ({one_line(e)})") from None
         versions = {n: v for n, v in versions.items() if n >= first}
     logs = [versions[n] / "metrics.csv" for n in sorted(versions) if (versions[n] / "metrics.csv").is_file()]
-    if logs:
-        return pd.concat([_read_csv(p) for p in logs], ignore_index=True), "CSV logs"
+    frames = [frame for frame in map(_read_csv, logs) if frame is not None]
+    if frames:
+        return pd.concat(frames, ignore_index=True), "CSV logs"
     frame = _wandb_frame(run)
     if len(frame):
         return frame, "W&B run files"

@@ -36,7 +36,7 @@ from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
 from othello_learn.train.config import Origin, check_config, gpu_recipe_warning, read_config
 from othello_learn.train.run_folder import (CHECKPOINT_NAME, RUN_FILES, batches_per_step, check_run_folder,
-                                           mark_fresh_start)
+                                           mark_fresh_start, run_config_text)
 
 
 def gpu_in_use(accelerator) -> bool:
@@ -568,9 +568,11 @@ def _train(args, stops) -> dict:
         # left its files, which kept a new OUT from being taken back, and its banner around the error
         # line); the logger is handed over once it exists. The best-by-validation checkpoint keeps the
         # settings (hence the state key) of the runs before LastCheckpoint, so resuming them keeps
-        # their best score.
+        # their best score. It saves at every validation's end, before LastCheckpoint: by default a
+        # validation at the epoch's end had its best saved at the epoch's end, after last.ckpt, which
+        # then recorded no best (a full disk at the final save left it so, and the rerun exported it).
         best = BestCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
-                              save_top_k=1)
+                              save_top_k=1, save_on_train_epoch_end=False)
         saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         callbacks = ([ValidateAtEnd(), best, saver]
@@ -608,7 +610,7 @@ def _train(args, stops) -> dict:
         held.replay()
         if str(requested) == "auto":
             print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
-        atomic_write(args.out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # settings Lightning accepted
+        atomic_write(args.out / "config.yaml", run_config_text(cfg))  # settings Lightning accepted
         # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
         with interrupts_reraised(saver, stops), warnings.catch_warnings():
