@@ -35,7 +35,7 @@ from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
 from othello_learn.models.fastpath import FP32, autocast, default_device, prepare, resolve  # noqa: E402
 from othello_learn.models.losses import move_losses  # noqa: E402
 from othello_learn.models.nets import NetConfig, build_network  # noqa: E402
-from othello_learn.train.config import load_config  # noqa: E402
+from othello_learn.train.config import config_argument, load_config  # noqa: E402
 
 EPOCH = 6_912_964  # positions of 1977-2014
 
@@ -130,7 +130,7 @@ def profile(setup: Setup, loader, group, steps: int, bs: int) -> dict:
 def main(argv=None) -> None:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--config", type=Path, default=REPO / "train/configs/cpu_raw_fast.yaml",
+    ap.add_argument("--config", type=config_argument, default=REPO / "train/configs/cpu_raw_fast.yaml",
                     help="training config whose model, batch size and symmetries are measured")
     ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor", help="built dataset folder")
     ap.add_argument("--steps", type=at_least(1), default=40, help="timed steps per round")

@@ -159,6 +159,30 @@ def test_the_old_folders_hold_no_package_and_the_library_edits_no_sys_path():
         assert not {a for a in attrs if a.startswith("sys.path")}, source
 
 
+def test_a_recipe_is_found_by_name_and_ships_in_the_package(tmp_path, monkeypatch, capsys):
+    """``--config cpu_value_fast`` finds the recipe inside the package (an installed copy has no
+    checkout's train/configs/, which points there); a path still works, a file of the name in the
+    current folder comes first, and an unknown name lists the recipes in one line."""
+    from othello_learn.train import train as train_module
+    from othello_learn.train.config import RECIPES, recipe_names
+
+    assert (REPO / "train" / "configs").resolve() == RECIPES.resolve()
+    assert {"cpu_raw", "cpu_value_fast", "resnet_best"} <= set(recipe_names())
+    args = train_module.parse_args(["--config", "cpu_value_fast", "--out", "x"])
+    assert args.config == RECIPES / "cpu_value_fast.yaml"
+    assert train_module.parse_args(["--config", "train/configs/cpu_raw.yaml", "--out", "x"]).config == Path(
+        "train/configs/cpu_raw.yaml")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cpu_raw").write_text("model: {}\n")
+    assert train_module.parse_args(["--config", "cpu_raw", "--out", "x"]).config == Path("cpu_raw")
+    with pytest.raises(SystemExit) as e:
+        run_main(train_module.main, ["--config", "cpu_valu_fast", "--out", "x"])
+    code, err = e.value.code, capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cpu_value_fast" in err and "nor a recipe" in err, err
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert data == {"othello_learn.train": ["recipes/*.yaml"]}
+
+
 def test_the_distribution_ships_othello_and_othello_learn_only():
     from setuptools import find_packages
 

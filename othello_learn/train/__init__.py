@@ -1,2 +1,2 @@
-"""Lightning training and evaluation entry points (the configs they read are in the
-checkout's train/configs/)."""
+"""Lightning training and evaluation entry points; the training recipes they read ship in
+``recipes/`` (a checkout's ``train/configs/`` points there)."""

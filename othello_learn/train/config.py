@@ -5,6 +5,8 @@ a traceback an hour in. ``train.py`` reads it; the benchmarks read the shipped r
 
 from __future__ import annotations
 
+import argparse
+
 import datetime
 import math
 import re
@@ -144,6 +146,27 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
     if not problem:
         return str(e).splitlines()[0]
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
+
+
+RECIPES = Path(__file__).with_name("recipes")  # package data: an installed copy has them too
+
+
+def recipe_names() -> list[str]:
+    return sorted(p.stem for p in RECIPES.glob("*.yaml"))
+
+
+def config_argument(text: str) -> Path:
+    """``--config``'s value: a YAML file, or the name of a recipe the package ships
+    (``cpu_value_fast``), so an installed toolkit, which has no checkout's ``train/configs/``,
+    still finds them. A file of that name in the current folder comes first."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path; give a YAML file or a recipe's name")
+    path = Path(text)
+    if path.exists() or any(sep in text for sep in "/\\") or path.suffix in (".yaml", ".yml"):
+        return path
+    if (RECIPES / f"{text}.yaml").is_file():
+        return RECIPES / f"{text}.yaml"
+    raise argparse.ArgumentTypeError(f"{text!r}: no such file, nor a recipe's name ({', '.join(recipe_names())})")
 
 
 def read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:

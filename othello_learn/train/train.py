@@ -34,7 +34,7 @@ from othello_learn.cli import (STOP_SIGNALS, ArgumentParser, HangUp, Terminated,
 from othello_learn.files import UserError, atomic_write, check_input, check_output, one_line, remove_stale_temps, write_json
 from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
-from othello_learn.train.config import Origin, check_config, gpu_recipe_warning, read_config
+from othello_learn.train.config import Origin, check_config, config_argument, gpu_recipe_warning, read_config
 from othello_learn.train.run_folder import (CHECKPOINT_NAME, RUN_FILES, batches_per_step, check_run_folder,
                                            mark_fresh_start, run_config_text)
 
@@ -130,8 +130,10 @@ BUILT_IN = ("the built-in defaults, the reference net (10 layers of 64) on raw p
 def parse_args(argv=None):
     p = ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--config", type=Path,
-                   help=f"YAML with sections model, optim, data, trainer (train/configs/); without one: {BUILT_IN}")
+    p.add_argument("--config", type=config_argument,
+                   help="YAML with sections model, optim, data, trainer, or a shipped recipe's name (cpu_raw, "
+                        "cpu_value_fast, ...: train/configs/ in a checkout, othello_learn/train/recipes/ installed); "
+                        f"without one: {BUILT_IN}")
     p.add_argument("--data", type=Path, default=HOME / "data" / "wthor",
                    help="dataset folder from data_tools/wthor.py (default: data/wthor in " + HOME_HELP + ")")
     p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, logs, model.pt, metrics.json")
