@@ -31,7 +31,8 @@ from othello_learn import HOME
 from othello_learn.players.base import HumanQuit, Player, close_players, network_of, select_one
 from othello_learn.players.specs import SPEC_KINDS, join_spec, make_program, starts_a_program
 
-DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
+# the strongest network alone (docs/results/selfplay.md#the-shipped-self-play-net)
+DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
 NO_HINT = "hints need a network: play a policy:, mcts: or gumbel: opponent, or give --hint-net CKPT"
 

@@ -3,7 +3,7 @@ where the hardware has fast kernels for them, fp32 elsewhere.
 
 On a CPU with AVX512-BF16 (or AMX) oneDNN runs bf16 convolutions in
 channels_last at 2-4x the fp32 NCHW speed for training and batched inference
-(RESULTS.md, ``benchmarks/train_throughput.py --compare``); at batch 1 the
+(docs/results/speed.md#the-training-fast-path, ``benchmarks/train_throughput.py --compare``); at batch 1 the
 format conversions cost more than they save, so single-position play stays
 fp32. On CUDA, bf16 autocast where the GPU supports it. Detected at run time,
 never assumed: a CPU without the instructions gets fp32 NCHW.

@@ -283,7 +283,8 @@ def false_resign_bound(rate: float, n: int, z: float = 1.6448536269514722) -> fl
     ``n`` played-out games. Calibrating the observed rate to the target put
     the next generation's rate over it a third of the time (up to 12 % at a
     5 % target, on ~300 played-out games a generation); with the bound it
-    averaged 3.1 %, at most 5.8 % (RESULTS.md)."""
+    averaged 3.1 %, at most 5.8 %
+    (docs/results/selfplay.md#resignation-with-a-confidence-bound)."""
     if n == 0:
         return 1.0
     centre = rate + z * z / (2 * n)

@@ -54,7 +54,7 @@ class Evaluator:
     path of ``othello_learn.models.fastpath`` by default: bf16 autocast (plus channels_last
     on a CPU with bf16 instructions), fp32 elsewhere. Batches smaller than
     ``min_fast_batch`` stay fp32 on the CPU, where the format conversions
-    cost more than bf16 saves (RESULTS.md, self-play fast path).
+    cost more than bf16 saves (docs/results/speed.md#the-fast-path-in-self-play).
 
     The net itself is put in eval mode and, on that path, channels_last: it is the
     caller's object, not a copy (a copy of every net a search is given would double
