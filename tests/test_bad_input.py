@@ -2,12 +2,18 @@
 work: output paths that cannot be written, seeds the generators cannot take, a human where no one can
 answer, a device this machine lacks, a plot format matplotlib cannot write."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from othello.cli import run_main
 from othello.files import UserError
 from othello_learn.models.fastpath import usable_device
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(main, argv, capsys):
@@ -185,3 +191,23 @@ def test_a_folder_given_as_the_loops_init_is_named_as_a_folder(tmp_path, capsys)
     code, err = _run(_command("selfplay.loop"), ["--init", str(tmp_path), "--out", str(tmp_path / "rl")], capsys)
     assert code == 2 and f"--init {tmp_path}: a folder, not a checkpoint file" in err  # "no such file" before
     assert not (tmp_path / "rl").exists()
+
+
+def test_a_closed_standard_input_is_one_line_and_exit_2(tmp_path):
+    """``<&-`` (Python's sys.stdin is None) was a traceback at the first read; a game played so far is
+    still saved. One process, started by the shell with its input closed, runs the four commands."""
+    game = tmp_path / "g.ggf"
+    script = (
+        "from othello.cli import run_main\n"
+        "from othello_learn.selfplay import arena, gtp_engine, nboard, play\n"
+        f"for main, argv in ((nboard.main, ['--player', 'random']), (gtp_engine.main, ['--player', 'random']),\n"
+        f"                   (play.main, ['--opponent', 'greedy', '--colour', 'white', '--save', {str(game)!r}]),\n"
+        "                   (arena.main, ['--a', 'human', '--b', 'random', '--games', '1', '--quiet'])):\n"
+        "    print('status', run_main(main, argv), flush=True)\n")
+    proc = subprocess.run(["sh", "-c", 'exec "$0" -c "$1" <&-', sys.executable, script], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert [line for line in proc.stdout.splitlines() if line.startswith("status")] == ["status 2"] * 4, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 4 and all("standard input is closed" in line for line in lines), proc.stderr
+    assert "the session's commands" in lines[0] and "your moves" in lines[2] and lines[3].startswith("-c: error: --a:")
+    assert "B[" in game.read_text()  # greedy's first move, kept
