@@ -211,3 +211,31 @@ def test_a_closed_standard_input_is_one_line_and_exit_2(tmp_path):
     assert len(lines) == 4 and all("standard input is closed" in line for line in lines), proc.stderr
     assert "the session's commands" in lines[0] and "your moves" in lines[2] and lines[3].startswith("-c: error: --a:")
     assert "B[" in game.read_text()  # greedy's first move, kept
+
+
+DEEP = "[" * 1000 + "]" * 1000  # a RecursionError in the parsers, and a traceback, before
+
+
+def test_deeply_nested_settings_and_run_records_are_one_line_naming_them(tmp_path, capsys):
+    import json
+
+    from othello_learn.selfplay import loop
+
+    config = tmp_path / "deep.yaml"
+    config.write_text(f"model: {DEEP}\n")
+    nested = "lists or mappings nested more than 100 levels deep"
+    for argv, named in ((["--config", str(config)], f"{config}: {nested}"),
+                        (["--set", f"model.width={DEEP}"], f"--set model.width: {nested}")):
+        code, err = _run(_command("train.train"), argv + ["--out", str(tmp_path / "run"), "--logger", "none"], capsys)
+        assert code == 2 and named in err, err
+    out = tmp_path / "rl"
+    out.mkdir()
+    (out / "config.json").write_text(DEEP)
+    code, err = _run(_command("selfplay.loop"), ["--init", "random", "--out", str(out)], capsys)
+    assert code == 2 and f"{out / 'config.json'}: {nested}" in err, err
+    state = {"generation": 0, "best": "nets/gen_0000.pt", "trainee": "nets/gen_0000.pt", "elo_best": 0.0,
+             "history": [], "wandb_id": "x", "resign_threshold": None}
+    (out / "state.json").write_text(json.dumps(state)[:-1] + f', "notes": {DEEP}}}')
+    with pytest.raises(UserError, match=f"state.json: {nested}"):
+        loop.read_state(out / "state.json")
+    assert not (tmp_path / "run").exists()

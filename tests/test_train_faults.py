@@ -1407,7 +1407,8 @@ def test_overlapping_splits_are_warned_of(dataset_dir, tmp_path, capsys):
                                            ("range", "summary.json: year 2002: no valid position_range"),
                                            ("cut records", "positions.npy: cannot be read"),
                                            ("cut summary", "summary.json: not valid JSON"),
-                                           ("summary list", "summary.json: not a dataset summary")])
+                                           ("summary list", "summary.json: not a dataset summary"),
+                                           ("deep summary", "summary.json: not valid JSON (lists or mappings nested")])
 def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(dataset_dir, tmp_path, tiny_checkpoint,
                                                                          capsys, damage, named):
     import json
@@ -1430,6 +1431,8 @@ def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(datase
         (data / "summary.json").write_text(json.dumps(summary))
     elif damage == "summary list":
         (data / "summary.json").write_text("[1, 2]")
+    elif damage == "deep summary":  # a RecursionError before
+        (data / "summary.json").write_text("[" * 1000 + "]" * 1000)
     else:  # a copy cut short
         name = "positions.npy" if damage == "cut records" else "summary.json"
         whole = (data / name).read_bytes()

@@ -40,8 +40,8 @@ import torch
 
 from othello.cli import (STOP_SIGNALS, ArgumentParser, StopOnce, bar_pacing, run_main, say_stopped, stop_signals_raise,
                          stop_status, taken, type_name, type_ok)
-from othello.files import (UserError, atomic_write, check_output, describe_os_error, one_line, remove_stale_temps,
-                           temp_target, write_json)
+from othello.files import (NestingError, UserError, atomic_write, check_output, describe_os_error, one_line,
+                           parse_nested, remove_stale_temps, temp_target, write_json)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import default_device, usable_device
@@ -325,9 +325,11 @@ def read_json(path: Path, remedy: str, needs: tuple[str, ...] | None = None):
     """``path``'s JSON; with ``needs``, an object holding those keys (a record the loop wrote),
     so a file edited or replaced by hand is one line naming it, not a KeyError generations on."""
     try:
-        data = json.loads(path.read_text())
+        data = parse_nested(json.loads, path.read_text())
     except OSError as e:
         raise UserError(f"{describe_os_error(e)}: {remedy}") from e
+    except NestingError as e:
+        raise UserError(f"{path}: {e}: {remedy}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not valid JSON, truncated or corrupt ({one_line(e)}): {remedy}") from e
     if needs is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello.cli import type_name, type_ok
-from othello.files import UserError, one_line
+from othello.files import NestingError, UserError, one_line, parse_nested
 
 
 class _Loader(yaml.SafeLoader):
@@ -87,7 +87,7 @@ _Loader.add_constructor(_INT, _construct_int)
 
 
 def _yaml(text: str):
-    return yaml.load(text, Loader=_Loader)
+    return parse_nested(lambda t: yaml.load(t, Loader=_Loader), text)
 
 
 SECTIONS = ("model", "optim", "data", "trainer")
@@ -155,6 +155,8 @@ def read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             loaded = _yaml(Path(path).read_text(encoding="utf-8-sig")) or {}
         except yaml.YAMLError as e:
             raise UserError(f"{path}: not valid YAML ({_yaml_problem(e)})") from None
+        except NestingError as e:
+            raise UserError(f"{path}: {e}") from None
         except UnicodeDecodeError:
             raise UserError(f"{path}: not a YAML config (a binary file; give a train/configs/*.yaml)") from None
         if not isinstance(loaded, dict):
@@ -179,6 +181,8 @@ def read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             cfg[section][name] = _yaml(value)
         except yaml.YAMLError:
             cfg[section][name] = value
+        except NestingError as e:
+            raise UserError(f"--set {key}: {e}") from None
         origin[(section, name)] = Origin(f"from --set {item}")
     return cfg, origin
 
