@@ -928,6 +928,8 @@ def test_a_run_refused_by_the_lock_leaves_the_holders_new_folder_alone(dataset_d
     (["--set", "model.width=1.5"], "model.width: expected an integer, got 1.5"),
     (["--set", "optim.lr=fast"], "optim.lr: expected a number, got 'fast'"),
     (["--set", "data.batch_size=0"], "data.batch_size: must be at least 1, got 0"),
+    (["--set", "trainer.accumulate_grad_batches=99999999999999999999"],  # Lightning's OverflowError
+     "trainer.accumulate_grad_batches: must be at most 10000, got 99999999999999999999"),
     (["--precision", "7"], "trainer.precision: precision '7': expected auto, 32, bf16 or one of 32-true, "),
     (["--set", "optim.lr=.nan"], "optim.lr: must be a finite number, got nan"),  # nan passes every bound
     (["--set", "optim.weight_decay=.inf"], "optim.weight_decay: must be a finite number, got inf"),
@@ -1470,7 +1472,8 @@ def test_overlapping_splits_are_warned_of(dataset_dir, tmp_path, capsys):
                                            ("range", "summary.json: year 2002: no valid position_range"),
                                            ("cut records", "positions.npy: cannot be read"),
                                            ("cut summary", "summary.json: not valid JSON"),
-                                           ("summary list", "summary.json: not a dataset summary")])
+                                           ("summary list", "summary.json: not a dataset summary"),
+                                           ("deep summary", "summary.json: not valid JSON (lists or mappings nested")])
 def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(dataset_dir, tmp_path, tiny_checkpoint,
                                                                          capsys, damage, named):
     import json
@@ -1493,6 +1496,8 @@ def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(datase
         (data / "summary.json").write_text(json.dumps(summary))
     elif damage == "summary list":
         (data / "summary.json").write_text("[1, 2]")
+    elif damage == "deep summary":  # a RecursionError before
+        (data / "summary.json").write_text("[" * 1000 + "]" * 1000)
     else:  # a copy cut short
         name = "positions.npy" if damage == "cut records" else "summary.json"
         whole = (data / name).read_bytes()
@@ -1699,6 +1704,9 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["trainer.num_sanity_val_steps=-2"], "trainer.num_sanity_val_steps: must be at least -1, got -2"),
     (["trainer.log_every_n_steps=0"], "trainer.log_every_n_steps: must be at least 1, got 0"),
     (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch: must be at least 1, got 0"),
+    # Lightning's OverflowError after the set-up
+    (["trainer.accumulate_grad_batches=99999999999999999999"], "trainer.accumulate_grad_batches: must be at most 10000"),
+    (["trainer.min_steps=2147483648"], "trainer.min_steps: must be at most 2147483647"),  # one we do not type
 ])
 def test_each_bound_of_the_config_check_at_its_edge(overrides, expected):
     """Each limit refuses the first value past it and lets the last one inside through
@@ -1727,6 +1735,29 @@ def test_the_combined_size_error_blames_the_layers_and_says_where_width_came_fro
         load_config(None, ["model.arch=resnet", "model.blocks=1000", "model.width=4096"])
     said = str(refused.value)
     assert said.startswith("model.blocks: blocks 1000 with width 4096") and "(width from --set model.width=4096)" in said
+
+
+def test_every_integer_setting_has_a_ceiling_and_takes_it():
+    """Each integer setting of the tables, typed or passed on to Lightning, is refused one past its
+    maximum and takes the maximum itself."""
+    from othello_learn.train.config import INT_MAXIMA, MAX_INT, SCHEMA, TRAINER_TYPES, load_config
+    from othello_learn.models.nets import SIZE_LIMITS
+
+    maxima = {**{("model", k): v for k, v in SIZE_LIMITS.items()}, **INT_MAXIMA}
+    tables = [*SCHEMA.items(), ("trainer", TRAINER_TYPES)]
+    integers = [(section, key) for section, table in tables for key, kind in table.items()
+                if int in (kind if isinstance(kind, tuple) else (kind,))]
+    for section, key in integers:
+        high = maxima.get((section, key), MAX_INT)
+        arch = ["model.arch=resnet", "model.width=1"] if key == "blocks" else ["model.width=1"]
+        with pytest.raises(UserError) as refused:
+            load_config(None, arch + [f"{section}.{key}={high + 1}"])
+        assert str(refused.value).startswith(f"{section}.{key}: must be at most {high}, got {high + 1}")
+        if (section, key) in maxima and key != "precision":  # precision's range is its names
+            try:
+                load_config(None, arch + [f"{section}.{key}={high}"])
+            except UserError as e:  # another check's refusal (a net too big, a batch count of an epoch)
+                assert "must be at most" not in str(e), e
 
 
 def test_the_config_check_lets_the_edges_inside_through():

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello_learn.cli import ArgumentParser, run_main, seed_arg, STOP_SIGNALS, stop_signals_raise
+from othello_learn.cli import ArgumentParser, run_main, seed_arg, standard_input, STOP_SIGNALS, stop_signals_raise
 from othello_learn.files import UserError, atomic_write, check_input, check_output
 from othello.formats import FormatError, play_with_passes
 from othello.game import Position
@@ -94,7 +94,10 @@ def ask(position: Position, inp, out, prompt: str = "your move: ", hint=None, al
     """Prompt until a playable command comes: a move, a pass, undo, quit, or
     ``eof`` when the input ends. Bad input gets its reason and the prompt
     again; ``hint`` and ``help`` are answered here (``hint()`` returns the
-    text, or is None when no network is at hand)."""
+    text, or is None when no network is at hand). ``inp`` None: standard input,
+    whose being closed is a UserError (the game played so far is saved as on quit)."""
+    if inp is None:
+        inp = standard_input("your moves")
     while True:
         out.write(prompt)
         out.flush()
@@ -233,8 +236,12 @@ class HumanPlayer(Player):
 
         return cls(load_network(args[0]))
 
+    def check(self, keep_running: bool = False) -> None:
+        if self.inp is None:  # closed: said before the match, not at the first move asked
+            standard_input("the human player's moves")
+
     def select(self, player, opponent, black_to_move, rng, history=None):
-        inp, out = (sys.stdin if self.inp is None else self.inp), (sys.stdout if self.out is None else self.out)
+        out = sys.stdout if self.out is None else self.out
         n = len(player)
         moves = np.empty(n, dtype=np.int64)
         for i in range(n):
@@ -247,7 +254,7 @@ class HumanPlayer(Player):
             out.write(f"\n{where}: you are {colour}{said}\n{render(pos, last=last)}\n")
             hint = ((lambda p=pos, h=hist: hint_text(self.hint_net, p, h)) if self.hint_net is not None
                     else (lambda: "hints need a network: play as human:CKPT"))
-            cmd = ask(pos, inp, out, prompt=f"{colour} move: ", hint=hint, allow_undo=False)
+            cmd = ask(pos, self.inp, out, prompt=f"{colour} move: ", hint=hint, allow_undo=False)
             if cmd.kind in ("quit", "eof"):
                 raise HumanQuit("the human player quit" if cmd.kind == "quit" else "the human player's input ended")
             moves[i] = cmd.square
@@ -414,7 +421,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
             start = parse_transcript(args.start)
     except ValueError as e:
         raise UserError(f"--start: {e}") from None
-    inp, out = (sys.stdin if stdin is None else stdin), (sys.stdout if stdout is None else stdout)
+    inp, out = stdin, (sys.stdout if stdout is None else stdout)  # inp None: standard input, read by ask()
     if args.save is not None:  # found before the game, not after it
         check_output(args.save, "--save", suffixes=(".ggf",))  # a game is saved as GGF; --start resumes only that
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 
 import torch
 
@@ -48,6 +49,17 @@ def usable_device(name: str, flag: str = "--device") -> torch.device:
     if device.type == "meta":  # tensors of shapes only: a network there computes nothing
         raise UserError(f"{flag} {name}: holds no data (torch's meta device); give cpu or cuda")
     return device
+
+
+def device_memory(device: torch.device) -> int | None:
+    """Bytes of memory ``device`` has: a GPU's own, else this machine's (a CPU, and Apple's MPS,
+    which shares it); None where it cannot be told. What a command checks its sizes against."""
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.get_device_properties(device).total_memory)
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError, RuntimeError):  # no sysconf (Windows), or no such name
+        return None
 
 
 def auto_precision(device: str | torch.device) -> str:

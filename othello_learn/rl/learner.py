@@ -63,6 +63,11 @@ def policy_sharpness(net, games: SelfPlayGames, n: int = 4096, seed: int = 0, de
     return {"policy_entropy": float(entropy(probs).mean()), "target_entropy": float(entropy(batch["policy"]).mean())}
 
 
+# A training batch's ceiling, as the training config's data.batch_size: the loop's --batch-size 2**31-1
+# drew a 16 GiB index array before its first step.
+MAX_BATCH = 2**20
+
+
 def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,
                   device="cpu", seed: int = 0, symmetries: bool = True, progress: bool = False,
                   precision: str = "auto", state_path=None, save_every_s: float = 60.0,

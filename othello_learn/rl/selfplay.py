@@ -40,6 +40,13 @@ class SelfPlayConfig:
     solve_empties: int = 0
 
 
+# Bytes of one sample of SelfPlayGames: player and opponent (8 each), history (4), side to move (1),
+# policy (64 float16), outcome and ply (1 each), game (4), value (2); a game records at most 60 of
+# them (a position where the side to move has a move).
+SAMPLE_BYTES = 8 + 8 + 4 + 1 + 64 * 2 + 1 + 1 + 4 + 2
+SAMPLES_PER_GAME = 60
+
+
 @dataclass
 class SelfPlayGames:
     """Samples (one per recorded position) and per-game statistics, as numpy arrays."""

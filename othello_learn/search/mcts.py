@@ -97,6 +97,12 @@ class Evaluator:
         return prior, value
 
 
+def tree_capacity(config: MCTSConfig) -> int:
+    """Nodes each game's tree is given: reuse keeps a subtree, so room is left for one more full
+    search on top of it."""
+    return config.simulations * (2 if config.reuse_tree else 1) + 2
+
+
 class BatchedMCTS:
     """PUCT search trees for ``batch`` games, searched together: a ``Tree``
     plus the PUCT selection rule, root noise and tree reuse. Subclasses swap
@@ -106,8 +112,7 @@ class BatchedMCTS:
         self.ev, self.cfg, self.B = evaluator, config, batch
         self.device = evaluator.device
         self.gen = generator
-        # Reuse keeps a subtree; room is left for one more full search on top.
-        self.C = config.simulations * (2 if config.reuse_tree else 1) + 2
+        self.C = tree_capacity(config)
         self.tree = T.new_tree(batch, self.C, self.device)
 
     # ----------------------------------------------------------------- roots

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello_learn.cli import type_name, type_ok
-from othello_learn.files import UserError, one_line
+from othello_learn.files import NestingError, UserError, one_line, parse_nested
 
 
 class _Loader(yaml.SafeLoader):
@@ -89,7 +89,7 @@ _Loader.add_constructor(_INT, _construct_int)
 
 
 def _yaml(text: str):
-    return yaml.load(text, Loader=_Loader)
+    return parse_nested(lambda t: yaml.load(t, Loader=_Loader), text)
 
 
 SECTIONS = ("model", "optim", "data", "trainer")
@@ -178,6 +178,8 @@ def read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             loaded = _yaml(Path(path).read_text(encoding="utf-8-sig")) or {}
         except yaml.YAMLError as e:
             raise UserError(f"{path}: not valid YAML ({_yaml_problem(e)})") from None
+        except NestingError as e:
+            raise UserError(f"{path}: {e}") from None
         except UnicodeDecodeError:
             raise UserError(f"{path}: not a YAML config (a binary file; give a train/configs/*.yaml)") from None
         if not isinstance(loaded, dict):
@@ -202,6 +204,8 @@ def read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             cfg[section][name] = _yaml(value)
         except yaml.YAMLError:
             cfg[section][name] = value
+        except NestingError as e:
+            raise UserError(f"--set {key}: {e}") from None
         origin[(section, name)] = Origin(f"from --set {item}")
     return cfg, origin
 
@@ -240,6 +244,16 @@ def load_config(path: Path | None, overrides: list[str]) -> dict:
 
 # Loader processes: each one a Python with torch; more than the largest machines' cores only waits.
 MAX_WORKERS = 128
+# Every integer setting's ceiling: a typo's extra digits would allocate until memory runs out, end in
+# Lightning's OverflowError (accumulate_grad_batches=99999999999999999999) or set a run that never ends.
+MAX_BATCHES = 10**9  # steps and batches: more than any run here takes by far
+INT_MAXIMA = {("data", "batch_size"): 2**20, ("data", "train_positions"): 2**40, ("data", "val_positions"): 2**40,
+              ("data", "num_workers"): MAX_WORKERS, ("trainer", "max_epochs"): 10**6,
+              ("trainer", "max_steps"): MAX_BATCHES, ("trainer", "log_every_n_steps"): MAX_BATCHES,
+              ("trainer", "val_check_interval"): MAX_BATCHES, ("trainer", "accumulate_grad_batches"): 10_000,
+              ("trainer", "limit_train_batches"): MAX_BATCHES, ("trainer", "limit_val_batches"): MAX_BATCHES,
+              ("trainer", "check_val_every_n_epoch"): 10**6, ("trainer", "num_sanity_val_steps"): MAX_BATCHES}
+MAX_INT = 2**31 - 1  # any other integer, a Lightning setting not typed here (min_steps, ...): its counters' int32
 
 
 def check_config(cfg: dict, origin: dict | None = None) -> None:
@@ -280,12 +294,13 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
         if value is not None and value < low:
             fail(section, key, f"must be at least {low}, got {value!r}")
     # a typo's extra digits would allocate until memory runs out, then end in a traceback (or, for
-    # the loader's workers, start 100000 processes and hang)
-    maximum = {**{("model", key): high for key, high in SIZE_LIMITS.items()}, ("data", "num_workers"): MAX_WORKERS}
-    for (section, key), high in maximum.items():
-        value = cfg[section].get(key)
-        if value is not None and value > high:
-            fail(section, key, f"must be at most {high}, got {value!r}")
+    # the loader's workers, start 100000 processes and hang): every integer has a ceiling
+    maximum = {**{("model", key): high for key, high in SIZE_LIMITS.items()}, **INT_MAXIMA}
+    for section in SECTIONS:
+        for key, value in cfg[section].items():
+            high = maximum.get((section, key), MAX_INT)
+            if isinstance(value, int) and not isinstance(value, bool) and value > high:
+                fail(section, key, f"must be at most {high}, got {value!r}")
     try:  # and together (NetConfig's MAX_WEIGHTS): each size within its limit can still be terabytes
         NetConfig.from_dict(cfg["model"])
     except NetConfigError as e:

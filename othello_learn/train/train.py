@@ -31,7 +31,8 @@ import yaml  # (a Lightning dependency)
 
 from othello_learn.cli import (STOP_SIGNALS, ArgumentParser, HangUp, Terminated, at_least, run_main, say_stopped, seed_below,
                          stop_signals_raise, stop_status)
-from othello_learn.files import UserError, atomic_write, check_input, check_output, one_line, remove_stale_temps, write_json
+from othello_learn.files import (UserError, atomic_write, check_input, check_output, one_line, parse_nested, remove_stale_temps,
+                           write_json)
 from othello_learn import HOME, HOME_HELP
 from othello_learn.tracking import start_wandb
 from othello_learn.train.config import Origin, check_config, config_argument, gpu_recipe_warning, read_config
@@ -299,7 +300,7 @@ def check_same_accumulation(config_yaml: Path, cfg: dict) -> None:
     drawn at positions scaled by the new accumulation. The run's own is in its config.yaml
     (written at every start); a folder without a readable one is not checked."""
     try:
-        there = batches_per_step((yaml.safe_load(config_yaml.read_text()) or {}).get("trainer"))
+        there = batches_per_step((parse_nested(yaml.safe_load, config_yaml.read_text()) or {}).get("trainer"))
     except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError, OverflowError):
         return
     now = batches_per_step(cfg.get("trainer"))
@@ -658,7 +659,7 @@ def earlier_test(metrics: Path, best_path: str, cfg: dict) -> dict | None:
     was not rewritten since they were (a --fresh run can reuse its name) and the data settings
     are the same; else None."""
     try:
-        earlier = json.loads(metrics.read_text())
+        earlier = parse_nested(json.loads, metrics.read_text())
         tested_after = metrics.stat().st_mtime >= Path(best_path).stat().st_mtime
     except (OSError, ValueError):
         return None
