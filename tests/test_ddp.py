@@ -16,6 +16,7 @@ so its gradient is zero but for rounding (the two sum the halves in another orde
 normalized step turns that rounding into a step of the learning rate's size either way.
 """
 
+import json
 import multiprocessing
 import os
 import signal
@@ -60,7 +61,7 @@ def _rank(rank, world, port, argv, log, at_step):
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
+    sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)  # noqa: SIM115 (until _exit)
     torch.set_num_threads(1)
     if at_step:
         from othello_learn.train.module import MovePredictor
@@ -117,8 +118,8 @@ def _params(ckpt) -> dict:
 
 def _assert_close(a: dict, b: dict, tol=1e-6):
     assert a.keys() == b.keys() and a
-    for k in a:
-        assert torch.allclose(a[k], b[k], atol=tol, rtol=0), (k, (a[k] - b[k]).abs().max())
+    for k, v in a.items():
+        assert torch.allclose(v, b[k], atol=tol, rtol=0), (k, (v - b[k]).abs().max())
 
 
 def test_rank_shards_are_disjoint_and_together_one_epoch():
@@ -195,39 +196,43 @@ def test_a_killed_rank_is_one_error_and_the_run_resumes(dataset_dir, tmp_path):
     errors = [line for line in logs[0].splitlines() if "error:" in line]
     assert len(errors) == 1 and "a training process was lost" in errors[0], logs[0]
     assert "last.ckpt holds step 4" in errors[0] and "rerun the same command to resume" in errors[0]
-    codes, logs = _ddp(tmp_path, argv)
+    codes, logs = _ddp(tmp_path, [a for a in argv if a != "--no-test"])
     assert codes == [0, 0] and "resuming from" in logs[0], logs
     assert torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 6
-    assert (out / "model.pt").exists() and (out / "metrics.json").exists()
+    assert (out / "model.pt").exists()
+    # the test metrics, sums over the two ranks' disjoint shards (12 games' positions, not a
+    # multiple of the batch: the last one is split unevenly), are one process's test of the checkpoint
+    metrics = json.loads((out / "metrics.json").read_text())
+    alone = _test_alone(dataset_dir, metrics["best_checkpoint"])
+    for key in ("test/acc", "test/top3", "test/acc_moves_1-12", "test/acc_moves_57-60"):
+        assert metrics["test"][key] == pytest.approx(alone[key], abs=1e-7), key
+    assert metrics["test"]["test/loss"] == pytest.approx(alone["test/loss"], rel=1e-5)
 
 
-def test_the_command_starts_its_ranks_and_tests_on_disjoint_shards(dataset_dir, tmp_path):
-    """Lightning starts rank 1 itself (the command run again); the test metrics, sums over the two
-    ranks' shards, equal one process's test of the same checkpoint."""
-    import json
+def test_the_command_starts_its_other_rank_itself(dataset_dir, tmp_path):
+    """On one machine Lightning starts rank 1 (the command again, LOCAL_RANK=1) once training
+    begins: it takes no lock (rank 0 holds it), writes nothing and prints no summary."""
+    out = tmp_path / "run"
+    argv = _args(dataset_dir, out, "--max-steps", "1", "--devices", "2", "--strategy", "ddp")
+    done = subprocess.run([sys.executable, "-m", "othello_learn.train.train", *argv], cwd=REPO,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, check=False, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["global_step"] == 1  # one summary, rank 0's
+    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "config.yaml", "metrics.json", "model.pt"]
+
+
+def _test_alone(dataset_dir, checkpoint) -> dict:
+    """One process's test of ``checkpoint`` on the run's test split."""
+    import lightning as L
 
     from othello_learn.data.datamodule import WthorDataModule
     from othello_learn.train.module import MovePredictor
 
-    out = tmp_path / "run"
-    argv = [a for a in _args(dataset_dir, out, "--max-steps", "2", "--devices", "2", "--strategy", "ddp")
-            if a != "--no-test"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "othello_learn.train.train", *argv], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)  # one summary: rank 1 prints none
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert summary["test"] == metrics["test"]
-
-    import lightning as L
-
-    model = MovePredictor.load_from_checkpoint(metrics["best_checkpoint"], map_location="cpu", weights_only=True)
+    model = MovePredictor.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
     dm = WthorDataModule(dataset_dir, batch_size=16, train_years="2001", val_years="2002", test_years="2003",
                          train_positions=96, val_positions=40, symmetries="none")
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
                         enable_model_summary=False, use_distributed_sampler=False)
-    one = trainer.test(model, datamodule=dm, verbose=False)[0]
-    for key in ("test/acc", "test/top3", "test/acc_moves_1-12", "test/acc_moves_57-60"):
-        assert metrics["test"][key] == pytest.approx(one[key], abs=1e-7), key
-    assert metrics["test"]["test/loss"] == pytest.approx(one["test/loss"], rel=1e-5)
+    return trainer.test(model, datamodule=dm, verbose=False)[0]
