@@ -162,6 +162,17 @@ def test_a_global_batch_that_does_not_divide_among_the_ranks_is_refused(dataset_
     assert not out.exists()
 
 
+def test_a_held_out_split_smaller_than_the_ranks_is_refused(dataset_dir, tmp_path, capsys):
+    from othello_learn.train.train import main
+
+    out = tmp_path / "run"
+    code = run_main(main, _args(dataset_dir, out, "--devices", "2", "--strategy", "ddp", "--set",
+                                "data.val_positions=1"))
+    err = capsys.readouterr().err
+    assert code == 2 and "data.val_years 2002 (data.val_positions 1): 1 position(s), fewer than the 2" in err, err
+    assert not out.exists()
+
+
 def test_ddp_equals_accumulation_and_resumes_as_never_stopped(dataset_dir, tmp_path):
     """6 steps over epochs of 6 global batches of 16 (the validation every 4): two ranks of 8 each
     against one process accumulating two micro-batches of 8; then a DDP run stopped by SIGTERM to

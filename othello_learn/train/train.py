@@ -452,7 +452,7 @@ def train(argv=None) -> dict:
     check_input(args.init, "--init")
     check_output(args.out, "--out", folder=True)
     check_run_folder(args.out)
-    new_out = not args.out.exists()
+    new_out = not args.out.exists() and launch_rank(args) == 0  # DDP: the folder is rank 0's to take back
     try:
         with stops_around_lightning() as stops:
             return _train(args, stops)
@@ -602,6 +602,13 @@ def _train(args, stops) -> dict:
                         f"(--devices times --num-nodes), must divide by {world}{f' ({where})' if where else ''}")
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
     check_dataset(dm, args.data, cfg["trainer"], origin)
+    for split in ("val", "test"):  # a rank with no share would wait for the others' metrics forever
+        if 0 < len(dm.splits[split]) < world:
+            subset = dm.hparams.get(f"{split}_positions")
+            what = f"data.{split}_years {dm.hparams[f'{split}_years']}" + (
+                f" (data.{split}_positions {subset})" if subset is not None else "")
+            raise UserError(f"{what}: {len(dm.splits[split])} position(s), fewer than the {world} processes "
+                            "that share them")
     overlap = split_overlap(dm)
     if overlap:
         print(f"warning: {overlap}: the held-out figures will read too high (continuing)", file=sys.stderr)
@@ -787,32 +794,34 @@ def stops_around_lightning():
     others waiting in a collective the stopped rank never reaches. A second one stops at once."""
     said = SimpleNamespace(stop=None, hung_up=False, defer=False, pending=None)
 
-    def deferred(handler):
-        def handle(signum, frame):
-            if said.defer and said.pending is None:
-                said.pending = signum
-            else:
-                handler(signum, frame)
-
-        return handle
+    def noted(signum) -> bool:
+        if said.defer and said.pending is None:
+            said.pending = signum
+            return True
+        return False
 
     def handlers(stop):
         said.stop = stop
 
+        def interrupt(signum, frame):
+            if not noted(signum):
+                stop(signum, frame)
+
         def term(signum, frame):
-            if signal.getsignal(signal.SIGTERM) is term:  # else Lightning's handler called this one
+            if not noted(signum) and signal.getsignal(signal.SIGTERM) is term:  # else Lightning's called this one
                 stop(signum, frame)
 
         def hang_up(signum, frame):
             said.hung_up = True
+            if noted(signum):
+                return
             sigterm = signal.getsignal(signal.SIGTERM)
             if sigterm is term or not callable(sigterm):
                 stop(signum, frame)
             else:
                 sigterm(signal.SIGTERM, frame)
 
-        return {signal.SIGINT: deferred(stop), signal.SIGTERM: deferred(term),
-                getattr(signal, "SIGHUP", None): deferred(hang_up)}
+        return {signal.SIGINT: interrupt, signal.SIGTERM: term, getattr(signal, "SIGHUP", None): hang_up}
 
     with stop_signals_raise({signal.SIGINT, *STOP_SIGNALS}, handlers):
         yield said
