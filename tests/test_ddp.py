@@ -40,7 +40,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _args(dataset_dir, out, *extra, batch=16):
     return ["--data", str(dataset_dir), "--out", str(out), "--logger", "none", "--no-test",
             "--accelerator", "cpu", "--precision", "32-true", "--checkpoint-every", "1",
-            "--set", "model.arch=resnet", "--set", "model.blocks=1", "--set", "model.width=4", "--set", "data.train_years=2001",
+            "--set", "model.arch=resnet", "--set", "model.blocks=1", "--set", "model.width=4",
+            "--set", "data.train_years=2001",
             "--set", "data.val_years=2002", "--set", "data.test_years=2003", "--set", f"data.batch_size={batch}",
             "--set", "data.train_positions=96", "--set", "data.val_positions=40", "--set", "data.symmetries=none",
             "--set", "trainer.enable_progress_bar=false", "--set", "trainer.enable_model_summary=false",
@@ -197,6 +198,17 @@ def test_ddp_equals_accumulation_and_resumes_as_never_stopped(dataset_dir, tmp_p
     codes, logs = _ddp(tmp_path, _args(dataset_dir, stopped, *steps))
     assert codes == [0, 0] and "resuming from" in logs[0], logs
     _assert_close(_params(stopped / "checkpoints" / "last.ckpt"), ddp, tol=0)
+
+
+def test_ctrl_c_at_the_terminal_stops_every_rank_at_one_step(dataset_dir, tmp_path):
+    """The terminal's SIGINT reaches every rank, each at its own point of the step: all save the
+    same step and exit as interrupted."""
+    out = tmp_path / "run"
+    argv = _args(dataset_dir, out, "--max-steps", "6", "--devices", "2", "--strategy", "ddp")
+    codes, logs = _ddp(tmp_path, argv, at_step={0: {2: signal.SIGINT}, 1: {2: signal.SIGINT}})
+    assert codes == [130, 130], logs
+    assert "interrupted; last.ckpt holds the progress" in logs[0]
+    assert torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
 
 
 def test_a_killed_rank_is_one_error_and_the_run_resumes(dataset_dir, tmp_path):

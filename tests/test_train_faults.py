@@ -1707,9 +1707,9 @@ def test_fresh_ignores_a_last_ckpt_of_another_network_and_the_save_interval_is_i
     intervals = []
 
     class Recorded(checkpoints.LastCheckpoint):
-        def __init__(self, path, every_n_steps, every_seconds=300.0):
+        def __init__(self, path, every_n_steps, every_seconds=300.0, **kwargs):
             intervals.append((every_n_steps, every_seconds))
-            super().__init__(path, every_n_steps, every_seconds)
+            super().__init__(path, every_n_steps, every_seconds, **kwargs)
 
     monkeypatch.setattr(checkpoints, "LastCheckpoint", Recorded)
     out = tmp_path / "run"

@@ -85,7 +85,7 @@ class EpochBatchSampler(torch.utils.data.Sampler):
 
     def __len__(self) -> int:
         full, rest = divmod(self.n, self.batch_size)
-        return full + (0 if self.drop_last else rest > self.rank)  # rank r's share of `rest` items is empty if r >= rest
+        return full + (0 if self.drop_last else rest > self.rank)  # rank r's share of `rest` is empty if r >= rest
 
     def __iter__(self):
         order = (np.random.default_rng((self.seed, self.epoch)).permutation(self.n) if self.shuffle

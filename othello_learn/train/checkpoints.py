@@ -263,7 +263,7 @@ class LastCheckpoint(Checkpoint):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         due = step % self.every_n_steps == 0 or time.monotonic() - self._saved_at >= self.every_seconds
-        if trainer.world_size > 1:
+        if getattr(trainer, "world_size", 1) > 1:
             due = self._agree(trainer, pl_module, due)
         if step == self._saved_step or _validates_now(trainer):
             return
@@ -318,7 +318,7 @@ class LastCheckpoint(Checkpoint):
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self.interrupted_by = exception
-        if self._saved_step is None or trainer.global_step == self._saved_step or trainer.world_size > 1:
+        if self._saved_step is None or trainer.global_step == self._saved_step or getattr(trainer, "world_size", 1) > 1:
             return  # training never started, nothing new since the last save, or DDP (see the class)
         if trainer.validating and not trainer.sanity_checking:
             return  # saved mid-validation, the rerun went on past it; from the save before it, it validates

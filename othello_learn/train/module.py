@@ -92,8 +92,8 @@ class MovePredictor(L.LightningModule):
                      sync_dist=sync)
         self.log(f"{split}/policy_loss", parts["policy_loss"], batch_size=n, on_step=split == "train", on_epoch=True,
                  sync_dist=sync)
-        self.log(f"{split}/loss", loss, batch_size=n, prog_bar=split != "train", on_step=split == "train", on_epoch=True,
-                 sync_dist=sync)
+        self.log(f"{split}/loss", loss, batch_size=n, prog_bar=split != "train", on_step=split == "train",
+                 on_epoch=True, sync_dist=sync)
         m = self.metrics[split + "_"]
         for name, metric in m.items():
             metric(logits, batch["move"])
@@ -147,8 +147,9 @@ class MovePredictor(L.LightningModule):
         if remaining is not None:
             elapsed = self._timer.time_elapsed()
             t = max(t, elapsed / max(elapsed + remaining, 1e-9))
-            if self.trainer.world_size > 1:  # rank 0's clock: a rate of each rank's own would part the replicas
-                t = self.trainer.strategy.broadcast(t, 0)
+            trainer = self._trainer  # (None outside a Trainer, where .trainer raises)
+            if trainer is not None and trainer.world_size > 1:  # rank 0's clock: each rank's would part the replicas
+                t = trainer.strategy.broadcast(t, 0)
         return min(t, 1.0)
 
     def configure_optimizers(self):
