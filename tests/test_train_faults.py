@@ -1302,15 +1302,15 @@ def test_evaluate_names_asked_for_years_without_games(dataset_dir, tmp_path, tin
         assert code == 2 and "no positions for 2004" in err and len(err.strip().splitlines()) == 1, err
 
 
-@pytest.mark.parametrize("devices", ["2", "-1", "[0,1]", "0,1"])
-def test_more_than_one_device_is_refused_before_any_work(dataset_dir, tmp_path, capsys, devices):
+@pytest.mark.parametrize("devices", ["0", "-1", "[0,0]", "[]", "gpu"])
+def test_devices_not_a_count_or_indices_are_refused_before_any_work(dataset_dir, tmp_path, capsys, devices):
     from othello_learn.train.train import main
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as e:
         run_main(main, _args(dataset_dir, out, "--devices", devices, "--max-steps", "1"))
     err = capsys.readouterr().err
-    assert e.value.code == 2 and "--devices" in err and "one device" in err and len(err.strip().splitlines()) == 1
+    assert e.value.code == 2 and "--devices" in err and "count of devices" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
 
 
@@ -1801,9 +1801,9 @@ def test_fresh_ignores_a_last_ckpt_of_another_network_and_the_save_interval_is_i
     intervals = []
 
     class Recorded(checkpoints.LastCheckpoint):
-        def __init__(self, path, every_n_steps, every_seconds=300.0):
+        def __init__(self, path, every_n_steps, every_seconds=300.0, **kwargs):
             intervals.append((every_n_steps, every_seconds))
-            super().__init__(path, every_n_steps, every_seconds)
+            super().__init__(path, every_n_steps, every_seconds, **kwargs)
 
     monkeypatch.setattr(checkpoints, "LastCheckpoint", Recorded)
     out = tmp_path / "run"
