@@ -184,7 +184,7 @@ class Game:
     def record(self, **tags):
         """The game as an ``othello.formats.GameRecord`` (GGF), ``tags`` its fields (names,
         place, date); ``result`` (black's disc difference) only once the game is over."""
-        from .formats import GameRecord
+        from .formats import GameRecord  # here: formats reads positions from this module
 
         result = float(self.position.score()) if self.position.is_over() else None
         return GameRecord(moves=list(self.moves), start=self.start, result=result, **tags)
