@@ -127,7 +127,8 @@ BUILT_IN = ("the built-in defaults, the reference net (10 layers of 64) on raw p
             "training year (days on a CPU; train/configs/cpu_raw.yaml is the 5-minute CPU recipe)")
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     p = ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--config", type=config_argument,
@@ -167,7 +168,11 @@ def parse_args(argv=None):
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override any config value")
     p.add_argument("--fresh", action="store_true", help="ignore OUT/checkpoints/last.ckpt and start over")
     p.add_argument("--no-test", action="store_true", help="skip testing the best checkpoint at the end")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None):
+    return build_parser().parse_args(argv)
 
 
 def check_dataset(dm, data_dir: Path, trainer_cfg: dict | None = None, origin: dict | None = None) -> None:
