@@ -22,7 +22,7 @@ SPEC_FLAGS = {"othello_learn.players.arena": ("a", "b"), "othello_learn.frontend
               "othello_learn.frontends.gtp": ("player",),
               "othello_learn.rl.loop": ("eval_vs",)}
 RUN_OUTPUT_NET = "checkpoints/best_selfplay.pt"  # stands in for a net a documented run makes (runs/...)
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]  # every page whose commands are checked
+PAGES = [REPO / "README.md", *sorted(p for p in (REPO / "docs").rglob("*.md") if "_build" not in p.parts)]
 
 
 def readme_commands(page: Path = REPO / "README.md") -> list[tuple[int, list[str]]]:
