@@ -15,6 +15,7 @@ exclude_patterns = ["_build"]
 myst_heading_anchors = 3  # [text](page.md#a-heading) links resolve, and are checked
 html_theme = "furo"
 html_title = "othello-learn"
+smartquotes = False  # --flag stays two hyphens, not a dash
 suppress_warnings = []
 if not (DOCS / "results" / "index.md").exists():  # the results pages are written on their own
     suppress_warnings.append("toc.not_readable")
@@ -22,7 +23,8 @@ if not (DOCS / "results" / "index.md").exists():  # the results pages are writte
 
 def _plain_text_help():
     """The parsers' texts are plain text, as --help prints them, not reStructuredText: their help strings
-    and descriptions are escaped (``best-*.ckpt`` is no emphasis) and each epilog is shown verbatim."""
+    and descriptions are escaped (``best-*.ckpt`` is no emphasis) and each epilog is shown verbatim.
+    A default path inside the checkout is shown relative to it, as on any machine."""
     import re
     import textwrap
 
@@ -34,6 +36,7 @@ def _plain_text_help():
     def escaped(node):
         if isinstance(node, dict):
             return {k: (escape(v) if k in ("help", "description") and isinstance(v, str)
+                        else str(v).replace(f"{DOCS.parent}/", "") if k == "default" and isinstance(v, (str, Path))
                         else "::\n\n" + textwrap.indent(v, "   ") if k == "epilog" and isinstance(v, str)
                         else escaped(v)) for k, v in node.items()}
         if isinstance(node, list):
