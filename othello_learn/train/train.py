@@ -623,7 +623,7 @@ def _train(args, stops) -> dict:
         with interrupts_reraised(saver, stops), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
             if resume or args.fresh:  # the checkpoints it warns of: the ones the run resumes from, or the
-                # discarded run's, which --fresh keeps (README)
+                # discarded run's, which --fresh keeps (docs/training.md)
                 warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
             _ignore_lightning_noise()
             trainer.fit(model, datamodule=dm, ckpt_path=resume)
