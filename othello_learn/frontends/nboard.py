@@ -45,7 +45,7 @@ from othello.game import Game, IllegalMoveError
 from othello.notation import PASS, move_name
 from othello_learn.frontends.analysis import Analyst
 from othello_learn.players.base import Player
-from othello_learn.frontends.session import ECHO, GuiGone, engine_main, serve_lines
+from othello_learn.frontends.session import ECHO, GuiGone, engine_main, engine_parser, serve_lines
 
 
 class NoMove(UserError):
@@ -237,8 +237,16 @@ def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0
     return serve_lines(Engine(player, name, out, err, seed), inp, out, stop)
 
 
+NAME_HELP = 'name reported to the GUI'  # --name's help
+
+
+def build_parser():
+    """The command's parser (the command reference in docs/ is generated from it)."""
+    return engine_parser(__doc__, NAME_HELP)
+
+
 def main(argv=None) -> int:
-    return engine_main(argv, __doc__, serve, "name reported to the GUI")
+    return engine_main(argv, __doc__, serve, NAME_HELP)
 
 
 def cli() -> None:

@@ -366,7 +366,8 @@ class TerminalGame:
         return f"Final score: black {nb}, white {nw}: {verdict} (black {d:+d}, empties to the winner)."
 
 
-def main(argv=None, stdin=None, stdout=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--opponent",
@@ -387,6 +388,11 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                              "f5d6c3d3c4, passes inferred, or a game --save wrote, to resume it): they open the "
                              "saved game and cannot be undone; default: none, the start position")
     parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the opponent's random choices (default 0)")
+    return parser
+
+
+def main(argv=None, stdin=None, stdout=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     resumed = None  # (your colour, the opponent's spec) of a saved game
     if args.start.lower().endswith(".ggf"):

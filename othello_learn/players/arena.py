@@ -185,7 +185,8 @@ def write_games(path: Path, result: MatchResult) -> None:
 # Command line
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--a", required=True, help=f"player A's spec ({SPEC_KINDS}); scores are A's")
@@ -201,6 +202,11 @@ def main(argv=None) -> int:
                         help="write every game played: FILE.csv (opening, colours, players, transcript, result) or FILE.ggf")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                         help="import MODULE first, for the player kinds it registers (repeatable)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     check_settings(args)
     for module in args.imports:

@@ -493,6 +493,11 @@ class Logger:
 _STOP_SIGNALS = {signal.SIGINT, *STOP_SIGNALS}  # and a closed terminal: SIGHUP
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
+    return RunConfig.parser()
+
+
 def main(argv=None) -> int:
     cfg = RunConfig.from_args(argv)
     # The first stop signal unwinds as Ctrl-C does (workers stopped); later ones, until the

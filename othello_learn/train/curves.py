@@ -213,12 +213,18 @@ def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
     return save_figure(fig, out)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path, help="run folders of train/train.py")
     ap.add_argument("--out", type=Path, required=True, help="PNG to write")
     ap.add_argument("--metric", default="val/acc", help="logged metric to plot (default: %(default)s)")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     check_plot_path(args.out, "--out")
     try:

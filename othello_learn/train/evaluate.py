@@ -224,8 +224,8 @@ def open_dataset(path: Path) -> WthorDataset:
             from None
 
 
-def evaluate_command(argv=None) -> dict:
-    """The whole command; returns the result written to ``--json``."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
@@ -258,6 +258,12 @@ def evaluate_command(argv=None) -> dict:
                          "scaling); with --export, the exported net's logits are divided by T: the same 1-ply "
                          "moves, calibrated priors for a search. Calibrate on the validation year (--years 2015); it fits the "
                          "net's own logits, so --tta stays 1")
+    return ap
+
+
+def evaluate_command(argv=None) -> dict:
+    """The whole command; returns the result written to ``--json``."""
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.calibrate and args.tta != 1:
         raise UserError(f"--calibrate fits the network's own logits: use it with --tta 1, not --tta {args.tta}")

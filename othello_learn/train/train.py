@@ -154,7 +154,8 @@ BUILT_IN = ("the built-in defaults, the reference net (10 layers of 64) on raw p
             "training year (days on a CPU; train/configs/cpu_raw.yaml is the 5-minute CPU recipe)")
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     p = ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--config", type=config_argument,
@@ -202,7 +203,11 @@ def parse_args(argv=None):
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override any config value")
     p.add_argument("--fresh", action="store_true", help="ignore OUT/checkpoints/last.ckpt and start over")
     p.add_argument("--no-test", action="store_true", help="skip testing the best checkpoint at the end")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None):
+    return build_parser().parse_args(argv)
 
 
 def check_dataset(dm, data_dir: Path, trainer_cfg: dict | None = None, origin: dict | None = None) -> None:
@@ -710,7 +715,7 @@ def _train(args, stops) -> dict:
         with interrupts_reraised(saver, stops, world > 1), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
             if resume or args.fresh:  # the checkpoints it warns of: the ones the run resumes from, or the
-                # discarded run's, which --fresh keeps (README)
+                # discarded run's, which --fresh keeps (docs/training.md)
                 warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
             _ignore_lightning_noise()
             trainer.fit(model, datamodule=dm, ckpt_path=resume)
