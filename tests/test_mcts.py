@@ -214,18 +214,18 @@ def test_inference_paths_play_as_the_plain_network(arch, encoder, value_head, pa
 
 
 def test_inference_path_is_picked_by_detection(monkeypatch):
-    """"auto": a CPU with native bf16 runs bf16 in channels_last, one without it folded fp32
+    """"auto": a CPU with native bf16 runs bf16, one without it fp32, both folded in channels_last
     (never assumed: the detection is asked); the evaluator says which in words."""
     from othello_learn.models import fastpath
     from othello_learn.models.nets import NetConfig, build_network
 
     net = build_network(NetConfig("resnet", blocks=1, width=8, value_head=True))
-    for has, path, precision in ((True, "channels_last", BF16), (False, "folded", FP32)):
+    for has, path, precision in ((True, "channels_last", BF16), (False, "channels_last", FP32)):
         monkeypatch.setattr(fastpath, "cpu_has_bf16", lambda has=has: has)
         ev = Evaluator(net, "cpu")
         assert (ev.path, ev.precision) == (path, precision)
         assert ev.describe() == {True: "bf16 autocast, batch norms folded, channels_last (cpu)",
-                                 False: "fp32, batch norms folded (cpu)"}[has]
+                                 False: "fp32, batch norms folded, channels_last (cpu)"}[has] == fastpath.auto_path("cpu")
     assert fastpath.inference_path("auto", "cuda", BF16) == "folded"
     assert next(net.parameters()).is_contiguous()  # the caller's net is not converted to channels_last
     with pytest.raises(ValueError, match="inference path 'fast': expected auto or one of plain, folded"):

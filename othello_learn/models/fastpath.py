@@ -10,7 +10,7 @@ never assumed: a CPU without the instructions gets fp32 NCHW.
 
 Inference (self-play's ``Evaluator``) runs an inference-only copy of the network
 with its batch norms folded into the convolutions before them (``fold_batchnorm``):
-the same function with fewer operations, on every path. ``inference_path`` picks
+the same function with fewer operations, on every path but "plain". ``inference_path`` picks
 how that copy runs; ``torch.compile`` is offered but never picked by itself (see
 ``AUTO_PATHS``).
 """
@@ -123,12 +123,14 @@ def autocast(device: str | torch.device, precision) -> contextlib.AbstractContex
 # "plain" the caller's network as it is (no copy), "folded" NCHW, "channels_last" folded in
 # channels_last, "compiled" folded and compiled by inductor with frozen weights.
 INFERENCE_PATHS = ("plain", "folded", "channels_last", "compiled")
-# What "auto" picks, by precision, on the CPU (benchmarks/selfplay.py, README "The fast path"):
-# oneDNN's bf16 convolutions want channels_last; fp32 runs folded NCHW, as fast as channels_last
-# at self-play's batches and never slower at large ones. Compiling costs about a minute per
-# process (per batch shape) for under 10 % of the network's time at 32 games: it does not pay
-# for itself within a self-play part, so it is never picked by itself.
-AUTO_PATHS = {"bf16": "channels_last", "fp32": "folded"}
+# What "auto" picks on the CPU, by precision: folded in channels_last for both. oneDNN's bf16
+# convolutions want channels_last; in fp32 it measured fastest of plain, folded and channels_last at
+# self-play's batches (32 and 256 positions) with oneDNN held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2,
+# ATEN_CPU_CAPABILITY=avx2), the CPUs this path is for, and within noise of folded NCHW with AVX-512
+# (README, "The fast path"). torch.compile is never picked by itself: it took over 3 minutes per
+# process (dynamic batch sizes) and ran slower than folded eager (benchmarks/selfplay.py), so it
+# does not pay for itself within a self-play part.
+AUTO_PATHS = {"bf16": "channels_last", "fp32": "channels_last"}
 
 
 def inference_path(path: str, device: str | torch.device, precision) -> str:
@@ -147,9 +149,15 @@ def describe(path: str, precision) -> str:
     """One line saying how a network runs: what the benchmark and the loop print."""
     numbers = "bf16 autocast" if is_bf16(precision) else "fp16 autocast" if str(precision).startswith("16") \
         else "fp32"
-    how = {"plain": "as trained (batch norms apart)", "folded": "batch norms folded",
+    how = {"plain": "plain network, batch norms unfolded", "folded": "batch norms folded",
            "channels_last": "batch norms folded, channels_last", "compiled": "batch norms folded, torch.compile"}
     return f"{numbers}, {how[path]}"
+
+
+def auto_path(device: str | torch.device) -> str:
+    """What an ``Evaluator`` on ``device`` with its defaults runs, in words (the loop says it)."""
+    precision = resolve("auto", device)
+    return f"{describe(inference_path('auto', device, precision), precision)} ({torch.device(device).type})"
 
 
 def fold_batchnorm(net: nn.Module) -> nn.Module:

@@ -102,7 +102,7 @@ class Evaluator:
         """How the network runs, in words: the path picked and its numbers."""
         from othello_learn.models import fastpath
 
-        return f"{fastpath.describe(self.path, self.precision)} ({self.device.type})"
+        return f"{fastpath.describe(self.path, self.precision)} ({self.device.type})"  # as fastpath.auto_path
 
 
 class BatchedMCTS:
