@@ -158,11 +158,11 @@ def main(argv=None) -> int:
           "evaluations/s inside the network | × first row | setup s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     first = {}
-    for (prec, search), runs in results.items():
+    for (path, search), runs in results.items():
         gph, eps, batch, dt, share, net_eps = (statistics.median(x) for x in zip(*runs))
         first.setdefault(search, gph)
-        print(f"| {prec} | {search} | {gph:,.0f} | {eps:,.0f} | {batch:.0f} | {dt:.1f} | {share:.0%} | {net_eps:,.0f} | "
-              f"{gph / first[search]:.2f} | {setup[prec]:.1f} |")
+        print(f"| {path} | {search} | {gph:,.0f} | {eps:,.0f} | {batch:.0f} | {dt:.1f} | {share:.0%} | "
+              f"{net_eps:,.0f} | {gph / first[search]:.2f} | {setup[path]:.1f} |")
     return 0
 
 

@@ -224,8 +224,9 @@ def test_inference_path_is_picked_by_detection(monkeypatch):
         monkeypatch.setattr(fastpath, "cpu_has_bf16", lambda has=has: has)
         ev = Evaluator(net, "cpu")
         assert (ev.path, ev.precision) == (path, precision)
-        assert ev.describe() == {True: "bf16 autocast, batch norms folded, channels_last (cpu)",
-                                 False: "fp32, batch norms folded, channels_last (cpu)"}[has] == fastpath.auto_path("cpu")
+        said = {True: "bf16 autocast, batch norms folded, channels_last (cpu)",
+                False: "fp32, batch norms folded, channels_last (cpu)"}[has]
+        assert ev.describe() == said == fastpath.auto_path("cpu")
     assert fastpath.inference_path("auto", "cuda", BF16) == "folded"
     assert next(net.parameters()).is_contiguous()  # the caller's net is not converted to channels_last
     with pytest.raises(ValueError, match="inference path 'fast': expected auto or one of plain, folded"):

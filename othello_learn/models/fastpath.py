@@ -119,15 +119,15 @@ def autocast(device: str | torch.device, precision) -> contextlib.AbstractContex
     return contextlib.nullcontext()
 
 
-# How the Evaluator's inference copy runs (every one folds the batch norms first):
-# "plain" the caller's network as it is (no copy), "folded" NCHW, "channels_last" folded in
-# channels_last, "compiled" folded and compiled by inductor with frozen weights.
+# How the Evaluator's network runs: "plain" the caller's network as it is (no copy); the others
+# an inference copy with its batch norms folded: "folded" NCHW, "channels_last" in channels_last,
+# "compiled" compiled by inductor with frozen weights.
 INFERENCE_PATHS = ("plain", "folded", "channels_last", "compiled")
 # What "auto" picks on the CPU, by precision: folded in channels_last for both. oneDNN's bf16
 # convolutions want channels_last; in fp32 it measured fastest of plain, folded and channels_last at
 # self-play's batches (32 and 256 positions) with oneDNN held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2,
 # ATEN_CPU_CAPABILITY=avx2), the CPUs this path is for, and within noise of folded NCHW with AVX-512
-# (README, "The fast path"). torch.compile is never picked by itself: it took over 3 minutes per
+# (README, the self-play section). torch.compile is never picked by itself: it took over 3 minutes per
 # process (dynamic batch sizes) and ran slower than folded eager (benchmarks/selfplay.py), so it
 # does not pay for itself within a self-play part.
 AUTO_PATHS = {"bf16": "channels_last", "fp32": "channels_last"}
@@ -135,7 +135,8 @@ AUTO_PATHS = {"bf16": "channels_last", "fp32": "channels_last"}
 
 def inference_path(path: str, device: str | torch.device, precision) -> str:
     """The inference path ``path`` ("auto" or one of ``INFERENCE_PATHS``) names on ``device``
-    under ``precision`` (a Lightning string from ``resolve``): "auto" is the fastest exact one."""
+    under ``precision`` (a Lightning string from ``resolve``): "auto" is the fastest measured here
+    that keeps the plain network's values (to fp32 rounding; bf16 where ``precision`` is bf16)."""
     if path != "auto":
         if path not in INFERENCE_PATHS:
             raise ValueError(f"inference path {path!r}: expected auto or one of {', '.join(INFERENCE_PATHS)}")
@@ -180,8 +181,8 @@ def fold_batchnorm(net: nn.Module) -> nn.Module:
     return out.requires_grad_(False)
 
 
-def inference_copy(net: nn.Module, device: str | torch.device, path: str) -> nn.Module:
-    """``net`` as ``path`` runs it on ``device``: ``net`` itself for "plain", else a folded copy
+def inference_copy(net: nn.Module, path: str) -> nn.Module:
+    """``net`` as ``path`` runs it: ``net`` itself for "plain", else a folded copy
     (``fold_batchnorm``), in channels_last or with its trunk compiled where ``path`` says.
     The copy is taken now: training ``net`` later does not reach it."""
     has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules())

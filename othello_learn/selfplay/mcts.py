@@ -71,7 +71,7 @@ class Evaluator:
         self.precision = precision = fastpath.resolve(precision, self.device)
         self.min_fast_batch = min_fast_batch if self.device.type == "cpu" else 0
         self.path = fastpath.inference_path(path, self.device, precision)
-        self.infer = fastpath.inference_copy(self.net, self.device, self.path)
+        self.infer = fastpath.inference_copy(self.net, self.path)
         self._autocast = lambda: fastpath.autocast(self.device, precision)
         self.calls = 0
         self.positions = 0
