@@ -820,6 +820,8 @@ def test_dropping_no_resign_on_a_resume_resigns_again_and_each_generation_record
     (out / "state.json").write_text(json.dumps({**state, "resign_threshold": None}))
     code, err = cli(one + ["--out", str(out), "--generations", "2", "--resign-threshold", "-0.7"], capsys)
     assert code == 0 and "resign threshold -0.7" in err
+    from othello_learn.models.fastpath import auto_path  # and the network's inference path, said by the loop
+    assert f"resign threshold -0.7; network: {auto_path('cpu')}\n" in err
     assert json.loads((out / "stats" / "gen_0002.json").read_text())["resign_threshold"] == -0.7
     assert json.loads((out / "state.json").read_text())["resign_threshold"] == -0.7
 

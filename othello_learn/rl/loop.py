@@ -44,7 +44,7 @@ from othello_learn.files import (NestingError, UserError, atomic_write, check_ou
                            parse_nested, remove_stale_temps, temp_target, write_json)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
-from othello_learn.models.fastpath import default_device, device_memory, usable_device
+from othello_learn.models.fastpath import auto_path, default_device, device_memory, usable_device
 from othello_learn.models.nets import (SIZE_LIMITS, NetConfig, TrainingCheckpointError, build_network, grow_network,
                                        load_network, read_checkpoint, save_network)
 from othello_learn.players.arena import MAX_GAMES, play_match
@@ -711,9 +711,10 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
                         "and rerun the same command")
     if not p["games"].exists():
         threshold = None if cfg.no_resign else calibrated_threshold(state, cfg)  # --no-resign: from any generation on
-        print(f"generation {gen}: best {state['best']}, resign threshold "
-              f"{'none (--no-resign)' if threshold is None else threshold}", file=sys.stderr)
         dev = torch.device(cfg.device)
+        print(f"generation {gen}: best {state['best']}, resign threshold "
+              f"{'none (--no-resign)' if threshold is None else threshold}; network: {auto_path(dev)}",
+              file=sys.stderr)
         best = cfg.out / state["best"]
         net = load_net(best, dev, COMMITTED).to(dev)  # checked here, before any worker starts
         # What this generation's training reads from earlier ones, checked before the play, not after it.

@@ -56,20 +56,22 @@ class Evaluator:
     ``min_fast_batch`` stay fp32 on the CPU, where the format conversions
     cost more than bf16 saves (docs/results/speed.md#the-fast-path-in-self-play).
 
-    The net itself is put in eval mode and, on that path, channels_last: it is the
-    caller's object, not a copy (a copy of every net a search is given would double
-    self-play's memory); train it afterwards through ``learner.train_network``, which sets
-    its own mode and format.
+    ``path`` (``fastpath.INFERENCE_PATHS``; "auto" picks by the device and precision, and
+    ``describe()`` says which) runs an inference-only copy of the net with its batch norms
+    folded into the convolutions, taken here: the same values to fp32 rounding (tested),
+    fewer operations. ``net`` stays the caller's object, put in eval mode and otherwise
+    unchanged; a net trained after this evaluator was made is not what it evaluates.
     """
 
-    def __init__(self, net, device=None, precision: str = "auto", min_fast_batch: int = 8):
+    def __init__(self, net, device=None, precision: str = "auto", min_fast_batch: int = 8, path: str = "auto"):
         from othello_learn.models import fastpath
 
         self.net = net.eval()
         self.device = torch.device(device) if device is not None else next(net.parameters()).device
         self.precision = precision = fastpath.resolve(precision, self.device)
         self.min_fast_batch = min_fast_batch if self.device.type == "cpu" else 0
-        fastpath.prepare(self.net, self.device, precision)
+        self.path = fastpath.inference_path(path, self.device, precision)
+        self.infer = fastpath.inference_copy(self.net, self.path)
         self._autocast = lambda: fastpath.autocast(self.device, precision)
         self.calls = 0
         self.positions = 0
@@ -81,9 +83,9 @@ class Evaluator:
         batch = from_arrays(player, opponent, black_to_move, history, legal=legal)
         if player.shape[0] >= self.min_fast_batch:
             with self._autocast():
-                out = self.net(batch)
+                out = self.infer(batch)
         else:
-            out = self.net(batch)
+            out = self.infer(batch)
         self.calls += 1
         self.positions += player.shape[0]
         prior = torch.softmax(out["policy"].float(), -1)
@@ -95,6 +97,12 @@ class Evaluator:
         prior = torch.cat([prior * ~must_pass[:, None], must_pass[:, None].float()], 1)
         value = out["value"].float() if "value" in out else torch.zeros(player.shape[0], device=player.device)
         return prior, value
+
+    def describe(self) -> str:
+        """How the network runs, in words: the path picked and its numbers."""
+        from othello_learn.models import fastpath
+
+        return f"{fastpath.describe(self.path, self.precision)} ({self.device.type})"  # as fastpath.auto_path
 
 
 def tree_capacity(config: MCTSConfig) -> int:
