@@ -1,7 +1,8 @@
 """The shell commands of the code blocks of README.md and of every docs/ page still parse: each
 script exists, its parser takes every flag and value, the player specs build, and the shipped files
-they name exist (a benchmark's parser too; a research script of experiments/ is only checked to exist). Only the parsers run (and the players are built, from the shipped checkpoints): no
-dataset is read, no game played, nothing trained. The docs site builds with warnings as errors."""
+they name exist (a benchmark's parser too; a research script of experiments/ is only checked to exist).
+Only the parsers run (and the players are built, from the shipped checkpoints): no dataset is read, no
+game played, nothing trained. The docs site builds with warnings as errors."""
 
 import argparse
 import ast
@@ -61,14 +62,14 @@ def readme_commands(page: Path = REPO / "README.md") -> list[tuple[int, list[str
     return commands
 
 
-RESULTS_PAGES_DIR = REPO / "docs" / "results"
+RESULTS_DOCS = REPO / "docs" / "results"
 
 
 def _checked(page: Path, argv: list[str]) -> bool:
     """Every command is checked but those of the results pages' Reproduce loops that name a shell
     variable (``--seed $s``, ``$RL``): what a loop expands them to is the page's record, not a command
-    to parse. The README and the topic pages write every command out, so a variable there fails."""
-    return page.parent != RESULTS_PAGES_DIR or not any("$" in token for token in argv)
+    to parse. The README and the topic pages write every command out (a variable there fails the test)."""
+    return page.parent != RESULTS_DOCS or not any("$" in token for token in argv)
 
 
 COMMANDS = [(page.relative_to(REPO).as_posix(), line, argv) for page in PAGES for line, argv in readme_commands(page)
@@ -124,6 +125,7 @@ def _command(where: str, argv: list[str]) -> tuple[str, list[str]]:
 @pytest.mark.parametrize("page, line, argv", COMMANDS, ids=[f"{p}:{n}" for p, n, _ in COMMANDS])
 def test_a_readme_command_parses(page, line, argv, monkeypatch, capsys):
     where = f"{page}:{line}"
+    assert not any("$" in token for token in argv), f"{where}: a shell variable: write the command out"
     module, arguments = _command(where, argv)
     if module.startswith("experiments."):  # research scripts, kept to reproduce figures, not tested
         return
@@ -168,8 +170,7 @@ def test_the_readme_lists_every_fixed_loop_setting():
 
 
 # The results pages (docs/results/): every pointer into them names a page and a heading that exist.
-RESULTS_DOCS = RESULTS_PAGES_DIR
-# docs/results/X.md#anchor from the repository's root, or a docs page's link (results/X.md#anchor)
+# a path from the repository's root (docs/results/PAGE#ANCHOR), or a docs page's link into results/
 POINTER = re.compile(r"(?:\bdocs/|\]\()results/([\w.-]+\.md)(?:#([\w-]+))?")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CITED = re.compile(r"\bresults/[\w./*\[\]-]*")
