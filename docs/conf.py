@@ -16,9 +16,6 @@ myst_heading_anchors = 3  # [text](page.md#a-heading) links resolve, and are che
 html_theme = "furo"
 html_title = "othello-learn"
 smartquotes = False  # --flag stays two hyphens, not a dash
-suppress_warnings = []
-if not (DOCS / "results" / "index.md").exists():  # the results pages are written on their own
-    suppress_warnings.append("toc.not_readable")
 
 
 def _plain_text_help():
