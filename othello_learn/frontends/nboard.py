@@ -1,7 +1,7 @@
 """Our players as an NBoard-protocol engine, so GUIs and match tools can drive them.
 
-    python selfplay/nboard.py --player policy:checkpoints/cpu_hc_long.pt
-    python -m othello_learn.frontends.nboard --player alphabeta:3
+    othello-engine --player policy:checkpoints/cpu_hc_long.pt
+    othello-engine --player alphabeta:3
 
 The protocol (Chris Welty's NBoard, version 2; Edax and NTest speak it) is one
 command a line on stdin, answers on stdout, flushed at once. The GUI keeps the

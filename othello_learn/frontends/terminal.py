@@ -1,9 +1,9 @@
 """Play Othello against any player spec in the terminal.
 
-    python selfplay/play.py --opponent policy:checkpoints/cpu_hc_long.pt
-    python selfplay/play.py --opponent gumbel:checkpoints/best_selfplay.pt:32 --colour white --show-policy
-    python selfplay/play.py --opponent alphabeta:3 --hint-net checkpoints/best_selfplay.pt --save game.ggf
-    python selfplay/play.py --start f5d6c3d3c4 --colour white    # practise a line: play on from its end
+    othello-play --opponent policy:checkpoints/cpu_hc_long.pt
+    othello-play --opponent gumbel:checkpoints/best_selfplay.pt:32 --colour white --show-policy
+    othello-play --opponent alphabeta:3 --hint-net checkpoints/best_selfplay.pt --save game.ggf
+    othello-play --start f5d6c3d3c4 --colour white    # practise a line: play on from its end
 
 Type a square (``f5``, any case), ``pass`` (only when you have no move; Enter
 does too), ``undo``, ``hint``, ``help`` or ``quit``. The prompt code here is
