@@ -78,6 +78,9 @@ def test_help_shows_defaults_and_examples_that_exist(module, capsys, monkeypatch
         if action.required or action.default in (None, False, [], argparse.SUPPRESS) or action.help is None:
             continue
         assert "default" in formatter._expand_help(action), f"{module} {action.option_strings}: default not shown"
+    # the examples run from any folder, and the docstrings' reStructuredText is not shown raw
+    assert not re.findall(r"python (?:-m )?[\w./]+", text), f"{module}: examples must use the console scripts"
+    assert "``" not in text, f"{module}: reStructuredText literals in --help"
     named = set(SHIPPED.findall(text + (importlib.import_module(module).__doc__ or "")))
     missing = sorted(p for p in named if not (REPO / p).exists())
     assert not missing, f"{module} names files that do not exist: {missing}"
@@ -97,8 +100,8 @@ def test_module_and_script_path_run_as_commands(argv):
 
 
 def test_help_and_bad_flags_do_not_import_lightning():
-    """``--help`` answers in well under a second: Lightning and torchmetrics take seconds to
-    import, so the training and evaluation commands load them only once work starts."""
+    """``--help`` answers in well under a second: Lightning, torchmetrics, torch and pandas take
+    seconds to import, so the training and evaluation commands load them only once work starts."""
     code = ("import sys\n"
             "from othello_learn.train import train, evaluate\n"
             "for main in (train.main, evaluate.main):\n"
@@ -107,7 +110,7 @@ def test_help_and_bad_flags_do_not_import_lightning():
             "            main(argv)\n"
             "        except SystemExit:\n"
             "            pass\n"
-            "print(sorted(m for m in ('lightning', 'torchmetrics') if m in sys.modules))\n")
+            "print(sorted(m for m in ('lightning', 'torchmetrics', 'torch', 'pandas') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"  # (the help texts come first)

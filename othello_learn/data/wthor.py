@@ -1,8 +1,8 @@
 """Build the (state, expert move) dataset from the FFO's WTHOR database.
 
-    python data_tools/wthor.py --out data/wthor              # ../shared/data/wthor if present
-    python data_tools/wthor.py --wthor-dir DIR --out OUT --years 1977-2016
-    python data_tools/wthor.py --download --wthor-dir DIR --out OUT
+    othello-dataset --out data/wthor              # ../shared/data/wthor if present
+    othello-dataset --wthor-dir DIR --out OUT --years 1977-2016
+    othello-dataset --download --wthor-dir DIR --out OUT
 
 Exit status 0 on success (skipped games are reported, not fatal), 2 on bad
 input (one line naming the file; ``--debug`` shows the traceback), 130 on

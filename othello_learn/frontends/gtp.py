@@ -1,8 +1,8 @@
 """Our players as a GTP engine, for the match tools and GUIs that speak GTP (GRhino's
 ``gtp-rhino`` does; Quarry and twogtp-style referees drive such engines).
 
-    python selfplay/gtp.py --player policy:checkpoints/best_selfplay.pt
-    python -m othello_learn.frontends.gtp --player alphabeta:3
+    othello-gtp --player policy:checkpoints/best_selfplay.pt
+    othello-gtp --player alphabeta:3
 
 The Go Text Protocol, version 2, as Othello engines speak it: one command a line
 (an optional numeric id first), each answered ``=[id] text`` or ``?[id] error``

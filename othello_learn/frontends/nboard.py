@@ -1,7 +1,7 @@
 """Our players as an NBoard-protocol engine, so GUIs and match tools can drive them.
 
-    python selfplay/nboard.py --player policy:checkpoints/cpu_hc_long.pt
-    python -m othello_learn.frontends.nboard --player alphabeta:3
+    othello-engine --player policy:checkpoints/cpu_hc_long.pt
+    othello-engine --player alphabeta:3
 
 The protocol (Chris Welty's NBoard, version 2; Edax and NTest speak it) is one
 command a line on stdin, answers on stdout, flushed at once. The GUI keeps the
@@ -29,7 +29,10 @@ head's expected result of the position it leads to, times 64, for network player
 the search value for ``alphabeta`` (exact disc difference once the search sees the
 end, the heuristic / 100 before); the exact final disc difference where an
 ``endgame:E:SPEC`` player solves (at most E empty squares), and SPEC's figure
-before, where SPEC plays; none otherwise.
+before, where SPEC plays; none otherwise. A network's figure is an expected result (-1 lost
+.. +1 won) x 64, not a count of discs, so each ``search`` line's text says which its figure is:
+``exact disc difference``, ``heuristic / 100``, or ``eval = 64 x the net's value +0.123
+(-1 lost .. +1 won)``.
 ``analyze`` gives each position's own value.
 """
 

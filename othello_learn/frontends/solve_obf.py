@@ -1,7 +1,7 @@
 """Ask a player about every position of an OBF file, like Edax's ``-solve``.
 
-    python selfplay/solve.py problems.obf --player policy:checkpoints/cpu_rl_warm_long.pt
-    python -m othello_learn.frontends.solve_obf problems.obf --player alphabeta:4 --json answers.json
+    othello-solve problems.obf --player policy:checkpoints/cpu_rl_warm_long.pt
+    othello-solve problems.obf --player alphabeta:4 --json answers.json
 
 One line per position: its number in the file, the side to move, the move the
 player chooses (``PA`` when the side to move must pass, ``game over`` when

@@ -1,7 +1,7 @@
 """Play two players against each other and measure the difference in strength.
 
-    python selfplay/arena.py --a alphabeta:2 --b random --games 100
-    python selfplay/arena.py --a policy:checkpoints/cpu_hc_long.pt --b alphabeta:3 --games 400 --json out.json
+    othello-arena --a alphabeta:2 --b random --games 100
+    othello-arena --a policy:checkpoints/cpu_hc_long.pt --b alphabeta:3 --games 400 --json out.json
 
 All games advance together, one ply per step, so each player sees the games
 waiting on it as one batch (one forward pass for a network player). Every

@@ -1,7 +1,7 @@
 """The AlphaZero loop: self-play, training on a replay window, gating.
 
-    python selfplay/loop.py --init checkpoints/cpu_resnet.pt --out runs/rl --generations 20
-    python selfplay/loop.py --init random --out runs/rl_scratch --generations 20
+    othello-rl --init checkpoints/cpu_resnet.pt --out runs/rl --generations 20
+    othello-rl --init random --out runs/rl_scratch --generations 20
 
 Each generation: the best network plays ``--games`` self-play games (batched
 MCTS), the trainee network trains on the last ``--window`` generations of

@@ -7,8 +7,8 @@ not be synced to be plotted. A resumed run writes a new CSV version (a new W&B
 run file) each time; all are joined, the later one winning a step both logged; after a
 ``--fresh``, only the new run's.
 
-    python train/curves.py runs/cpu_raw_long runs/cpu_hc_long --out results/cpu_long_curves.png
-    python train/curves.py runs/cpu_value_fast --metric val/value_loss --out value_loss.png
+    othello-curves runs/cpu_raw_long runs/cpu_hc_long --out results/cpu_long_curves.png
+    othello-curves runs/cpu_value_fast --metric val/value_loss --out value_loss.png
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Train a move predictor on the WTHOR dataset with Lightning.
 
-    python train/train.py --config train/configs/ref_raw_d10.yaml --out runs/ref_raw_d10
-    OMP_NUM_THREADS=1 python train/train.py --config train/configs/cpu_raw_fast.yaml --out runs/cpu_raw_fast
+    othello-train --config ref_raw_d10 --out runs/ref_raw_d10
+    OMP_NUM_THREADS=1 othello-train --config cpu_raw_fast --out runs/cpu_raw_fast
 
 Rerunning the same command resumes from ``OUT/checkpoints/last.ckpt`` (saved
 every ``--checkpoint-every`` steps, after each validation, at the end, and when
