@@ -35,6 +35,7 @@ from othello_learn.train.stops import SavedInterrupt, interrupts_reraised, ranks
 
 
 def parse_args(argv=None):
+    """The command's flags; its help text is this module's docstring."""
     return build_parser(__doc__).parse_args(argv)
 
 
@@ -144,14 +145,8 @@ def fit(args, stops) -> dict:
             trainer.fit(model, datamodule=dm, ckpt_path=resume)
         reason = stop_reason(trainer)
         print(f"training stopped at step {trainer.global_step}: {reason}", file=sys.stderr)
-        if not best.best_model_path and not last.exists():  # e.g. trainer.max_time: 0 in a config
-            raise UserError(f"{args.out}: training stopped before its first step, {reason}: no network to export")
-        best_path = best.best_model_path or str(last.resolve())  # absolute, as Lightning's is
-        score = best.best_model_score  # None when no validation ran (JSON null, not NaN, which strict parsers refuse)
-        summary = {"best_checkpoint": best_path, "best_val_acc": None if score is None else float(score),
-                   "config": cfg, "global_step": trainer.global_step}
-        if args.init is not None:
-            summary["init"] = str(args.init)
+        summary = run_summary(args, cfg, trainer, best, last, reason)
+        best_path = summary["best_checkpoint"]
         if args.no_test:
             earlier = earlier_test(args.out / "metrics.json", best_path, cfg)
             if earlier is not None:
@@ -171,6 +166,20 @@ def fit(args, stops) -> dict:
         if isinstance(logger, L.pytorch.loggers.WandbLogger):
             logger.experiment.finish()  # else a second train() in this process logs into this W&B run
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
+    return summary
+
+
+def run_summary(args, cfg: dict, trainer, best, last: Path, reason: str) -> dict:
+    """What the fit left: the checkpoint to test and export (the best by validation, else
+    last.ckpt), its score, the config and the step; an error where no step was trained."""
+    if not best.best_model_path and not last.exists():  # e.g. trainer.max_time: 0 in a config
+        raise UserError(f"{args.out}: training stopped before its first step, {reason}: no network to export")
+    best_path = best.best_model_path or str(last.resolve())  # absolute, as Lightning's is
+    score = best.best_model_score  # None when no validation ran (JSON null, not NaN, which strict parsers refuse)
+    summary = {"best_checkpoint": best_path, "best_val_acc": None if score is None else float(score),
+               "config": cfg, "global_step": trainer.global_step}
+    if args.init is not None:
+        summary["init"] = str(args.init)
     return summary
 
 
