@@ -223,7 +223,7 @@ def test_gpu_recipes_name_a_cpu_recipe_and_cpu_recipes_say_nothing():
 def test_the_gpu_recipe_warning_knows_every_gpu_lightning_trains_on(monkeypatch, cuda, mps, accelerator, expected):
     import torch
 
-    from othello_learn.train.train import gpu_in_use
+    from othello_learn.train.arguments import gpu_in_use
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
@@ -626,3 +626,12 @@ def test_packages_by_role_import_down_the_layers_only():
             if part in SHARED and module.startswith("othello_learn."):  # the helpers serve everything
                 assert module.split(".")[1] in SHARED, f"{path.relative_to(REPO)} imports {module}"
     assert set(MAY_IMPORT) | SHARED | {"__init__"} == seen
+
+
+def test_no_module_in_rl_or_train_passes_400_lines():
+    """A module is one concern, small enough to read: train.py is the command and its fit, the
+    arguments, resume checks, stops and Lightning's log lines live beside it. (rl/ joins once its
+    loop is split.)"""
+    long = {str(path.relative_to(REPO)): n for path in (REPO / "othello_learn" / "train").glob("*.py")
+            if (n := len(path.read_text().splitlines())) > 400}
+    assert not long, long
