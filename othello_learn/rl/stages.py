@@ -22,9 +22,8 @@ from othello_learn.rl.learner import OptimizerStateError, TrainingDiverged, poli
 from othello_learn.rl.records import (COMMITTED, REDONE, REPLAYED, _a_threshold, _part_paths, _paths, _window_paths,
                                       generation_seeds, load_games, load_net, read_json, read_state)
 from othello_learn.rl.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate
-from othello_learn.rl.settings import RunConfig, eval_opponent, self_play_workers
-from othello_learn.rl.workers import _play_into, _play_parts_in_workers, _search_config
-from othello_learn.search.mcts import Evaluator
+from othello_learn.rl.settings import RunConfig, eval_opponent
+from othello_learn.rl.workers import play_parts
 from othello_learn.tracking import start_wandb
 
 
@@ -68,7 +67,7 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
               f"{'none (--no-resign)' if threshold is None else threshold}", file=sys.stderr)
         dev = torch.device(cfg.device)
         best = cfg.out / state["best"]
-        net = load_net(best, dev, COMMITTED).to(dev)  # checked here, before any worker starts
+        load_net(best, dev, COMMITTED)  # checked here, before any part is played
         # What this generation's training reads from earlier ones, checked before the play, not after it.
         for path in _window_paths(cfg, gen):
             load_games(path, COMMITTED)
@@ -83,14 +82,8 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
                  for k, (path, start) in enumerate(zip(_part_paths(cfg, p), range(0, cfg.games, cfg.parallel)))]
         kept = {path: load_games(path, REPLAYED) for path, _, _ in parts if path.exists()}  # checked before playing
         todo = [(path, n, seed) for path, n, seed in parts if path not in kept]
-        # Which parts to play is decided above; who plays them, here (workers.py).
-        workers, threads = self_play_workers(cfg.workers, dev, len(todo))
         t0 = time.time()
-        if workers <= 1:
-            _play_into(Evaluator(net, dev), _search_config(cfg), sp, todo, progress=not cfg.quiet)
-        else:
-            del net
-            _play_parts_in_workers(cfg, best, sp, todo, workers, threads)
+        workers = play_parts(cfg, best, sp, todo)  # which parts is decided here; who plays them, there
         seconds = time.time() - t0
         played = sum(n for _, n, _ in todo)
         merged = [kept[path] if path in kept else load_games(path, REPLAYED) for path, _, _ in parts]

@@ -18,7 +18,7 @@ from othello_learn.cli import STOP_SIGNALS, StopOnce, bar_pacing, taken
 from othello_learn.files import UserError, describe_os_error
 from othello_learn.rl.records import COMMITTED, load_net
 from othello_learn.rl.selfplay import SelfPlayConfig, play_games
-from othello_learn.rl.settings import RunConfig
+from othello_learn.rl.settings import RunConfig, self_play_workers
 from othello_learn.search.gumbel import GumbelConfig
 from othello_learn.search.mcts import Evaluator, MCTSConfig
 
@@ -33,6 +33,20 @@ def _search_config(cfg: RunConfig):
                             target_q=cfg.policy_target)
     return MCTSConfig(simulations=cfg.simulations, c_puct=cfg.c_puct, dirichlet_weight=cfg.dirichlet_weight,
                       dirichlet_alpha_scale=cfg.dirichlet_alpha_scale, reuse_tree=not cfg.no_tree_reuse)
+
+
+def play_parts(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo: list) -> int:
+    """Each (path, games, seed) of ``todo`` played by the network at ``best`` and saved as it
+    finishes: in this process, or dealt out to ``--workers`` processes (``self_play_workers``).
+    How many processes played them."""
+    dev = torch.device(cfg.device)
+    workers, threads = self_play_workers(cfg.workers, dev, len(todo))
+    if workers <= 1:
+        _play_into(Evaluator(load_net(best, dev, COMMITTED).to(dev), dev), _search_config(cfg), sp, todo,
+                   progress=not cfg.quiet)
+    else:
+        _play_parts_in_workers(cfg, best, sp, todo, workers, threads)
+    return workers
 
 
 def _play_into(ev: Evaluator, search, sp: SelfPlayConfig, parts: list, progress: bool) -> None:

@@ -624,7 +624,7 @@ def _train(args, stops) -> dict:
     with RunLock(args.out) if rank == 0 else nullcontext():
         if rank == 0:
             ckpt_dir.mkdir(exist_ok=True)  # first: it marks the folder as a training run's (check_run_folder)
-        if rank == 0:  # what a run killed outright (kill -9) left mid-write: a checkpoint runs to MBs
+            # What a run killed outright (kill -9) left mid-write: a checkpoint runs to MBs, and it is ours.
             remove_killed_writes(args.out, [(args.out, RUN_FILES.__contains__), (ckpt_dir, CHECKPOINT_NAME.fullmatch)])
         resume = last if last.exists() and not args.fresh else None
         if resume:
