@@ -159,7 +159,7 @@ def test_the_readme_lists_every_fixed_loop_setting():
     """The settings a resumed run may not change, as the self-play page lists them, are the loop's."""
     import dataclasses
 
-    from othello_learn.rl.loop import RunConfig
+    from othello_learn.rl.settings import RunConfig
 
     text = " ".join((REPO / "docs" / "selfplay.md").read_text().split())
     listed = re.search(r"\*\*\(fixed\)\*\* setting \(([^)]*)\)", text).group(1)

@@ -1123,7 +1123,7 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
     save_checkpoint_file({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict()}, ckpt)
     with pytest.raises(UserError, match=f"export it first: python train/evaluate.py --checkpoint {ckpt} --export"):
         load_network(ckpt)
-    from othello_learn.rl.loop import load_net
+    from othello_learn.rl.records import load_net
 
     with pytest.raises(UserError) as refused:  # the loop's --init: that advice alone, not its own after it
         load_net(ckpt, "cpu", "ANOTHER REMEDY")

@@ -22,8 +22,8 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from othello_learn.cli import run_main, say_stopped, stop_status
-from othello_learn.files import (UserError, atomic_write, check_input, check_output, one_line, remove_stale_temps,
-                                 write_json)
+from othello_learn.files import UserError, atomic_write, check_input, check_output, one_line, write_json
+from othello_learn.run_folder import remove_killed_writes, take_back_new_run
 from othello_learn.tracking import start_wandb
 from othello_learn.train import arguments
 from othello_learn.train.arguments import launch_rank, settings, world_size
@@ -58,19 +58,10 @@ def train(argv=None) -> dict:
         with stops_around_lightning() as stops:
             return fit(args, stops)
     except (UserError, KeyboardInterrupt):
-        # Refused or stopped before training: take back the folder this command made. Only if it holds
-        # nothing but what the set-up writes; a checkpoint means training ran, and it all stays.
-        # A .lock there is another run's (ours is released by now): one started into the same new
-        # OUT at once, which made the folder too and holds it; its files and lock are not ours.
-        setup = {"config.yaml", "wandb_id"}
-        ckpt_dir = args.out / "checkpoints"
-        if new_out and args.out.is_dir() and {p.name for p in args.out.iterdir()} <= setup | {"checkpoints"} \
-                and not (ckpt_dir.is_dir() and any(ckpt_dir.iterdir())):
-            for name in setup:
-                (args.out / name).unlink(missing_ok=True)
-            if ckpt_dir.is_dir():
-                ckpt_dir.rmdir()
-            args.out.rmdir()
+        # Refused or stopped before training: take back the folder this command made, if it holds
+        # nothing but what the set-up writes (a checkpoint means training ran, and it all stays).
+        if new_out:
+            take_back_new_run(args.out, ("config.yaml", "wandb_id"), ("checkpoints",))
         raise
 
 
@@ -98,12 +89,8 @@ def fit(args, stops) -> dict:
     with RunLock(args.out) if rank == 0 else nullcontext():
         if rank == 0:
             ckpt_dir.mkdir(exist_ok=True)  # first: it marks the folder as a training run's (check_run_folder)
-        # What a run killed outright (kill -9) left mid-write: a checkpoint runs to MBs, and it is ours.
-        removed = [] if rank else (remove_stale_temps(args.out, lambda name: name in RUN_FILES)
-                                   + remove_stale_temps(ckpt_dir, CHECKPOINT_NAME.fullmatch))
-        if removed:
-            print(f"removed {len(removed)} temporary file(s) a killed run left half-written in {args.out}",
-                  file=sys.stderr)
+            # What a run killed outright (kill -9) left mid-write: a checkpoint runs to MBs, and it is ours.
+            remove_killed_writes(args.out, [(args.out, RUN_FILES.__contains__), (ckpt_dir, CHECKPOINT_NAME.fullmatch)])
         resume = last if last.exists() and not args.fresh else None
         if resume:
             step = check_resumable(resume, model.net.config, dict(dm.hparams), dict(model.hparams))
