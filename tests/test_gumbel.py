@@ -12,9 +12,9 @@ import reference_engine as ref
 from othello import bitboard as bb
 from othello_learn.files import UserError
 from othello_learn.models.fastpath import FP32
-from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS, halving_schedule, make_search
+from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS, halving_schedule
 from othello.states import PASS
-from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig
+from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig, make_search
 from test_mcts import FakeNet, Node, _positions, _states
 
 C_VISIT, C_SCALE = 50.0, 0.1

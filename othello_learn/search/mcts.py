@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from othello import bitboard as bb
@@ -22,6 +23,7 @@ from othello_learn.models.batch import from_arrays
 from othello.states import States
 
 from othello_learn.search import tree as T
+from othello_learn.search.output import PolicyOutput
 
 
 @dataclass
@@ -41,6 +43,16 @@ class MCTSConfig:
     def __post_init__(self):
         if self.simulations < 1:  # no simulation picks no move: the search answered a1 at the start
             raise ValueError(f"simulations must be at least 1, got {self.simulations}")
+
+    @property
+    def search_class(self) -> type:
+        """The search these settings are for (``make_search`` builds it)."""
+        return BatchedMCTS
+
+    @property
+    def label(self) -> str:
+        """The search as a player spec names it, for the arena's tables."""
+        return f"mcts:{self.simulations}"
 
 
 class Evaluator:
@@ -155,7 +167,34 @@ class BatchedMCTS:
         """The action to descend at (g, node), whose children are ``ch``; ``depth`` 0 is the root."""
         return puct_select(self.tree, g, node, ch, self.cfg.c_puct, self.cfg.fpu)
 
+    @torch.inference_mode()
+    def run(self, games: torch.Tensor, explore: bool, sample: torch.Tensor | None = None,
+            rng: np.random.Generator | None = None) -> PolicyOutput:
+        """Search ``games`` from their roots and give the move and the policy target: the one call
+        self-play and the players make, whichever the search (``GumbelMCTS.run`` is Gumbel's).
+
+        ``explore``: root noise (self-play; here Dirichlet noise, as ``dirichlet_weight`` says); without
+        it the search plays its best move (a player). ``sample`` [n] bool: the games whose move is drawn
+        in proportion to the root visits (temperature 1: self-play's first plies), the others play the
+        most visited. ``rng`` (numpy): exact ties broken as a player breaks them, here to the highest
+        prior and then at random; None: to the lowest square, as self-play's games always were."""
+        self.search(games, noise=explore)
+        visits, q = self._root_stats(games)
+        tiebreak = None
+        if rng is not None:
+            jitter = torch.from_numpy(rng.random((games.numel(), T.PASS))).to(self.device) * 1e-6
+            tiebreak = self.tree.prior[games, T.ROOT, :T.PASS] + jitter
+        action = T.finished_to_pass(self.tree, games, T.choose(visits, sample, self.gen, tiebreak))
+        weights = T.pass_at_finished(self.tree, games, visits / visits.sum(1, keepdim=True).clamp(min=1))
+        return PolicyOutput(action, weights, self.root_value(games), visits, q)
+
     # --------------------------------------------------------------- results
+    def _root_stats(self, games: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[n, 65] the root actions' visit counts and mean values (the root's side to move's view;
+        NaN where unvisited)."""
+        visits, value_sum = T.child_stats(self.tree, games, self.tree.children[games, T.ROOT])
+        return visits, torch.where(visits > 0, value_sum / visits.clamp(min=1), torch.full_like(visits, float("nan")))
+
     def root_visits(self, games: torch.Tensor) -> torch.Tensor:
         """[n, 65] visit counts of the root's children."""
         return T.root_visits(self.tree, games)
@@ -183,6 +222,12 @@ class BatchedMCTS:
         if not self.cfg.reuse_tree:
             return torch.ones(games.numel(), dtype=torch.bool, device=self.device)
         return T.reroot(self.tree, games, actions, room=self.cfg.simulations + 1)
+
+
+def make_search(evaluator: Evaluator, batch: int, config: MCTSConfig, generator=None) -> BatchedMCTS:
+    """The search ``config`` asks for: PUCT for an ``MCTSConfig``, Gumbel for a ``GumbelConfig`` (its
+    ``search_class``). The one way callers build a search, so none of them names a search's class."""
+    return config.search_class(evaluator, batch, config, generator)
 
 
 def puct_select(tree: T.Tree, g: torch.Tensor, node: torch.Tensor, ch: torch.Tensor, c_puct: float,
