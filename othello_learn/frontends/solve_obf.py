@@ -220,7 +220,7 @@ def empties_range(text: str) -> tuple[int, int]:
 
 def scored_line(pos: Position) -> str:
     """The position in OBF with every legal move's exact score, best first, as Edax writes them."""
-    scores = sorted(((move_value(pos.player, pos.opponent, m), m) for m in pos.legal_moves()), key=lambda x: -x[0])
+    scores = sorted(((move_value(pos.player, pos.opponent, m), m) for m in pos.legal_moves()), reverse=True)
     return format_obf(pos) + "".join(f" {square_name(m)}:{v:+d};" for v, m in scores)
 
 
@@ -230,10 +230,10 @@ def records_problems(records: np.ndarray, empties: tuple[int, int], seed: int = 
     rng = np.random.default_rng(seed)
     n = 64 - np.bitwise_count(records["player"] | records["opponent"]).astype(np.int64)
     idx = np.nonzero((n >= empties[0]) & (n <= empties[1]))[0]
-    games = records["game"][idx]
-    order = np.unique(games, return_inverse=True)[1]
-    want = rng.integers(empties[0], empties[1] + 1, size=order.max() + 1 if len(order) else 0)
-    idx = idx[n[idx] == want[order]]  # at most one a game: a game's disc count rises by one a move
+    if empties[0] < empties[1]:  # (one count: no draw, so a seed gives the games it always gave)
+        order = np.unique(records["game"][idx], return_inverse=True)[1]
+        want = rng.integers(empties[0], empties[1] + 1, size=order.max() + 1 if len(order) else 0)
+        idx = idx[n[idx] == want[order]]  # at most one a game: a game's disc count rises by one a move
     for i in rng.permutation(idx):
         yield Position(int(records["player"][i]), int(records["opponent"][i]), bool(records["black_to_move"][i]))
 
