@@ -32,7 +32,7 @@ a time). The side to move is X, * or B for black, O or W for white, as Edax read
 one position a game, with E empty squares (a range E1-E2: one drawn at random a game),
 kept where the side to move has two moves or more, each legal move scored exactly
 (othello_learn.search.endgame; about 0.3 s a position at 10 empties, 5 s at 12 and a
-minute at 14 on one core). The games are the expert games of ``--years`` (the built
+minute at 14 on one core). The games are the expert games of --years (the built
 dataset, --data, or the raw files of --wthor-dir: a file derived from WTHOR games
 belongs outside a repository's history), or with --random-games, random legal play.
 """
