@@ -800,6 +800,7 @@ def test_cli_rejects_bad_specs_in_one_line(tmp_path, capsys, spec, why):
     ("--opening-plies", "70", "--opening-plies must be 0..59"), ("--opening-plies", "60", "0..59"),
     ("--opening-plies", "-1", "0..59"), ("--seed", "-1", "--seed: must be at least 0"),
     ("--import", "no_such_module_here", "--import no_such_module_here"),
+    ("--import", "no/such/plugin.py", "--import no/such/plugin.py: no such file"),
 ])
 def test_cli_refuses_bad_numbers_before_any_work(tmp_path, capsys, flag, value, why):
     built = []
@@ -1028,3 +1029,30 @@ def test_a_checkpoint_path_holding_a_colon_is_named_with_an_escaped_colon(tmp_pa
     assert code == 0, err
     assert json.loads((tmp_path / "r.json").read_text())["a"] == f"policy:{escaped}"
     assert "a ':' in a path written '\\:'" in registry.SPEC_KINDS  # every --help listing the kinds says so
+
+
+def test_the_example_plugin_registers_a_kind_the_arena_plays(tmp_path, capsys):
+    """examples/plugin_player.py, the documented --import hook: imported as a file (a console
+    script's way, from any folder) or as a module, its corners[:SPEC] kind plays a match, and
+    takes a corner whenever one is legal."""
+    plugin = REPO / "examples" / "plugin_player.py"
+    try:
+        out = tmp_path / "r.json"
+        code, err = _cli(["--import", str(plugin), "--a", "corners", "--b", "random", "--games", "2", "--quiet",
+                          "--json", str(out)], capsys)
+        assert code == 0 and json.loads(out.read_text())["games"] == 2, err
+        player = make_player("corners:greedy")
+        states = States.from_positions([Position.from_transcript(t) for t in
+                                        ("f5d6c3d3c4f4f6f3e6e7d7c5b6", "f5", "f5d6c3d3c4f4c5b3c2e6c6b4b5d2e3a6c1b1")])
+        chosen = player.select(states, np.random.default_rng(0))
+        for i, sq in enumerate(chosen):
+            legal = np.nonzero(np.asarray(states.legal_actions())[i, :64])[0]
+            corners = [c for c in (0, 7, 56, 63) if c in legal]
+            assert sq in legal and (not corners or sq in corners)
+        assert any(sq in (0, 7, 56, 63) for sq in chosen)  # the third position has a corner to take
+    finally:
+        registry.PLAYER_FACTORIES.pop("corners", None)
+    proc = subprocess.run([sys.executable, "-m", "othello_learn.players.arena", "--import", "examples.plugin_player",
+                           "--a", "corners:greedy", "--b", "random", "--games", "2", "--quiet"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "corners:greedy (A) vs random (B): 2 games" in proc.stdout, proc.stderr

@@ -415,3 +415,32 @@ def test_from_records_of_one_record_and_of_none(n):
     assert batch["opponent"].numpy().view(np.uint64).tolist() == rec["opponent"][1:1 + n].tolist()
     assert batch["black_to_move"].tolist() == rec["black_to_move"][1:1 + n].tolist()
     assert batch["move"].tolist() == rec["move"][1:1 + n].tolist()
+
+
+def test_the_mean_of_identical_nets_is_the_net_and_of_two_is_elementwise():
+    """Weight averaging (``average_networks``): batch-norm statistics averaged too, the
+    step count the first net's, and nets of two architectures refused."""
+    from othello_learn.models.nets import average_networks
+
+    cfg = NetConfig("resnet", blocks=1, width=8, value_head=True)
+    torch.manual_seed(0)
+    a, b = build_network(cfg), build_network(cfg)
+    with torch.no_grad():  # buffers unlike a fresh net's, so their mean is checked too
+        for net, shift in ((a, 1.0), (b, 3.0)):
+            net.blocks[0].bn1.running_mean.add_(shift)
+            net.blocks[0].bn1.num_batches_tracked.fill_(int(shift))
+    same = average_networks([a, a, a])
+    assert same is not a and same.config == cfg
+    for k, v in a.state_dict().items():
+        assert torch.allclose(same.state_dict()[k], v, atol=1e-6), k
+    mean = average_networks([a, b]).state_dict()
+    for k, v in a.state_dict().items():
+        want = (v + b.state_dict()[k]) / 2 if v.is_floating_point() else v
+        assert torch.allclose(mean[k], want, atol=1e-6), k
+    assert mean["blocks.0.bn1.running_mean"].mean() == pytest.approx(2.0, abs=0.1)
+    assert mean["blocks.0.bn1.num_batches_tracked"] == 1
+    b_before = {k: v.clone() for k, v in b.state_dict().items()}
+    average_networks([a, b])
+    assert all(torch.equal(b.state_dict()[k], v) for k, v in b_before.items())  # the parts are left alone
+    with pytest.raises(ValueError, match="network 2"):
+        average_networks([a, build_network(NetConfig("resnet", blocks=2, width=8, value_head=True))])

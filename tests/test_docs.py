@@ -1,6 +1,7 @@
 """The shell commands of the code blocks of README.md and of every docs/ page still parse: each
 script exists, its parser takes every flag and value, the player specs build, and the shipped files
-they name exist (a benchmark's parser too; a research script of experiments/ is only checked to exist).
+they name exist (a benchmark's parser too; a removed research script of experiments/ only on a results page,
+whose section names the commit holding it).
 Only the parsers run (and the players are built, from the shipped checkpoints): no dataset is read, no
 game played, nothing trained. The docs site builds with warnings as errors."""
 
@@ -112,8 +113,11 @@ def _command(where: str, argv: list[str]) -> tuple[str, list[str]]:
 
         return CONSOLE_SCRIPTS[argv[0]], argv[1:]
     script = REPO / argv[1]
+    if argv[1].startswith("experiments/"):  # research scripts, removed: a results page names the commit holding them
+        assert where.startswith("docs/results/"), f"{where}: {argv[1]} is no longer in the repository"
+        return "experiments." + script.stem, argv[2:]
     assert script.is_file(), f"{where}: no script {argv[1]}"
-    if script.parent.name in ("benchmarks", "experiments"):  # not a command's wrapper
+    if script.parent.name == "benchmarks":  # not a command's wrapper
         return ".".join(script.relative_to(REPO).with_suffix("").parts), argv[2:]
     # the script path is a wrapper of its command module: ``start("MODULE")``
     module = next((n.args[0].value for n in ast.walk(ast.parse(script.read_text()))
@@ -147,6 +151,13 @@ def test_a_readme_command_parses(page, line, argv, monkeypatch, capsys):
     from othello_learn.players.specs import make_player
 
     monkeypatch.chdir(REPO)  # the specs name checkpoints from the checkout's root, as the README runs them
+    if getattr(args, "imports", None):  # plug-in kinds, registered in a copy of the registry (undone after the test)
+        from othello_learn.players import specs
+        from othello_learn.players.arena import import_plugin
+
+        monkeypatch.setattr(specs, "PLAYER_FACTORIES", dict(specs.PLAYER_FACTORIES))
+        for plugin in args.imports:
+            import_plugin(plugin)
     for flag in SPEC_FLAGS.get(module, ()):
         spec = getattr(args, flag)
         if spec:

@@ -516,3 +516,138 @@ def test_a_kill_stops_the_command_and_its_engine(tmp_path, sig):
     proc.send_signal(getattr(signal, sig))
     assert proc.wait(timeout=30) == (143 if sig == "SIGTERM" else 129)
     gone_soon(engine, "solve.py")
+
+
+# ---- scored problem sets: --make-obf, and the shipped one ------------------------------------------
+
+
+def _random_move_lists(n, seed):
+    """Random legal games as WTHOR records them (the moves, no passes) and black's final discs."""
+    rng = np.random.default_rng(seed)
+    games, scores = [], []
+    for _ in range(n):
+        pos, moves = Position.from_transcript(""), []
+        while not pos.is_over():
+            legal = pos.legal_moves()
+            move = int(rng.choice(legal)) if legal else PASS
+            moves += [move] if legal else []
+            pos = pos.play(move)
+        black = pos.player if pos.black_to_move else pos.opponent
+        discs = int(black).bit_count(), (pos.player | pos.opponent).bit_count()
+        score = discs[0] + (64 - discs[1]) * (2 * discs[0] > discs[1])  # the empties to the winner
+        games.append(moves)
+        scores.append(score)
+    return games, scores
+
+
+@pytest.fixture(scope="module")
+def synthetic_wthor(tmp_path_factory):
+    from othello_learn.data import wtb
+
+    d = tmp_path_factory.mktemp("wthor")
+    for year, seed in ((2001, 1), (2002, 2)):
+        moves, scores = _random_move_lists(12, seed)
+        wtb.write_wtb(d / f"WTH_{year}.wtb", wtb.make_games(moves, scores), year)
+    short = _random_move_lists(1, 3)[0][0][:20]  # a game resigned 20 moves in: no endgame
+    wtb.write_wtb(d / "WTH_2003.wtb", wtb.make_games([short], [30]), 2003)
+    return d, {tuple(m) for m in moves}  # 2002's games
+
+
+def _check_scored(lines, empties):
+    """Every position of the lines has its empties and two moves or more, each legal move
+    scored once with the exact solver's value, best first."""
+    from othello.formats import parse_obf
+    from othello_learn.search.endgame import empties as count_empties
+    from othello_learn.search.endgame import move_value
+
+    obf = parse_obf("\n".join(lines))
+    for x in obf:
+        pos, scores = x.position, x.scores()
+        assert count_empties(pos.player, pos.opponent) in empties
+        assert sorted(scores) == sorted(pos.legal_moves()) and len(scores) >= 2, x.what
+        assert scores == {m: move_value(pos.player, pos.opponent, m) for m in scores}, x.what
+        assert list(scores.values()) == sorted(scores.values(), reverse=True), x.what  # best first, as Edax
+    return obf
+
+
+def test_make_obf_scores_one_endgame_a_game_from_wthor_files_and_the_dataset_alike(synthetic_wthor, tmp_path,
+                                                                                   capsys):
+    """The OBF builder of the research scripts, now othello-solve --make-obf: from the raw files
+    (--wthor-dir) and from the built dataset (--data) the same problems, each of a distinct game
+    of the years asked for, and a perfect player grades best on every one."""
+    from othello_learn.data.wthor import main as dataset_main
+
+    wthor, games_2002 = synthetic_wthor
+    out = tmp_path / "end6.obf"
+    argv = ["--make-obf", str(out), "--years", "2002", "--empties", "6", "--count", "4", "--seed", "3"]
+    assert run_main(main, argv + ["--wthor-dir", str(wthor)]) == 0
+    text = out.read_text()
+    assert text.startswith("% 4 endgame problems") and "--empties 6 --seed 3 --count 4" in text.splitlines()[0]
+    obf = _check_scored(text.splitlines()[1:], {6})
+    assert len(obf) == 4
+    ends = [Position.from_transcript("".join(square_name(m) for m in g[:54])) for g in games_2002 if len(g) >= 54]
+    keys = [(p.player, p.opponent) for p in ends]
+    found = [keys.index((x.position.player, x.position.opponent)) for x in obf]  # 2002's, 6 empties: ply 54
+    assert len(set(found)) == 4  # one a game
+
+    data = tmp_path / "ds"
+    assert run_main(dataset_main, ["--wthor-dir", str(wthor), "--out", str(data), "--quiet"]) == 0
+    again = tmp_path / "again.obf"
+    argv[1] = str(again)
+    assert run_main(main, argv + ["--data", str(data)]) == 0
+    assert again.read_text().splitlines()[1:] == text.splitlines()[1:]
+    capsys.readouterr()
+    assert run_main(main, [str(out), "--player", "endgame:14:random"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("best move in 4 of 4 scored positions")
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--random-games", "--empties", "15"], "--empties"),  # past the solver's range
+    (["--random-games", "--empties", "9-7"], "--empties"),
+    (["--random-games", "--player", "random"], "--player"),  # a problem set asks no player
+    (["--random-games", "p.obf"], "positions"),
+    (["--random-games", "--wthor-dir", "."], "not both"),
+    (["--wthor-dir", "{wthor}", "--years", "2004"], "2004"),  # a year without its file
+    (["--data", "{tmp}", "--years", "2002"], "--data"),  # not a dataset
+    (["--wthor-dir", "{wthor}", "--years", "2003"], "no position"),
+])
+def test_make_obf_bad_input_is_one_line_and_writes_nothing(synthetic_wthor, tmp_path, capsys, argv, named):
+    out = tmp_path / "set.obf"
+    argv = [a.format(wthor=synthetic_wthor[0], tmp=tmp_path) for a in argv]
+    with pytest.raises(SystemExit) if named == "--empties" else _no_exit() as e:
+        code = run_main(main, ["--make-obf", str(out), "--count", "2"] + argv)
+    code = e.value.code if named == "--empties" else code
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and named in err, err
+    assert not out.exists()
+
+
+def _no_exit():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def test_without_make_obf_a_file_and_a_player_are_needed(capsys):
+    with pytest.raises(SystemExit) as e:
+        run_main(main, ["--player", "random"])
+    assert e.value.code == 2 and "--player SPEC" in capsys.readouterr().err
+
+
+def test_the_shipped_problem_set_is_scored_by_the_solver_and_found_by_name(tmp_path, capsys, monkeypatch):
+    """othello_learn/frontends/problems/endgames.obf (package data, named in --help): random
+    games' endgames, not WTHOR's; every score is the exact solver's. 'endgames' finds it, a
+    file of that name in the current folder comes first."""
+    from othello_learn.frontends import solve_obf as solve_module
+
+    shipped, help_text = solve_module.PROBLEMS / "endgames.obf", solve_module.__doc__
+    lines = [x for x in shipped.read_text().splitlines() if not x.startswith("%")]
+    assert len(lines) == 20 and "--random-games" in shipped.read_text().splitlines()[0]
+    _check_scored(lines, {8, 9, 10})
+    assert "othello-solve endgames --player" in help_text
+    monkeypatch.chdir(tmp_path)
+    assert run_main(main, ["endgames", "--player", "random"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("(20 positions)")  # each answer graded
+    write_obf(tmp_path / "endgames", positions()[:2])
+    assert run_main(main, ["endgames", "--player", "random"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2

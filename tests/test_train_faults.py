@@ -2332,3 +2332,32 @@ def test_content_digest_ignores_only_the_source():
     for key, value in [("years", {"2002": {"games": 1}}), ("total", {"games": 2}),
                        ("skipped", [{"file": "WTH_2001.wtb", "game": 0}]), ("format", "g")]:
         assert content_digest({**summary, key: value}) != digest, key
+
+
+def test_eval_average_evaluates_and_exports_the_mean_of_the_nets(dataset_dir, tmp_path, capsys):
+    """othello-eval --average (weight averaging, promoted from the research scripts): the exported
+    net is average_networks' mean of --checkpoint and the others, says what it averaged, and
+    carries no one net's own record; another architecture or an --export over an input is refused."""
+    from othello_learn.models.nets import average_networks
+    from othello_learn.train.evaluate import main
+
+    torch.manual_seed(0)
+    nets = [build_network(NetConfig(depth=1, width=4)) for _ in range(3)]
+    paths = [tmp_path / f"gen_{i}.pt" for i in range(3)]
+    for net, path in zip(nets, paths):
+        save_network(net, path, generation=7)
+    out = tmp_path / "avg.pt"
+    argv = ["--checkpoint", str(paths[0]), "--data", str(dataset_dir), "--years", "2003", "--limit", "50"]
+    code, _ = _run(main, argv + ["--average", str(paths[1]), str(paths[2]), "--export", str(out)], capsys)
+    assert code == 0
+    mean = load_network(out)
+    want = average_networks(nets).state_dict()
+    assert all(torch.allclose(v, want[k], atol=1e-6) for k, v in mean.state_dict().items())
+    saved = torch.load(out, weights_only=True)
+    assert saved["metrics"]["averaged"] == [str(p) for p in paths] and "generation" not in saved
+    other = tmp_path / "wide.pt"
+    save_network(build_network(NetConfig(depth=1, width=8)), other)
+    code, err = _run(main, argv + ["--average", str(other)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--average" in err and "network 2" in err, err
+    code, err = _run(main, argv + ["--average", str(paths[1]), "--export", str(paths[1])], capsys)
+    assert code == 2 and "is also the input --average" in err, err

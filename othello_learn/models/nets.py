@@ -378,6 +378,27 @@ def grow_network(source: MoveNet, cfg: NetConfig, where="the network") -> MoveNe
     return net
 
 
+def average_networks(nets: list[MoveNet]) -> MoveNet:
+    """A new network whose weights and batch-norm statistics are the element-wise mean of
+    ``nets``' (one architecture: a ValueError otherwise); integer buffers (batch norm's step
+    count) are the first net's. Why: the mean of consecutive self-play generations, or of
+    fine-tunes of one net ("model soups"), is a cheap candidate player; on this project's
+    nets it plays about as well as its parts (docs/results/one-ply.md#weight-averages)."""
+    if not nets:
+        raise ValueError("average_networks: no networks to average")
+    cfg = nets[0].config
+    for i, net in enumerate(nets[1:], 2):
+        if net.config != cfg:
+            raise ValueError(f"average_networks: network {i} is {net.config}, not {cfg} as the first")
+    states = [net.state_dict() for net in nets]
+    with torch.no_grad():
+        mean = {k: torch.stack([s[k].float() for s in states]).mean(0).to(v.dtype) if v.is_floating_point()
+                else v.clone() for k, v in states[0].items()}
+    out = build_network(cfg).to(next(iter(states[0].values())).device)
+    out.load_state_dict(mean)
+    return out.train(nets[0].training)
+
+
 def temper_policy(net: MoveNet, temperature: float) -> MoveNet:
     """Divide the net's move logits by ``temperature``, in place, by scaling the policy's last
     layer (a 1x1 conv, linear in its weights): the argmax, so the 1-ply player, is unchanged,

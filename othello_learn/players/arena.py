@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -185,6 +186,24 @@ def write_games(path: Path, result: MatchResult) -> None:
 # Command line
 
 
+def import_plugin(module: str) -> None:
+    """``--import``: a module name (``mypackage.players``), or a ``.py`` file, which a console
+    script finds wherever it is run (the current folder is not on its import path)."""
+    try:
+        if module.endswith(".py"):
+            path = Path(module)
+            if not path.is_file():
+                raise ImportError(f"no such file {path}")
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            plugin = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = plugin  # as an import would: the module can find itself
+            spec.loader.exec_module(plugin)
+        else:
+            importlib.import_module(module)
+    except ImportError as e:
+        raise UserError(f"--import {module}: {e}") from e
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command's parser (the command reference in docs/ is generated from it)."""
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
@@ -201,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--games-out", type=Path, metavar="FILE",
                         help="write every game played: FILE.csv (opening, colours, players, transcript, result) or FILE.ggf")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                        help="import MODULE first, for the player kinds it registers (repeatable)")
+                        help="import MODULE (a module name, or a .py file) first, for the player kinds it registers "
+                             "with register_player (repeatable; example: examples/plugin_player.py)")
     return parser
 
 
@@ -210,10 +230,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     check_settings(args)
     for module in args.imports:
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise UserError(f"--import {module}: {e}") from e
+        import_plugin(module)
     a, b = make_player(args.a), make_player(args.b)  # a bad spec: PlayerSpecError, one line naming it
 
     plies = args.opening_plies if args.opening_plies is not None else default_opening_plies(args.games)

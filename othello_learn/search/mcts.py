@@ -103,8 +103,8 @@ class Evaluator:
         prior = torch.softmax(out["policy"].float(), -1)
         # No square to play, a finished game included: its pass prior of 1 is no legal pass, but
         # tree.evaluate masks every prior with the legal actions (none at a finished game), and
-        # each row summing to 1 is what a caller that renormalises (experiments/hybrid_player.py's
-        # temperature) needs: an all-zero row would be 0 / 0 there.
+        # each row summing to 1 is what a caller that renormalises (a player that tempers the
+        # priors) needs: an all-zero row would be 0 / 0 there.
         must_pass = (bb.legal_moves(player, opponent) == 0) if legal is None else ~legal[:, :64].any(1)
         prior = torch.cat([prior * ~must_pass[:, None], must_pass[:, None].float()], 1)
         value = out["value"].float() if "value" in out else torch.zeros(player.shape[0], device=player.device)

@@ -15,7 +15,9 @@ of the position also counts, is reported beside it. ``--tta 8`` (or 4)
 averages the predicted move distribution over the board's symmetries.
 ``--calibrate`` fits the temperature that best matches the moves played (a
 self-play net's policy comes out over-confident, which costs its search) and
-``--export`` then writes the net with its logits divided by it.
+``--export`` then writes the net with its logits divided by it. ``--average NET.pt ...``
+evaluates (and exports) the element-wise mean of ``--checkpoint`` and those nets of its
+architecture: weight averaging, of consecutive self-play generations say.
 
 ``--precision auto`` (the default) runs the network as training and
 self-play's batched search run it: bf16 autocast + channels_last where the
@@ -268,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also write the network as an exported .pt, the file the arena, play, the engines and "
                          "--init take, with this evaluation in its metrics: how to use a run stopped before "
                          "train.py wrote OUT/model.pt (give its last.ckpt or best-*.ckpt)")
+    ap.add_argument("--average", type=Path, nargs="+", metavar="NET.pt",
+                    help="evaluate the element-wise mean of --checkpoint and these exported nets of its architecture "
+                         "(weight averaging); --export writes the mean")
     ap.add_argument("--calibrate", action="store_true",
                     help="also fit the policy temperature T that best matches the moves played (temperature "
                          "scaling); with --export, the exported net's logits are divided by T: the same 1-ply "
@@ -282,8 +287,8 @@ def evaluate_command(argv=None) -> dict:
     args = ap.parse_args(argv)
     from othello_learn.data.dataset import build, format_years, parse_years
     from othello_learn.models.fastpath import default_device, usable_device
-    from othello_learn.models.nets import (is_training_checkpoint, network_from_export, read_checkpoint, save_network,
-                                           temper_policy)
+    from othello_learn.models.nets import (average_networks, is_training_checkpoint, load_network, network_from_export,
+                                           read_checkpoint, save_network, temper_policy)
 
     args.device = args.device or default_device()
     if args.calibrate and args.tta != 1:
@@ -303,6 +308,9 @@ def evaluate_command(argv=None) -> dict:
                     "--data": None if args.wthor_dir else args.data / "summary.json"})
     usable_device(args.device)
     check_input(args.checkpoint, "--checkpoint")
+    for path in args.average or []:
+        check_distinct({"--json": args.json, "--plot": plot_path, "--export": args.export}, {"--average": path})
+        check_input(path, "--average")
     check_input(args.wthor_dir, "--wthor-dir", folder=True)
     try:
         years = parse_years(args.years)
@@ -318,6 +326,11 @@ def evaluate_command(argv=None) -> dict:
         net = network_from_any(ckpt, args.checkpoint)
     else:
         net = network_from_export(ckpt, args.checkpoint)
+    if args.average:
+        try:
+            net = average_networks([net] + [load_network(p) for p in args.average])
+        except ValueError as e:  # another architecture: which net, and what it is
+            raise UserError(f"--average: {e} (--checkpoint {args.checkpoint})") from None
     if dataset is not None:
         try:  # in the dataset's order (year, game, ply), the order a replay of the raw files gives
             positions = dataset.positions_of(years)
@@ -350,11 +363,13 @@ def evaluate_command(argv=None) -> dict:
     if args.export:
         # An exported .pt keeps what it said of itself (a self-play net's generation, a training run's
         # metrics); a Lightning .ckpt's training state is not carried over.
-        exported = not is_training_checkpoint(ckpt)
+        exported = not is_training_checkpoint(ckpt) and not args.average  # a mean is no one net's
         carried = {k: v for k, v in ckpt.items()
                    if exported and k not in ("config", "state_dict", "hparams", "metrics")}
         metrics = {"exported_from": str(args.checkpoint),
                    "evaluation": {k: v for k, v in result.items() if k != "model"}}
+        if args.average:
+            metrics["averaged"] = [str(args.checkpoint)] + [str(p) for p in args.average]
         if exported and isinstance(ckpt.get("metrics"), dict):
             metrics["source_metrics"] = ckpt["metrics"]
         if args.calibrate:  # the accuracies hold for the tempered net too: the argmax is the same
