@@ -7,6 +7,7 @@ the device has fast bf16. It says which path ``Evaluator``'s "auto" picks on thi
 
     python benchmarks/selfplay.py --games 32 --simulations 32 --blocks 4 --width 64 --rounds 3   # CPU scale
     python benchmarks/selfplay.py --games 512 --simulations 100 --blocks 10 --width 64 --arch reference --rounds 1
+    python benchmarks/selfplay.py --checkpoint checkpoints/best_handcrafted.pt --games 512 --json OUT.json
 
 Each round plays every (precision, search) configuration once, in turn, so
 a load change on a shared machine hits all of them alike; the medians over
@@ -14,7 +15,8 @@ rounds are reported. Games are complete self-play games from the start
 (resignation off, so the figure is not flattered by short games); the network
 has random weights (the speed does not depend on them). ``--arch reference``
 times the issue's 10x64 conv net (no value head: value 0), ``resnet`` a
-residual net with one.
+residual net with one; ``--checkpoint`` times a trained net instead. ``--json``
+writes the table's rows.
 
 Measured on the project's 2-core AMD EPYC (AVX512-BF16), one thread, on cores shared with
 other work (noisy), Gumbel, 32 games of 16 simulations, 4x64 resnet, 3 rounds: games/hour
@@ -36,9 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.files import check_output, write_json  # noqa: E402
 from othello_learn.models import fastpath  # noqa: E402
 from othello_learn.models.encoders import ENCODERS  # noqa: E402
-from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS, NetConfig, build_network  # noqa: E402
+from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS, NetConfig, build_network, load_network  # noqa: E402
 from othello_learn.search.gumbel import GumbelConfig  # noqa: E402
 from othello_learn.search.mcts import Evaluator, MCTSConfig  # noqa: E402
 from othello_learn.rl.selfplay import SelfPlayConfig, play_games  # noqa: E402
@@ -106,11 +109,22 @@ def main(argv=None) -> int:
                     help="comma-separated inference paths, of " + ", ".join(PATHS) + " (default: all; bf16 only "
                          "where the device has it; compiled takes a minute or more to compile)")
     ap.add_argument("--device", default=fastpath.default_device(), help="(default: %(default)s)")
+    ap.add_argument("--checkpoint", type=Path, help="time this network (its own architecture) instead of "
+                                                    "--arch, --blocks, --width and --encoder with random weights")
+    ap.add_argument("--json", type=Path, help="write the device, the settings and the table's rows here")
     args = ap.parse_args(argv)
     fastpath.usable_device(args.device)
+    if args.json:  # before the minutes of timing
+        check_output(args.json, "--json", suffixes=(".json",))
     torch.manual_seed(0)
-    net = build_network(NetConfig(args.arch, encoder=args.encoder, depth=args.blocks, blocks=args.blocks,
-                                  width=args.width, value_head=True)).to(args.device).eval()
+    if args.checkpoint:
+        net = load_network(args.checkpoint).to(args.device).eval()
+        cfg = net.config
+        args.arch, args.encoder = cfg.arch, cfg.encoder
+        args.blocks, args.width = (cfg.blocks if cfg.arch == "resnet" else cfg.depth), cfg.width
+    else:
+        net = build_network(NetConfig(args.arch, encoder=args.encoder, depth=args.blocks, blocks=args.blocks,
+                                      width=args.width, value_head=True)).to(args.device).eval()
     picked = Evaluator(net, args.device)
     print(f"this machine's pick (Evaluator's auto): {picked.describe()}", file=sys.stderr)
     fast = fastpath.auto_precision(args.device)
@@ -157,12 +171,21 @@ def main(argv=None) -> int:
     print("| path | search | games/hour | network evaluations/s | mean batch | seconds | network share | "
           "evaluations/s inside the network | × first row | setup s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    first = {}
+    first, rows = {}, []
     for (path, search), runs in results.items():
         gph, eps, batch, dt, share, net_eps = (statistics.median(x) for x in zip(*runs))
         first.setdefault(search, gph)
         print(f"| {path} | {search} | {gph:,.0f} | {eps:,.0f} | {batch:.0f} | {dt:.1f} | {share:.0%} | "
               f"{net_eps:,.0f} | {gph / first[search]:.2f} | {setup[path]:.1f} |")
+        rows.append({"path": path, "search": search, "games_per_hour": gph, "evaluations_per_s": eps,
+                     "mean_batch": batch, "seconds": dt, "network_share": share, "network_evaluations_per_s": net_eps,
+                     "setup_s": setup[path]})
+    if args.json:
+        write_json(args.json, {"device": name, "threads": torch.get_num_threads(), "pick": picked.describe(),
+                               "net": f"{args.arch} {args.blocks}x{args.width} {args.encoder}",
+                               "checkpoint": None if args.checkpoint is None else str(args.checkpoint),
+                               "games": args.games, "simulations": args.simulations, "rounds": args.rounds,
+                               "rows": rows})
     return 0
 
 

@@ -6,6 +6,7 @@ the module's loss, backward and AdamW, with the numeric path a run would use.
     python benchmarks/train_throughput.py --compare --json OUT.json          # CPU: fp32 baseline vs recipe
     python benchmarks/train_throughput.py --profile --config train/configs/cpu_value_fast.yaml
     python benchmarks/train_throughput.py --devices 2 --strategy ddp --json OUT.json  # 1 process vs DDP
+    python benchmarks/train_throughput.py --synthetic 200000 --compare --precision bf16   # no WTHOR files
 
 ``--compare`` alternates rounds of the fp32 eager NCHW baseline and the
 project's CPU recipe (``precision: auto``: bf16 autocast + channels_last where
@@ -16,6 +17,8 @@ forward + loss, backward, optimizer) to show where the time goes.
 ``--devices N --strategy ddp`` alternates rounds of the recipe in one process
 and in N DDP processes (gloo on CPU, NCCL on GPUs; each its share of the same
 global batch, as train.py's DDP trains), and reports both medians and their ratio.
+``--synthetic N`` times on a temporary dataset of about N positions of random games
+(benchmarks/synthetic_dataset.py) instead of ``--data``: the speed does not depend on the games.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import argparse
 import itertools
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -221,6 +225,8 @@ def main(argv=None) -> None:
     ap.add_argument("--config", type=config_argument, default=REPO / "train/configs/cpu_raw_fast.yaml",
                     help="training config whose model, batch size and symmetries are measured")
     ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor", help="built dataset folder")
+    ap.add_argument("--synthetic", type=at_least(1), metavar="N",
+                    help="instead of --data, a temporary dataset of about N positions of random games")
     ap.add_argument("--steps", type=at_least(1), default=40, help="timed steps per round")
     ap.add_argument("--rounds", type=at_least(1), default=5, help="timed rounds per setting (after one warm-up round)")
     ap.add_argument("--batch-size", type=at_least(1), help="overrides the config's data.batch_size")
@@ -246,6 +252,16 @@ def main(argv=None) -> None:
         check_output(args.json, "--json", suffixes=(".json",))
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.synthetic:
+        from benchmarks.synthetic_dataset import build as build_synthetic
+
+        with tempfile.TemporaryDirectory() as tmp:
+            args.data = build_synthetic(Path(tmp) / "synthetic", args.synthetic)
+            return measure(args)
+    return measure(args)
+
+
+def measure(args) -> None:
     cfg = load_config(args.config, [])
     bs = args.batch_size or cfg["data"].get("batch_size", 256)
     device = default_device()
