@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
+from othello_learn.settings import at_least  # noqa: E402
 from othello_learn.files import UserError, check_output, write_json  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402

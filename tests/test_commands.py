@@ -591,7 +591,7 @@ MAY_IMPORT = {
     "rl": {"players", "search", "models"},
     "frontends": {"players", "search", "models"},
 }
-SHARED = {"cli", "files", "lock", "plots", "tracking", "commands"}
+SHARED = {"cli", "files", "lock", "plots", "tracking", "commands", "settings"}
 
 
 def _imports(path):

@@ -102,7 +102,7 @@ def test_the_policy_target_reaches_the_search_and_needs_gumbel(tmp_path):
                                         ("--policy-target", "sharp")])
 def test_choices_are_checked_with_one_line_naming_the_flag(flag, value):
     cfg = RunConfig.from_args(BASE + [flag, value])
-    with pytest.raises(UserError, match=f"^{flag} must be one of"):
+    with pytest.raises(UserError, match=f"^{flag}: expected one of"):
         cfg.check()
 
 
@@ -119,7 +119,7 @@ def test_gumbel_considered_is_checked_as_the_player_spec_checks_it(extra, where)
 def test_simulations_have_the_arena_specs_ceiling(flag):
     """A search tree per game is allocated whole: a typo's extra digits ended in an allocation
     error a generation in (the gating match's), not in one line before anything ran."""
-    with pytest.raises(UserError, match=f"^{flag} must be between 1 and 100000, got 1000000$"):
+    with pytest.raises(UserError, match=f"^{flag}: must be at most 100000, got 1000000$"):
         RunConfig.from_args(BASE + [flag, "1000000"]).check_values()
     RunConfig.from_args(BASE + [flag, "100000"]).check_values()
 
@@ -291,19 +291,19 @@ def test_the_window_is_the_generation_and_the_window_minus_one_committed_before_
 
 def test_an_infinite_value_is_named_as_one():
     """--lr inf read "must be more than 0, got inf"."""
-    with pytest.raises(UserError, match="^--lr must be a finite number, got inf$"):
+    with pytest.raises(UserError, match="^--lr: must be a finite number, got inf$"):
         RunConfig.from_args(BASE + ["--lr", "inf"]).check_values()
     # a count of 400 digits passed, made the run folder, then overflowed in numpy a generation in
-    with pytest.raises(UserError, match="^--games must be at most 2147483647, got 1000"):
+    with pytest.raises(UserError, match="^--games: must be at most 2147483647, got 1000"):
         RunConfig.from_args(BASE + ["--games", "1" + "0" * 400]).check_values()
-    with pytest.raises(UserError, match="^--arch-width must be between 1 and 4096, got 5000$"):
+    with pytest.raises(UserError, match="^--arch-width: must be at most 4096, got 5000$"):
         RunConfig.from_args(BASE + ["--arch-width", "5000"]).check_values()
-    with pytest.raises(UserError, match="^--arch-blocks must be between 1 and 1000, got 1001$"):
+    with pytest.raises(UserError, match="^--arch-blocks: must be at most 1000, got 1001$"):
         RunConfig.from_args(BASE + ["--arch-blocks", "1001"]).check_values()
-    with pytest.raises(UserError, match="^--games must be at most 2147483647, got 2147483648$"):
+    with pytest.raises(UserError, match="^--games: must be at most 2147483647, got 2147483648$"):
         RunConfig.from_args(BASE + ["--games", "2147483648"]).check_values()
     RunConfig.from_args(BASE + ["--games", "2147483647"]).check_values()
-    with pytest.raises(UserError, match="^--simulations must be between 1 and 100000, got 1000"):  # not an overflow
+    with pytest.raises(UserError, match="^--simulations: must be at most 100000, got 1000"):  # not an overflow
         RunConfig.from_args(BASE + ["--simulations", "1" + "0" * 400]).check_values()
 
 

@@ -1669,8 +1669,8 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
 
 
 @pytest.mark.parametrize("overrides, expected", [
-    (["optim.lr=0"], "optim.lr: must be positive, got 0"),
-    (["optim.ema=1"], "optim.ema: must be in [0, 1)"),
+    (["optim.lr=0"], "optim.lr: must be above 0, got 0"),
+    (["optim.ema=1"], "optim.ema: must be below 1, got 1"), (["optim.ema=-0.1"], "optim.ema: must be at least 0"),
     (["optim.label_smoothing=1"], "optim.label_smoothing: must be below 1, got 1"),
     (["data.num_workers=-1"], "data.num_workers: must be at least 0, got -1"),
     (["data.num_workers=129"], "data.num_workers: must be at most 128, got 129"),  # 100000 processes hung
@@ -1808,7 +1808,7 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     import argparse
     from types import SimpleNamespace
 
-    from othello_learn.cli import seed_arg, seed_below
+    from othello_learn.settings import seed_arg, seed_below
     from othello_learn.train.train import check_dataset
 
     train_seed = seed_below(2**32)  # train's: Lightning's seed_everything

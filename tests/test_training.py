@@ -413,7 +413,7 @@ def test_weight_averaging_setting_is_checked(tmp_path):
     from othello_learn.files import UserError
     from othello_learn.train.train import train as train_main
 
-    with pytest.raises(UserError, match="optim.ema: must be in"):
+    with pytest.raises(UserError, match="optim.ema: must be below 1"):
         train_main(["--out", str(tmp_path / "r"), "--set", "optim.ema=1.5"])
 
 

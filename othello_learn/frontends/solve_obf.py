@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello_learn.cli import STOP_SIGNALS, ArgumentParser, run_main, seed_arg, stop_signals_raise
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
+from othello_learn.settings import seed_arg
 from othello_learn.files import UserError, check_distinct, check_input, check_output, write_json
 from othello.formats import FormatError, ObfPosition, parse_obf
 from othello.game import Position

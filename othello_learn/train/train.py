@@ -29,10 +29,11 @@ from types import SimpleNamespace
 
 import yaml  # (a Lightning dependency)
 
-from othello_learn.cli import (STOP_SIGNALS, ArgumentParser, HangUp, Terminated, at_least, run_main, say_stopped, seed_below,
-                         stop_signals_raise, stop_status)
+from othello_learn.cli import (STOP_SIGNALS, ArgumentParser, HangUp, Terminated, run_main, say_stopped, stop_signals_raise,
+                         stop_status)
 from othello_learn.files import UserError, atomic_write, check_input, check_output, one_line, remove_stale_temps, write_json
 from othello_learn import HOME, HOME_HELP
+from othello_learn.settings import Setting, seed_below
 from othello_learn.tracking import start_wandb
 from othello_learn.train.config import Origin, check_config, config_argument, gpu_recipe_warning, read_config
 from othello_learn.train.run_folder import (CHECKPOINT_NAME, RUN_FILES, batches_per_step, check_run_folder,
@@ -103,11 +104,8 @@ def log_test_results(logger, test: dict) -> None:
     logger.experiment.log({"test/phases": wandb.Table(columns=["moves", "accuracy"], data=rows)})
 
 
-def _budget_minutes(text: str) -> float:
-    value = at_least(0, float, above=True)(text)
-    if value > 10**7:  # 19 years; 1e308 minutes passed as finite, then overflowed in the timer
-        raise argparse.ArgumentTypeError(f"must be at most 10000000 (19 years), got {text}")
-    return value
+# 19 years at most: 1e308 minutes passed as finite, then overflowed in the timer
+BUDGET_MINUTES = Setting(float, low=0, low_open=True, high=10**7, note="19 years")
 
 
 def _one_device(text: str):
@@ -137,16 +135,17 @@ def parse_args(argv=None):
     p.add_argument("--data", type=Path, default=HOME / "data" / "wthor",
                    help="dataset folder from data_tools/wthor.py (default: data/wthor in " + HOME_HELP + ")")
     p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, logs, model.pt, metrics.json")
-    p.add_argument("--logger", default="wandb", choices=["wandb", "csv", "none"],
-                   help="wandb (offline unless --wandb-online), csv or none (default: wandb)")
+    p.add_argument("--logger", **Setting(str, "wandb", "wandb (offline unless --wandb-online), csv or none (default: "
+                                         "wandb)", choices=["wandb", "csv", "none"]).argument())
     p.add_argument("--wandb-online", action="store_true", help="log to your W&B account instead of offline files")
     p.add_argument("--wandb-project", default="othello-learn", help="W&B project (default: othello-learn)")
-    p.add_argument("--max-epochs", type=at_least(-1), help="overrides trainer.max_epochs (-1: no limit)")
-    p.add_argument("--max-steps", type=at_least(-1), help="overrides trainer.max_steps")
-    p.add_argument("--max-minutes", type=_budget_minutes,
-                   help="time budget of the training (validation included); the LR schedule ends with it")
-    p.add_argument("--batch-size", type=at_least(1), help="overrides data.batch_size")
-    p.add_argument("--train-positions", type=at_least(1), help="train on a random subset of this many positions")
+    p.add_argument("--max-epochs", **Setting(low=-1, help="overrides trainer.max_epochs (-1: no limit)").argument())
+    p.add_argument("--max-steps", **Setting(low=-1, help="overrides trainer.max_steps").argument())
+    p.add_argument("--max-minutes", **BUDGET_MINUTES.argument(
+        help="time budget of the training (validation included); the LR schedule ends with it"))
+    p.add_argument("--batch-size", **Setting(low=1, help="overrides data.batch_size").argument())
+    p.add_argument("--train-positions", **Setting(low=1, help="train on a random subset of this many positions")
+                   .argument())
     p.add_argument("--accelerator", default="auto", help="as in Lightning: cpu, gpu, ... (default: auto)")
     p.add_argument("--devices", type=_one_device, default=1, metavar="1|[N]",
                    help="one device: 1 (default), or [N] for device N (e.g. the GPU with index N); "
@@ -155,10 +154,10 @@ def parse_args(argv=None):
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
     p.add_argument("--seed", type=seed_below(2**32), default=0,
                    help="seed of the data order, subsets and initial weights (default: 0)")
-    p.add_argument("--checkpoint-every", type=at_least(1), default=2000,
-                   help="steps between saves of OUT/checkpoints/last.ckpt (default: 2000)")
-    p.add_argument("--checkpoint-minutes", type=at_least(0, float, above=True), default=5.0,
-                   help="also save last.ckpt when this long has passed since the last save (default 5)")
+    p.add_argument("--checkpoint-every", **Setting(int, 2000, "steps between saves of OUT/checkpoints/last.ckpt "
+                                                   "(default: 2000)", low=1).argument())
+    p.add_argument("--checkpoint-minutes", **Setting(float, 5.0, "also save last.ckpt when this long has passed since "
+                                                     "the last save (default 5)", low=0, low_open=True).argument())
     p.add_argument("--init", type=Path, metavar="NET.pt",
                    help="start from this exported network's weights (a shipped checkpoint or a run's model.pt) "
                         "instead of random ones; its settings fill the model section, which may add residual "
