@@ -233,10 +233,12 @@ def test_make_player_specs():
     ("alphabeta:", "integer"), ("alphabeta:2.5", "integer"), ("nosuch:3", "known kinds"),
     ("policy:{missing}", "no such file"), ("policy:{garbage}", "{garbage}"), ("mcts:{garbage}:4", "{garbage}"),
     ("mcts:{missing}", "no such file"), ("policy", "expected policy:CHECKPOINT"),
-    ("mcts:{missing}:abc", "simulations must be an integer, got 'abc'"), ("gumbel:{missing}:0", "simulations must be >= 1"),
-    ("mcts:{missing}:100001", "simulations must be <= 100000, got 100001"),  # a tree allocated whole: a traceback
-    ("gumbel:{missing}:99999999999999999999", "simulations must be <= 100000"),
-    ("gumbel:{missing}:8:-1", "considered actions (0: automatic) must be >= 0"),
+    ("mcts:{missing}:abc", "simulations: expected an integer, got 'abc'"),
+    ("gumbel:{missing}:0", "simulations: must be at least 1, got 0"),
+    ("mcts:{missing}:100001", "simulations: must be at most 100000, got 100001"),  # a tree allocated whole: a traceback
+    ("gumbel:{missing}:99999999999999999999", "simulations: must be at most 100000"),
+    ("gumbel:{missing}:8:-1", "considered actions (0: automatic): must be at least 0, got -1"),
+    ("endgame:15:random", "endgame empties: must be at most 14, got 15"),
     # K: 2..min(N, 64), checked before the checkpoint is read (it is missing here)
     ("gumbel:{missing}:8:1", "considered moves must be 0 (automatic) or 2..8"),
     ("gumbel:{missing}:8:9", "considered moves must be 0 (automatic) or 2..8"),
