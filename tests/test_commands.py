@@ -398,7 +398,7 @@ def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected, n
 @pytest.mark.parametrize("name, argv, expected", [
     ("selfplay", ["--searches", "puct,gumbl"],
      "argument --searches: expected a comma-separated list of puct and gumbel"),
-    ("selfplay", ["--encoder", "hc"], "argument --encoder: invalid choice: 'hc'"),
+    ("selfplay", ["--encoder", "hc"], "argument --encoder: expected one of handcrafted, raw, got 'hc'"),
     # NetConfig's ValueError, a traceback: a network size past nets.SIZE_LIMITS
     ("selfplay", ["--blocks", "2000"], "argument --blocks: must be at most 1000, got 2000"),
     ("inference", ["--depth", "1001"], "argument --depth: must be at most 1000, got 1001"),
