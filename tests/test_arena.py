@@ -229,7 +229,8 @@ def test_make_player_specs():
 
 
 @pytest.mark.parametrize("spec,why", [
-    ("alphabeta:99", "1..8"), ("alphabeta:9", "1..8"), ("alphabeta:0", "1..8"), ("alphabeta:-1", "1..8"),
+    ("alphabeta:99", "alpha-beta depth: must be at most 8, got 99"), ("alphabeta:9", "at most 8, got 9"),
+    ("alphabeta:0", "alpha-beta depth: must be at least 1, got 0"), ("alphabeta:-1", "at least 1, got -1"),
     ("alphabeta:", "integer"), ("alphabeta:2.5", "integer"), ("nosuch:3", "known kinds"),
     ("policy:{missing}", "no such file"), ("policy:{garbage}", "{garbage}"), ("mcts:{garbage}:4", "{garbage}"),
     ("mcts:{missing}", "no such file"), ("policy", "expected policy:CHECKPOINT"),
@@ -758,7 +759,7 @@ def _cli(argv, capsys):
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("spec,why", [("nosuch", "known kinds"), ("alphabeta:99", "1..8"),
+@pytest.mark.parametrize("spec,why", [("nosuch", "known kinds"), ("alphabeta:99", "at most 8"),
                                       ("policy:no/such/file.pt", "no such file")])
 def test_cli_rejects_bad_specs_in_one_line(tmp_path, capsys, spec, why):
     out = tmp_path / "r.json"
