@@ -65,7 +65,8 @@ class SettingError(UserError, ValueError):
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """A setting's declaration. ``kind``: int, float, bool, str, dict, ``object`` (any), or a
-    tuple of them, None among them where null is allowed. ``low`` / ``high``: inclusive ends,
+    tuple of them, None among them where null is allowed; a float is finite unless ``infinite``.
+    ``low`` / ``high``: inclusive ends,
     exclusive with ``low_open`` / ``high_open``. ``choices``: the values allowed. ``high`` and
     ``choices`` may be functions returning them, read at the check (those whose home imports
     torch: ``--help`` needs none). ``rule``: a
@@ -80,6 +81,7 @@ class Setting:
     low_open: bool = False
     high_open: bool = False
     choices: Sequence | Callable[[], Sequence] | None = None
+    infinite: bool = False  # inf allowed (a wait without end); nan never
     rule: Callable[[Any], str | None] | None = None
     note: str = ""
 
@@ -93,8 +95,8 @@ class Setting:
         """What is wrong with ``value``, in words ("must be at least 1, got 0"), or None."""
         if not type_ok(value, self.kind):
             return f"expected {type_name(self.kind)}, got {value!r}"
-        if isinstance(value, float) and not math.isfinite(value):  # nan passes every bound
-            return f"must be a finite number, got {value!r}"
+        if isinstance(value, float) and (math.isnan(value) or not (self.infinite or math.isfinite(value))):
+            return f"must be a {'' if self.infinite else 'finite '}number, got {value!r}"  # nan passes every bound
         if value is None or isinstance(value, bool):
             return None
         allowed = self.allowed()
