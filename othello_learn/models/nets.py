@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import io
-import math
 import os
 import pickle
 import re
@@ -383,8 +382,7 @@ def temper_policy(net: MoveNet, temperature: float) -> MoveNet:
     while a search reads softmax(logits / T) as its priors. Why: self-play trains the policy on
     search targets sharper than the prior, generation after generation, and a prior sure of
     more than it knows leaves a small search less to correct (``evaluate.py --calibrate``)."""
-    if not temperature > 0 or not math.isfinite(temperature):
-        raise ValueError(f"the policy temperature must be a positive number, got {temperature}")
+    Setting(float, low=0, low_open=True).check(temperature, "the policy temperature")  # a ValueError
     layer = net.policy_head[-1] if isinstance(net, ResNet) else net.head
     with torch.no_grad():
         layer.weight.div_(temperature)
