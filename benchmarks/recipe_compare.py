@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
-from othello_learn.settings import at_least  # noqa: E402
+from othello_learn.settings import Setting, at_least  # noqa: E402
 from othello_learn.files import UserError, atomic_write, check_input, check_output  # noqa: E402
 from othello_learn.data.dataset import WthorDataset  # noqa: E402
 from othello_learn.plots import check_plot_path  # noqa: E402
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
                     help="base config (default: %(default)s)")
     ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor", help="dataset folder (default: %(default)s)")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "compare", help="folder of the runs (default: %(default)s)")
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="NAME",
+    ap.add_argument("--variants", nargs="+", **Setting(str, list(VARIANTS), choices=list(VARIANTS)).argument(metavar="NAME"),
                     help=f"which to run (default: all: {', '.join(VARIANTS)})")
     ap.add_argument("--positions", type=at_least(1), default=500_000, help="training positions per run (default: %(default)s)")
     ap.add_argument("--val-positions", type=at_least(1), default=50_000, help="validation positions (default: %(default)s)")

@@ -10,7 +10,7 @@ Each round runs the real stage (``othello_learn.rl.loop.self_play``) on
 a fresh run folder, once per worker count, in turn, so a load change on a
 shared machine hits both alike; it reports the medians of the stage's own
 games/hour. Gumbel search, resignation off (every game played out), exact
-endgames from ``--solve-empties``: the CPU recipe of RESULTS.md.
+endgames from ``--solve-empties``: the CPU recipe of docs/results/selfplay.md#the-cpu-recipe.
 """
 
 from __future__ import annotations

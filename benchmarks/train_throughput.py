@@ -5,6 +5,7 @@ the module's loss, backward and AdamW, with the numeric path a run would use.
     python benchmarks/train_throughput.py --config train/configs/ref_raw_d10.yaml [--steps 200]
     python benchmarks/train_throughput.py --compare --json OUT.json          # CPU: fp32 baseline vs recipe
     python benchmarks/train_throughput.py --profile --config train/configs/cpu_value_fast.yaml
+    python benchmarks/train_throughput.py --devices 2 --strategy ddp --json OUT.json  # 1 process vs DDP
 
 ``--compare`` alternates rounds of the fp32 eager NCHW baseline and the
 project's CPU recipe (``precision: auto``: bf16 autocast + channels_last where
@@ -12,6 +13,9 @@ the CPU has bf16, see models/fastpath.py) for the same net and batches, and
 reports the medians side by side, so machine noise hits both alike.
 ``--profile`` splits a step into its stages (loading, augmentation, encoding,
 forward + loss, backward, optimizer) to show where the time goes.
+``--devices N --strategy ddp`` alternates rounds of the recipe in one process
+and in N DDP processes (gloo on CPU, NCCL on GPUs; each its share of the same
+global batch, as train.py's DDP trains), and reports both medians and their ratio.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
-from othello_learn.settings import at_least  # noqa: E402
+from othello_learn.settings import Setting, at_least  # noqa: E402
 from othello_learn.files import UserError, check_output, write_json  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
@@ -77,6 +81,90 @@ def endless(loader):
     for epoch in itertools.count():
         loader.batch_sampler.set_epoch(epoch)
         yield from loader
+
+
+def ddp_rank(rank: int, world: int, port: int, args, cfg: dict, bs: int, precision: str, gate, out) -> None:
+    """One DDP process of ``--strategy ddp``: rank 0 times the rounds, DDP ones with every rank and
+    single-process ones alone, alternating; ``out`` gets the rates. Between rounds the ranks meet at
+    ``gate``, a multiprocessing barrier, which sleeps: gloo's barrier polls, and the waiting ranks
+    took cores from the single process's rounds."""
+    import os
+
+    import torch.distributed as dist
+
+    from othello_learn.data.datamodule import EpochBatchSampler, PositionBatches
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    device = default_device()
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+        device = f"cuda:{rank}"
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", rank=rank, world_size=world)
+    threads = args.threads or torch.get_num_threads()
+    share = max(1, threads // world)  # the cores shared among the ranks, all of them for one process alone
+    dm = WthorDataModule(args.data, batch_size=bs)
+    dm.setup()
+    positions = dm.splits["train"]
+
+    def batches(part: int, parts: int):
+        loader = torch.utils.data.DataLoader(PositionBatches(positions), collate_fn=lambda b: b,
+                                             batch_sampler=EpochBatchSampler(len(positions), bs, True, drop_last=True,
+                                                                             rank=part, world=parts))
+        return endless(loader)
+
+    group = SYMMETRY_GROUPS[cfg["data"].get("symmetries", "all")]
+    ddp = Setup(cfg["model"], device, precision)
+    ddp.model = torch.nn.parallel.DistributedDataParallel(ddp.net)
+    setups = {f"ddp:{world}": (ddp, batches(rank, world), share)}
+    if rank == 0:
+        setups = {"processes:1": (Setup(cfg["model"], device, precision), batches(0, 1), threads), **setups}
+    rates: dict[str, list[float]] = {k: [] for k in setups}
+    for rnd in range(args.rounds + 1):  # round 0 warms up
+        for name in sorted(("processes:1", f"ddp:{world}"), reverse=bool(rnd % 2)):
+            gate.wait()
+            if name not in setups:
+                continue  # another rank's single-process round: wait for it at the next barrier
+            setup, loader, n_threads = setups[name]
+            torch.set_num_threads(n_threads)
+            sync(device.split(":")[0])
+            t = time.perf_counter()
+            for _ in range(args.steps):
+                setup.step(augment({k: v.to(device, non_blocking=True) for k, v in next(loader).items()}, group,
+                                   shard=(rank, world) if name.startswith("ddp") else (0, 1)))
+            sync(device.split(":")[0])
+            if rnd:
+                rates[name].append(bs * args.steps / (time.perf_counter() - t))
+    gate.wait()
+    dist.destroy_process_group()
+    if rank == 0:
+        out.put(rates)
+
+
+def compare_ddp(args, cfg: dict, bs: int, precision: str) -> dict:
+    """``--devices N --strategy ddp``: the medians of one process and of N DDP processes."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    if bs % args.devices:
+        raise UserError(f"--batch-size {bs}: the global batch must divide among the {args.devices} processes")
+    if default_device() == "cuda" and torch.cuda.device_count() < args.devices:
+        raise UserError(f"--devices {args.devices}: this machine has {torch.cuda.device_count()} GPU(s)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    gate, out = ctx.Barrier(args.devices), ctx.SimpleQueue()
+    mp.start_processes(ddp_rank, args=(args.devices, port, args, cfg, bs, precision, gate, out), nprocs=args.devices,
+                       start_method="spawn")
+    rates = out.get()
+    result = {}
+    for name, r in rates.items():
+        result[name] = statistics.median(r)
+        print(f"{name:12s} median {result[name]:,.0f} positions/s over {len(r)} rounds {[round(x) for x in r]}")
+    ratio = result[f"ddp:{args.devices}"] / result["processes:1"]
+    print(f"ddp:{args.devices} / processes:1: {ratio:.2f}x")
+    return {"samples_per_s": result, "ratio": ratio}
 
 
 def cpu_name() -> str:
@@ -142,10 +230,19 @@ def main(argv=None) -> None:
     ap.add_argument("--compile", action="store_true", help="torch.compile the recipe's network")
     ap.add_argument("--compare", action="store_true", help="alternate fp32 eager NCHW baseline and the recipe")
     ap.add_argument("--profile", action="store_true", help="time each stage of the recipe's training step")
+    ap.add_argument("--devices", type=at_least(1), default=1, help="with --strategy ddp: DDP processes to time")
+    ap.add_argument("--strategy", **Setting(str, "auto", choices=["auto", "ddp"]).argument(),
+                    help="ddp: alternate rounds of one process and of --devices DDP processes")
     ap.add_argument("--json", type=Path, help="write the medians here")
     args = ap.parse_args(argv)
     if args.profile and args.compare:  # the profile times the recipe alone: a --compare was silently dropped
         raise UserError("--profile times the recipe's stages alone; give it without --compare")
+    if args.strategy == "ddp" or args.devices > 1:  # before the data and the minutes of timing
+        if args.strategy != "ddp" or args.devices < 2:
+            raise UserError("--devices N (2 or more) goes with --strategy ddp: one process against N")
+        if args.profile or args.compare or args.compile:
+            raise UserError("--strategy ddp times the recipe in one process and in DDP alone; give it without "
+                            "--profile, --compare or --compile")
     if args.json:  # before the minutes of timing
         check_output(args.json, "--json", suffixes=(".json",))
     if args.threads:
@@ -167,7 +264,9 @@ def main(argv=None) -> None:
     print(f"{args.config.name}: {cfg['model']}, batch {bs}, on {where}, torch {torch.__version__}")
 
     result: dict = {"config": args.config.name, "batch_size": bs, "device": where, "recipe_precision": precision}
-    if args.profile:
+    if args.strategy == "ddp" or args.devices > 1:
+        result.update(compare_ddp(args, cfg, bs, precision))
+    elif args.profile:
         # --compile too: the profile calls the recipe's trunk, which was profiled uncompiled under --compile
         result["profile_ms"] = profile(Setup(cfg["model"], device, precision, args.compile), loader, group,
                                        args.steps, bs)

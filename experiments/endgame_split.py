@@ -31,9 +31,7 @@ class SplitEndgamePlayer(Player):
             raise ValueError(f"egsplit WHEN must be one of {WHENS}, got {when!r}")
         self.inner, self.empties, self.when = inner, empties, when
         self.name = f"egsplit:{empties}:{when}:{inner.name}"
-        for attr in ("uses_history", "uses_moves"):
-            if getattr(inner, attr, False):
-                setattr(self, attr, True)
+        self.uses_moves = inner.uses_moves
         self.used = 0  # positions where the solver's move was played instead of SPEC's choice
         self.seen = 0  # positions in the split's part of the endgame (keep: won or drawn ones)
 
@@ -43,9 +41,9 @@ class SplitEndgamePlayer(Player):
             raise ValueError("expected egsplit:EMPTIES:won|lost|keep:SPEC")
         return cls(make_player(":".join(args[2:])), spec_int(args[0], "empties"), args[1])
 
-    def select(self, player, opponent, black_to_move, rng, **extra):
-        player, opponent = np.asarray(player), np.asarray(opponent)
-        out = self.inner.select(player, opponent, black_to_move, rng, **extra)
+    def select(self, states, rng, moves=None):
+        player, opponent = np.asarray(states.player), np.asarray(states.opponent)
+        out = self.inner.select(states, rng, moves=moves)
         left = 64 - bb.popcount(player | opponent).astype(np.int64)
         for i in np.nonzero(left <= self.empties)[0]:
             p, o = int(player[i]), int(opponent[i])

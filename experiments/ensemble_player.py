@@ -15,7 +15,7 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
-from othello_learn.models.batch import from_arrays
+from othello_learn.models.batch import from_states
 from othello_learn.models.nets import load_network
 from othello_learn.models.fastpath import default_device
 from othello_learn.players.base import Player
@@ -24,20 +24,18 @@ from othello_learn.train.evaluate import predict
 
 
 class EnsemblePlayer(Player):
-    uses_history = True
-
     def __init__(self, nets, tta=1):
         self.device = torch.device(default_device())
         self.nets = [n.to(self.device).eval() for n in nets]
         self.tta = tta
 
     @torch.inference_mode()
-    def probs(self, player, opponent, black_to_move, history=None):
-        batch = from_arrays(player, opponent, black_to_move, history, self.device)
+    def probs(self, states):
+        batch = from_states(states, self.device)
         return sum(predict(n, batch, self.tta) for n in self.nets) / len(self.nets)
 
-    def select(self, player, opponent, black_to_move, rng, history=None):
-        return self.probs(player, opponent, black_to_move, history).argmax(-1).cpu().numpy().astype(np.int64)
+    def select(self, states, rng, moves=None):
+        return self.probs(states).argmax(-1).cpu().numpy().astype(np.int64)
 
 
 def _ens(args):

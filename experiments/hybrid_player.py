@@ -6,8 +6,8 @@
   the priors are softmax(logits / T) (T > 1 flattens them). One checkpoint for both
   (``hyb:A,A:100:1.4``) is a tempered ``gumbel:A:100`` at one network pass a node.
 
-Why: self-play made the Gumbel-100 player weaker (RESULTS.md, "A strength ladder
-against GRhino") while its 1-ply policy got a little stronger. Crossing the heads of
+Why: self-play made the Gumbel-100 player weaker (docs/results/engines.md#grhino-ladder)
+while its 1-ply policy got a little stronger. Crossing the heads of
 the self-play net and its warm start says which of the two self-play changed for the
 worse: the priors (the search's breadth) or the values (what it looks for)."""
 import sys as _sys

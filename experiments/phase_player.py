@@ -14,8 +14,6 @@ from othello_learn.players.specs import make_player, register_player
 
 
 class PhasePlayer(Player):
-    uses_history = True  # both are policy players, whose handcrafted planes hold the last four moves
-
     def __init__(self, late, early, empties):
         self.late, self.early, self.empties = late, early, empties
 
@@ -25,14 +23,14 @@ class PhasePlayer(Player):
             raise ValueError("expected phase:EMPTIES:LATE_CKPT:EARLY_CKPT")
         return cls(make_player("policy:" + args[1]), make_player("policy:" + args[2]), spec_int(args[0], "empties"))
 
-    def select(self, player, opponent, black_to_move, rng, history):
-        player, opponent, history = np.asarray(player), np.asarray(opponent), np.asarray(history)
-        late = (64 - bb.popcount(player | opponent).astype(np.int64)) <= self.empties
-        out = np.empty(len(player), dtype=np.int64)
+    def select(self, states, rng, moves=None):
+        discs = bb.popcount(np.asarray(states.player) | np.asarray(states.opponent)).astype(np.int64)
+        late = 64 - discs <= self.empties
+        out = np.empty(len(states), dtype=np.int64)
         for mask, p in ((late, self.late), (~late, self.early)):
             idx = np.nonzero(mask)[0]
             if idx.size:
-                out[idx] = p.select(player[idx], opponent[idx], np.asarray(black_to_move)[idx], rng, history=history[idx])
+                out[idx] = p.select(states[idx], rng)
         return out
 
     def reset(self):

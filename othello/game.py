@@ -1,4 +1,5 @@
-"""One game position with the convenient API (Python ints under the hood)."""
+"""One game position with the convenient API (Python ints under the hood), and a game with its
+history (``Game``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 
 from . import bitboard as bb
 from .notation import PASS, parse_square, parse_transcript, square_name
+from .states import States, last_actions
 
 
 class IllegalMoveError(ValueError):
@@ -124,3 +126,65 @@ class Position:
             rows.append(f"{r + 1} " + " ".join(cells))
         rows.append(("black" if self.black_to_move else "white") + " (X=black, O=white, *=legal) to move")
         return "\n".join(rows)
+
+
+class Game:
+    """A game with its history: where it starts (the standard start or a set-up board),
+    every action from there (passes explicit, ``PASS`` = 64) and the position after each.
+    What a front-end keeps (the terminal game, the NBoard and GTP engines), each around
+    its own protocol: a move is checked once, here, and taking moves back is a truncation."""
+
+    def __init__(self, start: Position | None = None, moves=()):
+        self.start = Position() if start is None else start
+        self.moves: list[int] = []
+        self.positions = [self.start]  # before each move, then the current one
+        self.extend(moves)
+
+    @property
+    def position(self) -> Position:
+        return self.positions[-1]
+
+    @property
+    def from_standard_start(self) -> bool:
+        """Whether ``moves`` are every action from the standard start (what an external engine
+        replays; a set-up board has to be set up instead)."""
+        return self.start == Position()
+
+    def play(self, action: int) -> None:
+        """One action as ``Position.play`` takes it (a pass only where it is the rule);
+        ``IllegalMoveError`` leaves the game as it was."""
+        self.positions.append(self.position.play(action))
+        self.moves.append(action)
+
+    def extend(self, moves) -> list[int]:
+        """Play ``moves``, a pass inferred before a square where the side to move has none
+        (``Position.replay``); returns the actions added. An illegal one is ``replay``'s
+        ``IllegalMoveError`` (its ``ply`` among ``moves``) and leaves the game as it was."""
+        actions, _ = self.position.replay(moves)
+        for a in actions:
+            self.play(a)
+        return actions
+
+    def truncate(self, length: int) -> list[int]:
+        """Keep the first ``length`` actions; returns those taken back."""
+        taken = self.moves[length:]
+        del self.moves[length:], self.positions[length + 1:]
+        return taken
+
+    def history(self):
+        """The last actions, most recent first (``othello.states.last_actions``): what the
+        network players' move planes read."""
+        return last_actions(self.moves)
+
+    def states(self):
+        """The current position as a one-game ``States`` with its history: what a player's
+        ``select`` takes."""
+        return States.from_positions([self.position], self.history()[None])
+
+    def record(self, **tags):
+        """The game as an ``othello.formats.GameRecord`` (GGF), ``tags`` its fields (names,
+        place, date); ``result`` (black's disc difference) only once the game is over."""
+        from .formats import GameRecord  # here: formats reads positions from this module
+
+        result = float(self.position.score()) if self.position.is_over() else None
+        return GameRecord(moves=list(self.moves), start=self.start, result=result, **tags)

@@ -9,6 +9,7 @@ one line; ``bar_pacing`` keeps a progress bar readable in a log file.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -149,6 +150,25 @@ def stop_signals_raise(signals=(signal.SIGTERM,), handlers=None):
     finally:
         for sig, handler in previous.items():  # None: a handler not set from Python, which cannot be put back
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+def standard_input(what: str):
+    """``sys.stdin`` for a command that reads ``what`` from it, or a UserError where it is
+    closed: started with ``<&-`` (Python has None there) or by a launcher that closed it later
+    (its file number gone). Either ended in a traceback at the first read."""
+    stream = sys.stdin
+    if stream is not None:
+        try:
+            os.fstat(stream.fileno())
+        except OSError as e:  # a stream without a file number (a test's text) is open
+            if e.errno == errno.EBADF:
+                stream = None
+        except (AttributeError, ValueError):
+            pass
+    if stream is None:
+        raise UserError(f"standard input is closed, so {what} cannot be read; run it from a terminal, or give "
+                        "it a pipe or a file (< FILE)")
+    return stream
 
 
 def stdout_to_devnull() -> None:

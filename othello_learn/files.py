@@ -241,6 +241,35 @@ def write_json(path: str | os.PathLike, obj) -> None:
     atomic_write(path, json.dumps(obj, indent=2) + "\n")
 
 
+MAX_NESTING = 100  # levels of lists and mappings in a settings or record file; ours go three or four deep
+
+
+class NestingError(ValueError):
+    """A settings or record file whose lists and mappings go deeper than ``MAX_NESTING``: a
+    ValueError, as the parsers' own errors are, so each reader names its file as for those."""
+
+
+def parse_nested(load: Callable, text: str):
+    """``load(text)`` (``json.loads``, a YAML load) refused past ``MAX_NESTING`` levels. The parsers
+    recurse per level: 1,000 was a RecursionError there, and a little less one in the first code to
+    walk the result (a repr, a copy, a dump); the depth is measured here without recursing."""
+    try:
+        data = load(text)
+    except RecursionError:
+        raise NestingError(f"lists or mappings nested more than {MAX_NESTING} levels deep") from None
+    stack, deepest = [(data, 1)], {}  # a YAML alias shares a list: walked again only where deeper
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)) and deepest.get(id(child), 0) <= depth:
+                if depth >= MAX_NESTING:
+                    raise NestingError(f"lists or mappings nested more than {MAX_NESTING} levels deep")
+                deepest[id(child)] = depth + 1
+                stack.append((child, depth + 1))
+    return data
+
+
 def describe_os_error(e: OSError) -> str:
     where = f" ({e.filename})" if e.filename else " (an empty name)" if e.filename == "" else ""
     if e.errno == errno.ENOSPC:

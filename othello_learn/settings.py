@@ -47,8 +47,8 @@ def type_name(kind) -> str:
     return " or ".join(_NAMES.get(k) or f"a {k.__name__}" for k in (kind if isinstance(kind, tuple) else (kind,)))
 
 
-def _number(x) -> str:
-    """A bound as an error shows it: a huge power of two as one (a seed's 2**64)."""
+def _below(x) -> str:
+    """An exclusive ceiling as an error shows it: a large power of two as one (a seed's 2**64, a bit width)."""
     if isinstance(x, int) and x >= 2**32 and x & (x - 1) == 0:
         return f"2**{x.bit_length() - 1}"
     return str(x)
@@ -102,11 +102,12 @@ class Setting:
         allowed = self.allowed()
         if allowed is not None and value not in allowed:
             return f"expected one of {', '.join(map(str, allowed))}, got {value!r}"
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return f"must be {'above' if self.low_open else 'at least'} {_number(self.low)}, got {value!r}"
-        note, high = f" ({self.note})" if self.note else "", self.ceiling()
-        if high is not None and (value >= high if self.high_open else value > high):
-            return f"must be {'below' if self.high_open else 'at most'} {_number(high)}, got {value!r}{note}"
+        if isinstance(value, (int, float)):  # the range is a number's (a precision may be a name)
+            if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+                return f"must be {'above' if self.low_open else 'at least'} {self.low}, got {value!r}"
+            note, high = f" ({self.note})" if self.note else "", self.ceiling()
+            if high is not None and (value >= high if self.high_open else value > high):
+                return f"must be {f'below {_below(high)}' if self.high_open else f'at most {high}'}, got {value!r}{note}"
         return self.rule(value) if self.rule else None
 
     def check(self, value, name: str, where: str | None = None):

@@ -21,6 +21,7 @@ from othello_learn.files import UserError
 from othello.game import IllegalMoveError, Position
 from othello.notation import parse_transcript
 from othello.notation import PASS
+from othello.states import States, last_actions
 from othello.symmetry import transform
 from othello_learn.search import alphabeta as ab
 from othello_learn.players import specs as registry
@@ -55,7 +56,7 @@ def positions():
 def _batch(pos):
     p = np.array([x for x, _ in pos], dtype=np.uint64)
     o = np.array([y for _, y in pos], dtype=np.uint64)
-    return p, o, np.ones(len(pos), dtype=bool)
+    return States(p, o, np.ones(len(pos), dtype=bool), np.full((len(pos), 4), -1, dtype=np.int64))
 
 
 def _canonical(black: int, white: int, black_to_move: bool):
@@ -67,8 +68,8 @@ def _canonical(black: int, white: int, black_to_move: bool):
 
 
 def test_random_player_is_legal_and_covers_every_move():
-    p, o, btm = _batch([(bb.BLACK_START, bb.WHITE_START)] * 400)
-    moves = RandomPlayer().select(p, o, btm, np.random.default_rng(0))
+    s = _batch([(bb.BLACK_START, bb.WHITE_START)] * 400)
+    moves = RandomPlayer().select(s, np.random.default_rng(0))
     assert moves.dtype == np.int64 and moves.shape == (400,)
     counts = np.bincount(moves, minlength=64)
     legal = Position().legal_moves()
@@ -77,8 +78,7 @@ def test_random_player_is_legal_and_covers_every_move():
 
 
 def test_greedy_picks_a_max_flip_move(positions):
-    p, o, btm = _batch(positions)
-    moves = GreedyPlayer().select(p, o, btm, np.random.default_rng(0))
+    moves = GreedyPlayer().select(_batch(positions), np.random.default_rng(0))
     for (pp, oo), mv in zip(positions, moves):
         # The obvious per-square loop, on the reference engine's board.
         board = [[1 if pp >> (8 * r + c) & 1 else -1 if oo >> (8 * r + c) & 1 else 0 for c in range(8)]
@@ -89,8 +89,8 @@ def test_greedy_picks_a_max_flip_move(positions):
 
 
 def test_greedy_breaks_ties_at_random():
-    p, o, btm = _batch([(bb.BLACK_START, bb.WHITE_START)] * 200)  # four moves, one flip each
-    moves = GreedyPlayer().select(p, o, btm, np.random.default_rng(0))
+    s = _batch([(bb.BLACK_START, bb.WHITE_START)] * 200)  # four moves, one flip each
+    moves = GreedyPlayer().select(s, np.random.default_rng(0))
     assert set(moves.tolist()) == set(Position().legal_moves())
 
 
@@ -209,8 +209,8 @@ def test_alphabeta_scores_finished_games_exactly():
 
 
 def test_alphabeta_breaks_ties_at_random():
-    p, o, btm = _batch([(bb.BLACK_START, bb.WHITE_START)] * 40)  # the four first moves are symmetric
-    moves = AlphaBetaPlayer(2).select(p, o, btm, np.random.default_rng(0))
+    s = _batch([(bb.BLACK_START, bb.WHITE_START)] * 40)  # the four first moves are symmetric
+    moves = AlphaBetaPlayer(2).select(s, np.random.default_rng(0))
     assert set(moves.tolist()) == set(Position().legal_moves())
 
 
@@ -368,9 +368,9 @@ class Recorder(RandomPlayer):
     def reset(self):
         self.resets += 1
 
-    def select(self, player, opponent, black_to_move, rng):
-        self.calls.append(black_to_move.copy())
-        return super().select(player, opponent, black_to_move, rng)
+    def select(self, states, rng, moves=None):
+        self.calls.append(states.black_to_move.copy())
+        return super().select(states, rng)
 
 
 def test_random_match_bookkeeping_and_alternating_colours():
@@ -454,14 +454,14 @@ def test_openings_are_the_seeds_and_reach_their_positions_by_their_moves():
 class HistoryRecorder(RandomPlayer):
     """Random, and keeps the history and move lists the arena hands it."""
 
-    uses_history = uses_moves = True
+    uses_moves = True
 
     def __init__(self):
         self.seen = []
 
-    def select(self, player, opponent, black_to_move, rng, history=None, moves=None):
-        self.seen.append((history.tolist(), moves))
-        return super().select(player, opponent, black_to_move, rng)
+    def select(self, states, rng, moves=None):
+        self.seen.append((states.history.tolist(), moves))
+        return super().select(states, rng)
 
 
 def test_a_pass_in_the_opening_reaches_the_history_and_move_lists(monkeypatch):
@@ -484,6 +484,35 @@ def test_a_pass_in_the_opening_reaches_the_history_and_move_lists(monkeypatch):
     # The first step asks it once as A and once as B, one game each.
     assert [seen for seen in player.seen[:2]] == [([op.actions[::-1][:4]], [op.actions])] * 2
     assert r.openings == [op.transcript] * 2
+
+
+def test_every_player_is_asked_with_the_games_states_and_only_an_engine_with_their_moves():
+    """``Player.select`` takes a ``States`` batch, history included, whatever the player (no flag
+    asks for it); the whole games' moves go only to a player that ``uses_moves``, the others get None."""
+    asked = []
+
+    class Plain(RandomPlayer):
+        def select(self, states, rng, moves=None):
+            asked.append((self.name, isinstance(states, States), states.history.copy(), moves))
+            return super().select(states, rng)
+
+    class Engine(Plain):
+        uses_moves = True
+
+    a, b = Plain(), Engine()
+    a.name, b.name = "plain", "engine"
+    r = play_match(a, b, 2, seed=3, opening_plies=2, progress=False)
+    games = [parse_transcript(t) for t in r.transcripts]
+    assert {name for name, *_ in asked} == {"plain", "engine"}
+    for name, is_states, history, moves in asked:
+        assert is_states and history.shape[1] == 4
+        if name == "plain":
+            assert moves is None
+            continue
+        assert len(moves) == len(history)
+        for game, row in zip(moves, history):  # each game's moves so far, its history their last four
+            assert row.tolist() == last_actions(game).tolist()
+            assert [m for m in game if m != PASS] in [g[: len([m for m in game if m != PASS])] for g in games]
 
 
 def _replayed(transcript: str):
@@ -545,22 +574,22 @@ def test_alphabeta_beats_random_clearly():
 class Occupied(Player):
     name = "bad-player"
 
-    def select(self, player, opponent, black_to_move, rng):
-        return np.full(len(player), 27, dtype=np.int64)  # d4: occupied from the start
+    def select(self, states, rng, moves=None):
+        return np.full(len(states), 27, dtype=np.int64)  # d4: occupied from the start
 
 
 class WrongShape(Player):
     name = "wrong-shape"
 
-    def select(self, player, opponent, black_to_move, rng):
-        return np.zeros(len(player) + 1, dtype=np.int64)
+    def select(self, states, rng, moves=None):
+        return np.zeros(len(states) + 1, dtype=np.int64)
 
 
 class OffBoard(Player):
     name = "off-board"
 
-    def select(self, player, opponent, black_to_move, rng):
-        return np.full(len(player), 64, dtype=np.int64)  # a pass, where moves exist
+    def select(self, states, rng, moves=None):
+        return np.full(len(states), 64, dtype=np.int64)  # a pass, where moves exist
 
 
 @pytest.mark.parametrize("bad,pattern", [(Occupied(), r"'bad-player' played d4.*game 0"),
@@ -666,8 +695,8 @@ class LowestFlipper(Player):
     def __init__(self, highest: bool = False):
         self.highest = highest
 
-    def select(self, player, opponent, black_to_move, rng):
-        counts = flip_counts(player, opponent)
+    def select(self, states, rng, moves=None):
+        counts = flip_counts(states.player, states.opponent)
         return 63 - counts[:, ::-1].argmax(axis=1) if self.highest else counts.argmax(axis=1)
 
 
@@ -890,7 +919,7 @@ def test_network_players_read_the_history_the_arena_hands_them():
         blind = net(from_arrays(p, o, b, None))["policy"].argmax(-1).numpy()
     assert (want != blind).sum() >= 5, "the history must matter for the test to mean anything"
     for player in (PolicyPlayer(net, "cpu"), MCTSPlayer(net, 1, "cpu")):
-        got = player.select(p, o, b, np.random.default_rng(0), history=h)
+        got = player.select(States(p, o, b, h), np.random.default_rng(0))
         assert got.tolist() == want.tolist(), player.name
 
 
@@ -910,7 +939,7 @@ def test_a_search_players_tied_visits_go_to_the_prior():
     with torch.no_grad():
         want = net(from_arrays(p, o, b, h))["policy"].argmax(-1).numpy()
     for seed in (0, 1):
-        got = MCTSPlayer(net, 2, "cpu").select(p, o, b, np.random.default_rng(seed), history=h)
+        got = MCTSPlayer(net, 2, "cpu").select(States(p, o, b, h), np.random.default_rng(seed))
         assert got.tolist() == want.tolist()
 
 

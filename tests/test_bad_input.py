@@ -2,12 +2,18 @@
 work: output paths that cannot be written, seeds the generators cannot take, a human where no one can
 answer, a device this machine lacks, a plot format matplotlib cannot write."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from othello_learn.cli import run_main
 from othello_learn.files import UserError
 from othello_learn.models.fastpath import usable_device
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(main, argv, capsys):
@@ -185,3 +191,52 @@ def test_a_folder_given_as_the_loops_init_is_named_as_a_folder(tmp_path, capsys)
     code, err = _run(_command("rl.loop"), ["--init", str(tmp_path), "--out", str(tmp_path / "rl")], capsys)
     assert code == 2 and f"--init {tmp_path}: a folder, not a checkpoint file" in err  # "no such file" before
     assert not (tmp_path / "rl").exists()
+
+
+def test_a_closed_standard_input_is_one_line_and_exit_2(tmp_path):
+    """``<&-`` (Python's sys.stdin is None) was a traceback at the first read; a game played so far is
+    still saved. One process, started by the shell with its input closed, runs the four commands."""
+    game = tmp_path / "g.ggf"
+    script = (
+        "from othello_learn.cli import run_main\n"
+        "from othello_learn.frontends import gtp, nboard, terminal\n"
+        "from othello_learn.players import arena\n"
+        f"for main, argv in ((nboard.main, ['--player', 'random']), (gtp.main, ['--player', 'random']),\n"
+        f"                   (terminal.main, ['--opponent', 'greedy', '--colour', 'white', '--save', {str(game)!r}]),\n"
+        "                   (arena.main, ['--a', 'human', '--b', 'random', '--games', '1', '--quiet'])):\n"
+        "    print('status', run_main(main, argv), flush=True)\n")
+    proc = subprocess.run(["sh", "-c", 'exec "$0" -c "$1" <&-', sys.executable, script], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert [line for line in proc.stdout.splitlines() if line.startswith("status")] == ["status 2"] * 4, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 4 and all("standard input is closed" in line for line in lines), proc.stderr
+    assert "the session's commands" in lines[0] and "your moves" in lines[2] and lines[3].startswith("-c: error: --a:")
+    assert "B[" in game.read_text()  # greedy's first move, kept
+
+
+DEEP = "[" * 1000 + "]" * 1000  # a RecursionError in the parsers, and a traceback, before
+
+
+def test_deeply_nested_settings_and_run_records_are_one_line_naming_them(tmp_path, capsys):
+    import json
+
+    from othello_learn.rl import loop
+
+    config = tmp_path / "deep.yaml"
+    config.write_text(f"model: {DEEP}\n")
+    nested = "lists or mappings nested more than 100 levels deep"
+    for argv, named in ((["--config", str(config)], f"{config}: {nested}"),
+                        (["--set", f"model.width={DEEP}"], f"--set model.width: {nested}")):
+        code, err = _run(_command("train.train"), argv + ["--out", str(tmp_path / "run"), "--logger", "none"], capsys)
+        assert code == 2 and named in err, err
+    out = tmp_path / "rl"
+    out.mkdir()
+    (out / "config.json").write_text(DEEP)
+    code, err = _run(_command("rl.loop"), ["--init", "random", "--out", str(out)], capsys)
+    assert code == 2 and f"{out / 'config.json'}: {nested}" in err, err
+    state = {"generation": 0, "best": "nets/gen_0000.pt", "trainee": "nets/gen_0000.pt", "elo_best": 0.0,
+             "history": [], "wandb_id": "x", "resign_threshold": None}
+    (out / "state.json").write_text(json.dumps(state)[:-1] + f', "notes": {DEEP}}}')
+    with pytest.raises(UserError, match=f"state.json: {nested}"):
+        loop.read_state(out / "state.json")
+    assert not (tmp_path / "run").exists()

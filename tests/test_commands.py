@@ -378,6 +378,9 @@ def no_training(monkeypatch):
     ("encoders", ["--devices", "cpu:numpy"], "'cpu:numpy': the backend after ':' can only be torch"),
     ("train_throughput", ["--precision", "bf17"], "--precision 'bf17': expected auto, 32, bf16 or one of"),  # fp32
     ("train_throughput", ["--profile", "--compare"], "--profile times the recipe's stages alone"),  # was dropped
+    ("train_throughput", ["--devices", "2"], "--devices N (2 or more) goes with --strategy ddp"),
+    ("train_throughput", ["--strategy", "ddp"], "--devices N (2 or more) goes with --strategy ddp"),
+    ("train_throughput", ["--strategy", "ddp", "--devices", "2", "--compare"], "--strategy ddp times the recipe"),
     ("selfplay_workers", ["--device", "nowhere"], "--device nowhere: not usable on this machine"),
     # outputs checked before the work: a source file replaced, logs written into a WTHOR folder, a plot refused
     # after hours of training

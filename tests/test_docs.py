@@ -5,6 +5,7 @@ checkpoints): no dataset is read, no game played, nothing trained."""
 
 import argparse
 import ast
+import fnmatch
 import importlib
 import re
 import shlex
@@ -127,3 +128,129 @@ def test_the_readme_lists_every_fixed_loop_setting():
     fixed = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(RunConfig) if not f.metadata["resumable"]}
     assert {f for f in fixed if not f.startswith(("--arch-", "--grow-"))} == flags - {"--arch-", "--grow-"}
     assert {"--arch-", "--grow-"} <= flags
+
+
+# The results pages (docs/results/): every pointer into them names a page and a heading that exist.
+RESULTS_DOCS = REPO / "docs" / "results"
+POINTER = re.compile(r"docs/results/([\w.-]+\.md)(?:#([\w-]+))?")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CITED = re.compile(r"\bresults/[\w./*\[\]-]*")
+SKIP_DIRS = {"runs", "data", "build", "dist", "node_modules", "__pycache__", "site-packages"}
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".cfg", ".rst"}
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub and MyST make it: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _prose(path: Path) -> list[str]:
+    """The lines of a Markdown file outside its fenced code blocks."""
+    lines, fenced = [], False
+    for line in path.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def _headings(path: Path) -> list[str]:
+    return [m.group(2) for line in _prose(path) if (m := re.match(r"(#{1,6})\s+(.*?)\s*#*\s*$", line))]
+
+
+def _anchors(path: Path) -> set[str]:
+    return {slug(h) for h in _headings(path)}
+
+
+def _project_text_files():
+    for path in sorted(REPO.rglob("*")):
+        parts = path.relative_to(REPO).parts
+        if any(p.startswith(".") or p in SKIP_DIRS for p in parts[:-1]) or path.suffix not in TEXT_SUFFIXES:
+            continue
+        if path.is_file():
+            yield path
+
+
+RESULTS_PAGES = sorted(RESULTS_DOCS.glob("*.md"))
+
+
+def test_the_results_pages_exist():
+    assert (RESULTS_DOCS / "index.md") in RESULTS_PAGES and len(RESULTS_PAGES) >= 5
+
+
+def test_slug_is_githubs():
+    assert slug("The search's own time") == "the-searchs-own-time"
+    assert slug("Runs from best_value") == "runs-from-best_value"
+    assert slug("Width and depth: fitting the search's labels") == "width-and-depth-fitting-the-searchs-labels"
+
+
+def test_every_pointer_into_the_results_pages_exists():
+    """Code comments, READMEs and the pages themselves point at a page of docs/results and a heading
+    of it (its anchor): both must exist."""
+    pointers = []
+    for path in _project_text_files():
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for match in POINTER.finditer(line):
+                pointers.append((f"{path.relative_to(REPO)}:{number}", *match.groups()))
+    assert len(pointers) >= 20
+    for where, page, anchor in pointers:
+        target = RESULTS_DOCS / page
+        assert target.is_file(), f"{where}: no docs/results/{page}"
+        if anchor:
+            assert anchor in _anchors(target), f"{where}: no heading #{anchor} in docs/results/{page}"
+
+
+def test_the_old_lab_notebook_is_not_pointed_at():
+    old = "RESULTS" + ".md"
+    assert not (REPO / old).exists()
+    for path in _project_text_files():
+        assert old not in path.read_text(errors="replace"), f"{path.relative_to(REPO)} still points at {old}"
+
+
+@pytest.mark.parametrize("page", RESULTS_PAGES, ids=lambda p: p.name)
+def test_a_results_page_links_resolve(page):
+    """Relative links between the pages, and to the repository's files, name files and headings that exist."""
+    for number, line in enumerate(_prose(page), 1):
+        for target in LINK.findall(line):
+            if re.match(r"[a-z]+:", target):  # an external URL
+                continue
+            file, _, anchor = target.partition("#")
+            path = (page.parent / file).resolve() if file else page
+            assert path.exists(), f"{page.name}: link to {target}: no such file"
+            if anchor:
+                assert anchor in _anchors(path), f"{page.name}: link to {target}: no such heading"
+
+
+@pytest.mark.parametrize("page", RESULTS_PAGES, ids=lambda p: p.name)
+def test_a_results_page_is_short_and_by_topic(page):
+    """At most 600 lines (the index 120); each section of a topic page says Conclusion, Evidence, Reproduce;
+    headings are unique (a repeated one would get a numbered anchor)."""
+    lines = page.read_text().splitlines()
+    assert len(lines) <= (120 if page.name == "index.md" else 600), f"{page.name}: {len(lines)} lines"
+    headings = _headings(page)
+    assert len({slug(h) for h in headings}) == len(headings), f"{page.name}: a repeated heading"
+    if page.name == "index.md":
+        return
+    sections = re.split(r"^## ", page.read_text(), flags=re.MULTILINE)[1:]
+    assert sections, f"{page.name}: no sections"
+    for section in sections:
+        title = section.splitlines()[0]
+        for part in ("**Conclusion.**", "**Evidence.**", "**Reproduce**"):
+            assert part in section, f"{page.name}, {title}: no {part}"
+        assert re.search(r"\b[0-9a-f]{7,40}\b", section.split("**Reproduce**", 1)[1]), f"{page.name}, {title}: no commit"
+
+
+def test_every_results_file_is_cited_and_every_citation_exists():
+    """results/ keeps only what a page's prose cites (a file, its folder, or a glob), and a cited path is there."""
+    cited = set()
+    for page in RESULTS_PAGES:
+        cited |= {c.rstrip(".") for line in _prose(page) for c in CITED.findall(line)}
+    for citation in cited:
+        assert list(REPO.glob(citation.rstrip("/"))), f"docs/results cites {citation}: not in the repository"
+    for path in (REPO / "results").rglob("*"):
+        if not path.is_file():
+            continue
+        name = path.relative_to(REPO).as_posix()
+        assert any(name == c or name.startswith(c.rstrip("/") + "/") or fnmatch.fnmatch(name, c) for c in cited), \
+            f"{name} is not cited by any page of docs/results"

@@ -12,6 +12,7 @@ import pytest
 import reference_engine as ref
 from othello import bitboard as bb
 from othello.notation import parse_square
+from othello.states import States
 from othello_learn.search import endgame
 from othello_learn.players.arena import play_match
 from othello_learn.players.base import EndgamePlayer
@@ -131,28 +132,28 @@ def test_solve_refuses_what_it_cannot_do():
 class Recorder(Player):
     """Random, and keeps what it was asked, to check what the wrapper hands on."""
 
-    uses_history = uses_moves = True
+    uses_moves = True
 
     def __init__(self):
         self.asked = []
 
-    def select(self, player, opponent, black_to_move, rng, history=None, moves=None):
-        assert len(history) == len(player) == len(moves)
-        self.asked += [64 - bb.popcount(int(p) | int(o)) for p, o in zip(player, opponent)]
-        return RandomPlayer().select(player, opponent, black_to_move, rng)
+    def select(self, states, rng, moves=None):
+        assert len(states.history) == len(states) == len(moves)
+        self.asked += [64 - bb.popcount(int(p) | int(o)) for p, o in zip(states.player, states.opponent)]
+        return RandomPlayer().select(states, rng)
 
 
 def test_endgame_player_hands_early_moves_on_and_plays_the_end_perfectly():
     inner = Recorder()
     player = EndgamePlayer(inner, 6)
-    assert player.uses_history and player.uses_moves
+    assert player.uses_moves
     ends = _endings(6, seed=9, max_empties=12)
     p = np.array([ref.to_bitboards(b, c)[0] for b, c in ends], dtype=np.uint64)
     o = np.array([ref.to_bitboards(b, c)[1] for b, c in ends], dtype=np.uint64)
     left = 64 - bb.popcount(p | o).astype(int)
     assert (left <= 6).any() and (left > 6).any()
     history = np.full((len(p), 4), -1)
-    chosen = player.select(p, o, np.ones(len(p), bool), np.random.default_rng(0), history=history,
+    chosen = player.select(States(p, o, np.ones(len(p), bool), history), np.random.default_rng(0),
                            moves=[[] for _ in p])
     assert sorted(inner.asked) == sorted(left[left > 6].tolist())
     for i in np.nonzero(left <= 6)[0]:

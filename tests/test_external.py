@@ -5,12 +5,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from othello_learn.files import UserError
 from othello.game import Position
 from othello.notation import PASS
+from othello.states import States
 from othello_learn.players.arena import play_match
 from othello_learn.players.external import EngineError, GTPPlayer, NBoardPlayer
 from othello_learn.players.specs import make_player
@@ -50,16 +50,14 @@ def test_gtp_hang_is_restarted_once_then_reported(tmp_path):
     once = make_player(f"gtp:timeout=1:{FAKE} --hang-once {tmp_path / 'flag'}")
     try:
         pos = Position.from_transcript("f5")
-        assert once.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
-                           np.array([False]), None, moves=[[37]])[0] in pos.legal_moves()
+        assert once.select(States.from_positions([pos]), None, moves=[[37]])[0] in pos.legal_moves()
         assert once.restarts == 1
     finally:
         once.close()
     hang = make_player(f"gtp:timeout=0.5:{FAKE} --hang")
     t0 = time.perf_counter()
     with pytest.raises(EngineError, match=r"gtp_engine\.py --hang.*failed again after a restart.*after f5") as e:
-        hang.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
-                    np.array([False]), None, moves=[[37]])
+        hang.select(States.from_positions([pos]), None, moves=[[37]])
     hang.close()
     assert time.perf_counter() - t0 < 10
     assert isinstance(e.value, UserError)
@@ -80,8 +78,7 @@ def test_a_hung_engine_behind_a_wrapper_is_killed_with_it(tmp_path):
 
     def match():
         try:
-            hang.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
-                        np.array([False]), None, moves=[[37]])
+            hang.select(States.from_positions([pos]), None, moves=[[37]])
         except EngineError as e:
             raised.append(str(e))
         hang.close()
@@ -100,8 +97,7 @@ def test_engine_that_exits_at_once_is_an_error_not_a_traceback(kind):
     dead = make_player(f"{kind}:timeout=2:{sys.executable} -c pass")
     pos = Position.from_transcript("f5")
     with pytest.raises(EngineError, match=r"-c pass.*failed again after a restart.*after f5"):
-        dead.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
-                    np.array([False]), None, moves=[[37]])
+        dead.select(States.from_positions([pos]), None, moves=[[37]])
     assert dead.restarts == 1
     dead.close()
 
@@ -111,8 +107,7 @@ def test_gtp_illegal_move_is_an_error_naming_the_game():
     try:
         with pytest.raises(EngineError, match=r"illegal \(legal: .*after f5d6"):
             pos = Position.from_transcript("f5d6")
-            bad.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
-                       np.array([True]), None, moves=[[37, 43]])
+            bad.select(States.from_positions([pos]), None, moves=[[37, 43]])
     finally:
         bad.close()
 
@@ -136,8 +131,7 @@ def test_gtp_game_with_a_pass_is_replayed_without_sending_it():
         pos = pos.play(m)
     gtp = make_player(f"gtp:timeout=20:{FAKE}")
     try:
-        sq = gtp.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
-                        np.array([pos.black_to_move]), None, moves=[moves[:cut]])[0]
+        sq = gtp.select(States.from_positions([pos]), None, moves=[moves[:cut]])[0]
     finally:
         gtp.close()
     assert sq == pos.legal_moves()[0]  # the fake plays its lowest legal square: it followed the pass
@@ -184,7 +178,7 @@ def test_check_starts_a_working_engine_once_and_stops_it():
 
 def _f5():
     pos = Position.from_transcript("f5")
-    return (np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64), np.array([False]), None)
+    return States.from_positions([pos]), None
 
 
 def test_an_engine_that_writes_forever_without_moving_is_a_hang():
@@ -358,13 +352,13 @@ def test_a_position_the_moves_do_not_reach_is_set_up_without_them():
     pos = Position.from_transcript("f5d6")
     gtp = GTPPlayer("an-engine")
     gtp.engine = Scripted({"genmove": "= c3"})
-    sq = gtp.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64), np.array([True]), None,
+    sq = gtp.select(States.from_positions([pos]), None,
                     moves=[[37]])[0]  # f5 only
     assert sq == 18  # c3
     assert [line.split()[0] for line in gtp.engine.sent] == ["grhino-setup_board", "genmove"]
     assert gtp.engine.sent[1] == "genmove black" and gtp.engine.sent[0].endswith(" black")
     gtp.engine = Scripted({"genmove": "= c3"})
-    gtp.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64), np.array([True]), None,
+    gtp.select(States.from_positions([pos]), None,
                moves=[[37, 43]])  # the whole game: replayed from the start
     assert gtp.engine.sent == ["clear_board", "play black f5", "play white d6", "genmove black"]
 

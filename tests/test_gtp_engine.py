@@ -58,13 +58,13 @@ def test_play_and_genmove_keep_the_game_and_refuse_without_changing_it():
     engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
     for line in ("play B F5", "genmove white"):
         engine.handle(line)
-    assert square_name(engine.moves[0]) == "f5"
-    assert len(engine.moves) == 2 and engine.pos == Position().play("f5").play(engine.moves[1])
-    before = (list(engine.moves), engine.pos)
+    assert square_name(engine.game.moves[0]) == "f5"
+    assert len(engine.game.moves) == 2 and engine.game.position == Position().play("f5").play(engine.game.moves[1])
+    before = (list(engine.game.moves), engine.game.position)
     for line in ("play white d3", "play black a1", "play black z9", "play black", "genmove purple", "play black pass"):
         engine.handle(line)
     replies = [a.strip() for a in engine.out.getvalue().split("\n\n") if a.strip()]
-    legal = ", ".join(engine.pos.legal_moves(names=True))
+    legal = ", ".join(engine.game.position.legal_moves(names=True))
     assert replies[2:] == ["? illegal move", "? illegal move", "? syntax error", "? syntax error", "? syntax error",
                            "? illegal move"]
     assert engine.err.getvalue().splitlines() == [
@@ -74,12 +74,12 @@ def test_play_and_genmove_keep_the_game_and_refuse_without_changing_it():
         "gtp: play black: syntax error: play takes a colour and a move, as in 'play black d3'",
         "gtp: genmove purple: syntax error: 'purple' is not a colour (black, white, b or w)",
         "gtp: play black pass: illegal move: cannot pass: a legal move exists"]
-    assert (engine.moves, engine.pos) == before
+    assert (engine.game.moves, engine.game.position) == before
     engine.handle("reg_genmove black")  # answered, not played
-    assert (engine.moves, engine.pos) == before
+    assert (engine.game.moves, engine.game.position) == before
     engine.handle("undo")
     engine.handle("undo")
-    assert engine.moves == [] and engine.pos == Position()
+    assert engine.game.moves == [] and engine.game.position == Position()
     engine.handle("undo")
     assert engine.out.getvalue().rstrip().endswith("? cannot undo")
 
@@ -99,7 +99,7 @@ def test_genmove_for_the_colour_not_to_move_says_whose_turn_it_is():
         "gtp: genmove white: wrong color: it is black's turn (legal: d3, c4, f5, e6)",
         "gtp: reg_genmove w: wrong color: it is black's turn (legal: d3, c4, f5, e6)",
         f"gtp: genmove black: wrong color: it is white's turn (legal: {after})"]
-    assert [square_name(m) for m in engine.moves] == ["f5"] and engine.turns == [1]  # nothing else played
+    assert [square_name(m) for m in engine.game.moves] == ["f5"] and engine.turns == [1]  # nothing else played
 
 
 def test_a_forced_pass_is_implied_by_the_colours_and_genmove_answers_pass():
@@ -116,12 +116,12 @@ def test_a_forced_pass_is_implied_by_the_colours_and_genmove_answers_pass():
     engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
     for line in lines + [f"play {other} {reply}"]:  # the pass is not sent, as GRhino and referees do
         assert engine.handle(line)
-    assert engine.moves == moves + [PASS, pos.play(PASS).legal_moves()[0]]
+    assert engine.game.moves == moves + [PASS, pos.play(PASS).legal_moves()[0]]
     assert "?" not in engine.out.getvalue()
     engine.handle("undo")  # the move and the pass it let through
-    assert engine.moves == moves
+    assert engine.game.moves == moves
     engine.handle(f"genmove {stuck}")
-    assert engine.out.getvalue().rstrip().endswith("= pass") and engine.moves == moves + [PASS]
+    assert engine.out.getvalue().rstrip().endswith("= pass") and engine.game.moves == moves + [PASS]
 
 
 def test_final_score_of_a_finished_game():
@@ -149,11 +149,11 @@ def test_undo_takes_back_what_one_play_or_genmove_added():
     reply = square_name(pos.play(PASS).legal_moves()[0])
     engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
     for m in moves:
-        engine.handle(f"play {'black' if engine.pos.black_to_move else 'white'} {square_name(m)}")
+        engine.handle(f"play {'black' if engine.game.position.black_to_move else 'white'} {square_name(m)}")
     for line in (f"play {stuck} pass", f"play {other} {reply}", "undo", "undo"):
         engine.handle(line)
-    assert engine.moves == moves and engine.pos == pos
-    assert engine.handle(f"play {stuck} pass") and engine.moves == moves + [PASS]
+    assert engine.game.moves == moves and engine.game.position == pos
+    assert engine.handle(f"play {stuck} pass") and engine.game.moves == moves + [PASS]
     assert "?" not in engine.out.getvalue()
 
 
@@ -166,15 +166,15 @@ def test_at_the_end_a_pass_is_taken_as_genmove_gives_it_and_undone_alone():
     engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
     for m in game:
         if m != PASS:
-            engine.handle(f"play {'black' if engine.pos.black_to_move else 'white'} {square_name(m)}")
-    final, played = engine.pos, list(engine.moves)
+            engine.handle(f"play {'black' if engine.game.position.black_to_move else 'white'} {square_name(m)}")
+    final, played = engine.game.position, list(engine.game.moves)
     assert final.is_over()
     for line in ("genmove black", "play white pass", "undo", "undo"):
         engine.handle(line)
     assert [a.strip() for a in engine.out.getvalue().split("\n\n") if a.strip()][-4:] == ["= pass", "=", "=", "="]
-    assert engine.pos == final and engine.moves == played
+    assert engine.game.position == final and engine.game.moves == played
     engine.handle("undo")  # now the last disc
-    assert engine.moves == played[:-2 if played[-2] == PASS else -1]  # with a pass inferred before it
+    assert engine.game.moves == played[:-2 if played[-2] == PASS else -1]  # with a pass inferred before it
 
 
 def test_a_player_that_fails_is_an_error_answer_and_the_session_goes_on():
@@ -225,12 +225,12 @@ def test_grhinos_set_up_starts_the_game_from_a_board():
     for line in (f"grhino-setup_board {cells} white", "play white f4", "genmove black", "undo", "undo", "undo",
                  "grhino-setup_board xx", f"grhino-setup_board {cells} purple"):
         engine.handle(line)
-    assert engine.start == pos and engine.moves == [] and engine.pos == pos  # undo stops at the set-up board
+    assert engine.game.start == pos and engine.game.moves == [] and engine.game.position == pos  # undo stops at the set-up board
     replies = [a.strip() for a in engine.out.getvalue().split("\n\n") if a.strip()]
     assert replies[0] == replies[1] == "=" and replies[3:] == ["=", "=", "? cannot undo", "? syntax error",
                                                                "? syntax error"]
     engine.handle(f"grhino-setup_board {cells}")  # black to move unless the colour says otherwise
-    assert engine.pos == Position(pos.opponent, pos.player, True)
+    assert engine.game.position == Position(pos.opponent, pos.player, True)
 
 
 @pytest.mark.parametrize("slow_start", [0, 5], ids=["running", "still-loading"])
@@ -290,13 +290,13 @@ def test_reg_genmove_and_a_failed_genmove_leave_the_game_without_the_inferred_pa
     for player, command, answer in ((AlphaBetaPlayer(1), "reg_genmove", "="), (Failing(1), "genmove", "? genmove failed")):
         engine = GTPEngine(player, "t", io.StringIO(), io.StringIO())
         for m in moves:
-            engine.handle(f"play {'black' if engine.pos.black_to_move else 'white'} {square_name(m)}")
+            engine.handle(f"play {'black' if engine.game.position.black_to_move else 'white'} {square_name(m)}")
         engine.handle(f"{command} {other}")
         last = engine.out.getvalue().strip().split("\n\n")[-1]
         assert last.startswith(answer), last
         if command == "reg_genmove":
             assert last[2:].lower() in pos.play(PASS).legal_moves(names=True)  # the reply after the pass
-        assert engine.moves == moves and engine.pos == pos, command
+        assert engine.game.moves == moves and engine.game.position == pos, command
 
 
 def test_an_illegal_move_after_an_inferred_pass_leaves_the_pass_out_too():
@@ -309,10 +309,10 @@ def test_an_illegal_move_after_an_inferred_pass_leaves_the_pass_out_too():
     illegal = next(square_name(sq) for sq in range(64) if sq not in after.legal_moves())  # taken, or no flips
     engine = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
     for m in moves:
-        engine.handle(f"play {'black' if engine.pos.black_to_move else 'white'} {square_name(m)}")
+        engine.handle(f"play {'black' if engine.game.position.black_to_move else 'white'} {square_name(m)}")
     engine.handle(f"play {other} {illegal}")
     assert engine.out.getvalue().strip().split("\n\n")[-1] == "? illegal move"
-    assert engine.moves == moves and engine.pos == pos and len(engine.positions) == len(moves) + 1
+    assert engine.game.moves == moves and engine.game.position == pos and len(engine.game.positions) == len(moves) + 1
 
 
 @pytest.mark.parametrize("front_end", ["gtp.py", "nboard.py"])
@@ -351,3 +351,31 @@ def test_an_engine_started_with_stderr_closed_keeps_stdout_to_the_protocol(front
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(line + "\n" for line in lines)))
     assert main(["--player", "mcts:checkpoints/cpu_raw.pt:8", "--name", "test"]) == 0  # no value head: a note
     assert capsys.readouterr().out == answers
+
+
+def test_the_three_front_ends_keep_one_game_type():
+    """The GTP engine, the NBoard engine and the terminal game each keep an ``othello.Game``:
+    told the same moves (GTP's colours and NBoard's bare moves both leave the forced pass out),
+    they hold the same game, and the GTP engine's undo is the game's truncation."""
+    from othello.game import Game
+    from othello_learn.frontends.nboard import Engine
+    from othello_learn.frontends.terminal import TerminalGame
+
+    moves = pass_position()
+    pos = Position()
+    for m in moves:
+        pos = pos.play(m)
+    after = pos.play(PASS).legal_moves()[0]  # the other side's move, the pass inferred before it
+    gtp = GTPEngine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
+    nboard = Engine(AlphaBetaPlayer(1), "t", io.StringIO(), io.StringIO())
+    for m in moves + [after]:
+        colour = "black" if gtp.game.position.black_to_move != (m == after) else "white"
+        gtp.handle(f"play {colour} {square_name(m)}")
+        nboard.handle(f"move {square_name(m)}")
+    terminal = TerminalGame(AlphaBetaPlayer(1), True, io.StringIO(), io.StringIO())
+    terminal.replay(moves + [after])
+    for game in (gtp.game, nboard.game, terminal.game):
+        assert type(game) is Game
+        assert game.moves == moves + [PASS, after] and game.positions == gtp.game.positions
+    gtp.handle("undo")
+    assert gtp.game.moves == moves and gtp.game.position == pos

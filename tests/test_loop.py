@@ -2,9 +2,11 @@
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
+import torch
 
 from othello_learn.files import UserError
 from othello_learn.rl import elo_plot
@@ -122,6 +124,43 @@ def test_simulations_have_the_arena_specs_ceiling(flag):
     with pytest.raises(UserError, match=f"^{flag}: must be at most 100000, got 1000000$"):
         RunConfig.from_args(BASE + [flag, "1000000"]).check_values()
     RunConfig.from_args(BASE + [flag, "100000"]).check_values()
+
+
+@pytest.mark.parametrize("flag,most", [("--games", 1_000_000), ("--parallel", 1_000_000), ("--gate-games", 1_000_000),
+                                       ("--eval-games", 1_000_000), ("--batch-size", 2**20)])
+def test_self_play_sizes_have_the_arenas_ceiling(flag, most):
+    """2**31-1 games, games at once or a batch of them were accepted and allocated (17 GB, 16 GiB), in a
+    traceback; a match's games have the arena's ceiling, a batch the training config's."""
+    with pytest.raises(UserError, match=f"^{flag}: must be at most {most}, got 2147483647$"):
+        RunConfig.from_args(BASE + [flag, "2147483647"]).check_values()
+    RunConfig.from_args(BASE + [flag, str(most)]).check_values()
+
+
+@pytest.mark.parametrize("extra,said", [
+    (["--games", "1000000", "--parallel", "1000"],
+     r"--window 4 with --games 1000000: the replay window's samples would take about 35\.1 GiB"),
+    (["--games", "100000", "--parallel", "100000", "--window", "1"],
+     r"--parallel 100000 with --simulations 100: self-play's search trees \(1 process at once\) would take"),
+    (["--games", "80000", "--parallel", "20000", "--window", "1", "--workers", "4"],  # each process its own trees
+     r"--parallel 20000 with --simulations 100: self-play's search trees \(4 processes at once\)"),
+    (["--gate-games", "1000000", "--gate-simulations", "100"],
+     r"--gate-games 1000000 with --gate-simulations 100: a gating match's search trees would take"),
+])
+def test_a_generation_that_cannot_fit_in_memory_is_refused_before_any_work(tmp_path, monkeypatch, capsys, extra, said):
+    from othello_learn.cli import run_main
+
+    def no_work(cfg):
+        raise AssertionError("the run began")
+
+    monkeypatch.setattr(rl_loop, "device_memory", lambda device: 8 * 2**30, raising=False)  # (raising: the old code)
+    monkeypatch.setattr(rl_loop, "open_run", no_work)
+    out = tmp_path / "rl"
+    argv = ["--init", "random", "--out", str(out), "--device", "cpu", "--logger", "none", "--quiet"]
+    assert run_main(rl_loop.main, argv + extra) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(said + r".*, more than this machine's 8\.0 GiB of memory", err), err
+    assert not out.exists()
+    RunConfig.from_args(argv).check_memory(torch.device("cpu"))  # the defaults fit, with room to spare
 
 
 def test_seeds_are_independent_streams_per_generation_stage_and_part():
@@ -294,15 +333,15 @@ def test_an_infinite_value_is_named_as_one():
     with pytest.raises(UserError, match="^--lr: must be a finite number, got inf$"):
         RunConfig.from_args(BASE + ["--lr", "inf"]).check_values()
     # a count of 400 digits passed, made the run folder, then overflowed in numpy a generation in
-    with pytest.raises(UserError, match="^--games: must be at most 2147483647, got 1000"):
-        RunConfig.from_args(BASE + ["--games", "1" + "0" * 400]).check_values()
+    with pytest.raises(UserError, match="^--train-steps: must be at most 2147483647, got 1000"):
+        RunConfig.from_args(BASE + ["--train-steps", "1" + "0" * 400]).check_values()
     with pytest.raises(UserError, match="^--arch-width: must be at most 4096, got 5000$"):
         RunConfig.from_args(BASE + ["--arch-width", "5000"]).check_values()
     with pytest.raises(UserError, match="^--arch-blocks: must be at most 1000, got 1001$"):
         RunConfig.from_args(BASE + ["--arch-blocks", "1001"]).check_values()
-    with pytest.raises(UserError, match="^--games: must be at most 2147483647, got 2147483648$"):
-        RunConfig.from_args(BASE + ["--games", "2147483648"]).check_values()
-    RunConfig.from_args(BASE + ["--games", "2147483647"]).check_values()
+    with pytest.raises(UserError, match="^--train-steps: must be at most 2147483647, got 2147483648$"):
+        RunConfig.from_args(BASE + ["--train-steps", "2147483648"]).check_values()
+    RunConfig.from_args(BASE + ["--train-steps", "2147483647"]).check_values()
     with pytest.raises(UserError, match="^--simulations: must be at most 100000, got 1000"):  # not an overflow
         RunConfig.from_args(BASE + ["--simulations", "1" + "0" * 400]).check_values()
 

@@ -450,10 +450,10 @@ def test_a_hint_that_fails_says_why_in_one_line_as_go_does(error):
     class Cheat(RandomPlayer):
         name = "cheat"
 
-        def select(self, player, opponent, black_to_move, rng, **extra):
+        def select(self, states, rng, moves=None):
             if error is RuntimeError:
                 raise RuntimeError("the engine fell over\n  its traceback")
-            return np.zeros(len(player), np.int64)  # a1: not a legal move
+            return np.zeros(len(states), np.int64)  # a1: not a legal move
 
     out, err = session(Cheat(), ["hint 1", "ping 1"])
     assert out == ["status Analyzing", "status", "pong 1"]
@@ -515,8 +515,7 @@ def test_move_infers_a_forced_pass_as_set_game_does():
     via_set = Engine(AlphaBetaPlayer(1), "x", io.StringIO(), io.StringIO())
     via_set.handle(setup[:-2] + "W[c1];)")
     assert engine.err.getvalue() == "" and engine.game.moves == via_set.game.moves == [PASS, parse_square("c1")]
-    assert engine.pos == via_set.pos and engine.pos.is_over()
-    assert len(engine.game.evals) == len(engine.game.times) == 2
+    assert engine.game.position == via_set.game.position and engine.game.position.is_over()
     engine.handle("move d1")  # still refused when not legal: named with its ply, the game unchanged
     assert engine.err.getvalue() == "nboard: move: game, ply 3 (d1): d1 is not legal here (the game is over) (position unchanged)\n"
     assert engine.game.moves == via_set.game.moves
@@ -717,8 +716,8 @@ def test_an_illegal_choice_is_never_handed_to_a_gui():
     class Cheat(Player):
         name = "cheat"
 
-        def select(self, player, opponent, black_to_move, rng):
-            return np.zeros(len(player), np.int64)  # a1: empty at the start, and not a legal move
+        def select(self, states, rng, moves=None):
+            return np.zeros(len(states), np.int64)  # a1: empty at the start, and not a legal move
 
     with pytest.raises(IllegalMoveError, match=r"'cheat' played a1, which is illegal, here \(legal: d3, c4, f5, e6\)"):
         Analyst(Cheat()).choose(Position(), [])

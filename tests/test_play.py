@@ -25,6 +25,7 @@ import torch
 import reference_engine as ref
 from othello import Position
 from othello.notation import PASS, format_transcript, parse_square, parse_transcript, square_name
+from othello.states import States
 from othello_learn.frontends import terminal as play
 from othello_learn.players.arena import play_match, write_games
 from othello_learn.players.base import GreedyPlayer, RandomPlayer
@@ -154,8 +155,7 @@ def test_hints():
     line = next(x for x in text.splitlines() if "hint:" in x)
     assert "value" in line and "for you (black)" in line
     net = make_player(f"policy:{RL}")
-    expected = square_name(int(net.select(np.array([Position().player], np.uint64), np.array([Position().opponent], np.uint64),
-                                          np.array([True]), np.random.default_rng(0))[0]))
+    expected = square_name(int(net.select(States.from_positions([Position()]), np.random.default_rng(0))[0]))
     assert line.split("hint: ")[1].startswith(expected + " ")
     _, text = run_game(["--opponent", "greedy", "--hint-net", str(HC)], script=["hint", "quit"])
     line = next(x for x in text.splitlines() if "hint:" in x)
@@ -338,12 +338,12 @@ def test_forced_passes_are_announced_and_only_then_accepted():
     text = out.getvalue()
     assert "You have no legal move and must pass: type pass or press Enter." in text
     assert "you have no legal move: type pass (or press Enter)" in text
-    assert "You pass." in text and game.moves[0] == PASS
+    assert "You pass." in text and game.game.moves[0] == PASS
     # Enter passes too
     out = io.StringIO()
     game = play.TerminalGame(GreedyPlayer(), colour, Person(out, 0, script=["", "quit"]), out, start=pos)
     game.play()
-    assert game.moves[:1] == [PASS]
+    assert game.game.moves[:1] == [PASS]
     # the opponent's pass
     out = io.StringIO()
     game = play.TerminalGame(GreedyPlayer(), not colour, Person(out, 0, script=["quit"]), out, start=pos)
@@ -733,8 +733,7 @@ def test_best_move_matches_the_batched_players():
             if not pos.legal_moves():
                 assert sq == PASS and not probs.any()
                 continue
-            chosen = player.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
-                                   np.array([pos.black_to_move]), np.random.default_rng(0))[0]
+            chosen = player.select(States.from_positions([pos]), np.random.default_rng(0))[0]
             assert sq == chosen
             b = from_arrays([pos.player], [pos.opponent], [pos.black_to_move], None, "cpu")
             prior, v = ev(b["player"], b["opponent"], b["history"], b["black_to_move"])
@@ -831,8 +830,8 @@ def test_after_a_pass_the_header_counts_discs_played_and_brackets_the_last_disc(
     m = next(m for m in start.legal_moves() if start.play(m).must_pass())
     out = io.StringIO()
     game = play.TerminalGame(GreedyPlayer(), start.black_to_move, io.StringIO(), out, tty=False, start=start)
-    game.push(m)
-    game.push(PASS)
+    game.game.play(m)
+    game.game.play(PASS)
     game.draw()
     text = out.getvalue()
     row = next(x for x in text.splitlines() if x.startswith(f"{m // 8 + 1} "))
@@ -857,8 +856,8 @@ def test_the_arena_human_is_shown_the_most_recent_move():
     out = io.StringIO()
     pos = Position.from_transcript("f5d6")
     human = play.HumanPlayer(inp=io.StringIO(square_name(pos.legal_moves()[0]) + "\n"), out=out)
-    human.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64), np.array([True]),
-                 np.random.default_rng(0), history=np.array([[parse_square("d6"), parse_square("f5"), -1, -1]]))
+    human.select(States.from_positions([pos], np.array([[parse_square("d6"), parse_square("f5"), -1, -1]])),
+                 np.random.default_rng(0))
     assert "you are black (X); last move d6\n" in out.getvalue()
 
 
@@ -868,9 +867,9 @@ def test_an_engine_is_told_the_moves_only_of_a_game_from_the_start():
     class Engine(GreedyPlayer):
         uses_moves = True
 
-        def select(self, p, o, b, rng, **extra):
-            told.append(None if "moves" not in extra else [list(m) for m in extra["moves"]])
-            return super().select(p, o, b, rng)
+        def select(self, states, rng, moves=None):
+            told.append(None if moves is None else [list(m) for m in moves])
+            return super().select(states, rng)
 
     for start in (Position(), Position.from_transcript("f5")):
         game = play.TerminalGame(Engine(), start.black_to_move is False, io.StringIO(), io.StringIO(), start=start)

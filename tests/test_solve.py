@@ -17,6 +17,7 @@ from othello_learn.cli import run_main
 from othello.formats import format_obf
 from othello.game import IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
+from othello.states import States
 from othello_learn.players import external
 from othello_learn.players.arena import play_match
 from othello_learn.players.base import close_players
@@ -50,9 +51,7 @@ def write_obf(path: Path, poss) -> Path:
 
 
 def one_by_one(player, pos):
-    extra = {"history": np.full((1, 4), -1, np.int64)} if getattr(player, "uses_history", False) else {}
-    sq = player.select(np.array([pos.player], np.uint64), np.array([pos.opponent], np.uint64),
-                       np.array([pos.black_to_move]), np.random.default_rng(0), **extra)
+    sq = player.select(States.from_positions([pos]), np.random.default_rng(0))
     return int(np.asarray(sq).reshape(-1)[0])
 
 
@@ -488,11 +487,12 @@ def test_every_caller_checks_a_players_answer_alike(answer, said):
     class Odd(Player):
         name = "odd"
 
-        def select(self, player, opponent, black_to_move, rng, **extra):
-            return np.full(len(player), answer)
+        def select(self, states, rng, moves=None):
+            return np.full(len(states), answer)
 
     for call, where in ((lambda: solve(Odd(), [Position()]), "at position 1"),
-                        (lambda: select_one(Odd(), Position(), np.random.default_rng(0)), "here"),
+                        (lambda: select_one(Odd(), States.from_positions([Position()]), np.random.default_rng(0)),
+                         "here"),
                         (lambda: play_match(Odd(), RandomPlayer(), 2, progress=False), "in game 0")):
         with pytest.raises(IllegalMoveError, match=said.format(where)):
             call()

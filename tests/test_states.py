@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import reference_engine as ref
 from othello import Position
-from othello.states import ACTIONS, NO_MOVE, PASS, States
+from othello.states import ACTIONS, NO_MOVE, PASS, States, last_actions
 
 
 def _ref_actions(board, color) -> set[int]:
@@ -136,3 +136,52 @@ def test_last_actions_is_the_history_step_keeps():
 def test_histories_of_the_wrong_shape_are_refused():
     with pytest.raises(ValueError, match=r"histories must be \[1, 4\]"):
         States.from_positions([Position()], histories=[[1, 2]])
+
+
+def _game_with_a_pass(seed=0):
+    """A random game's moves from the start, with at least one forced pass, passes explicit."""
+    rng = random.Random(seed)
+    while True:
+        pos, moves = Position(), []
+        while not pos.is_over():
+            legal = pos.legal_moves()
+            moves.append(rng.choice(legal) if legal else PASS)
+            pos = pos.play(moves[-1])
+        if PASS in moves:
+            return moves, pos
+
+
+def test_a_game_keeps_its_moves_positions_and_history_and_takes_moves_back():
+    """``othello.Game``, what the three front-ends keep: passes inferred as ``Position.replay``
+    infers them, an illegal move leaves the game as it was, undo is a truncation, and the
+    current position is a one-game ``States`` with the last actions as the history."""
+    from othello.game import Game, IllegalMoveError
+
+    moves, final = _game_with_a_pass()
+    game = Game()
+    added = game.extend([m for m in moves if m != PASS])  # the passes left out, as a transcript writes them
+    assert added == game.moves == moves and game.position == final and game.from_standard_start
+    assert game.positions == _positions(moves)
+    s = game.states()
+    assert len(s) == 1 and s.position(0) == final and s.history[0].tolist() == last_actions(moves).tolist()
+    record = game.record(black="a", white="b")
+    assert record.moves == moves and record.result == final.score() and record.black == "a"
+    with pytest.raises(IllegalMoveError):
+        game.extend([0])  # the game is over
+    assert game.moves == moves and len(game.positions) == len(moves) + 1
+    taken = game.truncate(3)
+    assert taken == moves[3:] and game.moves == moves[:3] and game.position == _positions(moves)[3]
+    assert game.record().result is None  # not over: no result
+    with pytest.raises(IllegalMoveError):
+        game.play(PASS)  # a pass only where it is the rule
+    assert game.moves == moves[:3]
+    set_up = Game(_positions(moves)[5], moves[5:9])
+    assert not set_up.from_standard_start and set_up.position == _positions(moves)[9]
+    assert set_up.states().history[0].tolist() == last_actions(moves[5:9]).tolist()
+
+
+def _positions(moves):
+    out = [Position()]
+    for m in moves:
+        out.append(out[-1].play(m))
+    return out

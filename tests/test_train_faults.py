@@ -928,6 +928,8 @@ def test_a_run_refused_by_the_lock_leaves_the_holders_new_folder_alone(dataset_d
     (["--set", "model.width=1.5"], "model.width: expected an integer, got 1.5"),
     (["--set", "optim.lr=fast"], "optim.lr: expected a number, got 'fast'"),
     (["--set", "data.batch_size=0"], "data.batch_size: must be at least 1, got 0"),
+    (["--set", "trainer.accumulate_grad_batches=99999999999999999999"],  # Lightning's OverflowError
+     "trainer.accumulate_grad_batches: must be at most 10000, got 99999999999999999999"),
     (["--precision", "7"], "trainer.precision: precision '7': expected auto, 32, bf16 or one of 32-true, "),
     (["--set", "optim.lr=.nan"], "optim.lr: must be a finite number, got nan"),  # nan passes every bound
     (["--set", "optim.weight_decay=.inf"], "optim.weight_decay: must be a finite number, got inf"),
@@ -1300,15 +1302,15 @@ def test_evaluate_names_asked_for_years_without_games(dataset_dir, tmp_path, tin
         assert code == 2 and "no positions for 2004" in err and len(err.strip().splitlines()) == 1, err
 
 
-@pytest.mark.parametrize("devices", ["2", "-1", "[0,1]", "0,1"])
-def test_more_than_one_device_is_refused_before_any_work(dataset_dir, tmp_path, capsys, devices):
+@pytest.mark.parametrize("devices", ["0", "-1", "[0,0]", "[]", "gpu"])
+def test_devices_not_a_count_or_indices_are_refused_before_any_work(dataset_dir, tmp_path, capsys, devices):
     from othello_learn.train.train import main
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as e:
         run_main(main, _args(dataset_dir, out, "--devices", devices, "--max-steps", "1"))
     err = capsys.readouterr().err
-    assert e.value.code == 2 and "--devices" in err and "one device" in err and len(err.strip().splitlines()) == 1
+    assert e.value.code == 2 and "--devices" in err and "count of devices" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
 
 
@@ -1470,7 +1472,8 @@ def test_overlapping_splits_are_warned_of(dataset_dir, tmp_path, capsys):
                                            ("range", "summary.json: year 2002: no valid position_range"),
                                            ("cut records", "positions.npy: cannot be read"),
                                            ("cut summary", "summary.json: not valid JSON"),
-                                           ("summary list", "summary.json: not a dataset summary")])
+                                           ("summary list", "summary.json: not a dataset summary"),
+                                           ("deep summary", "summary.json: not valid JSON (lists or mappings nested")])
 def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(dataset_dir, tmp_path, tiny_checkpoint,
                                                                          capsys, damage, named):
     import json
@@ -1493,6 +1496,8 @@ def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(datase
         (data / "summary.json").write_text(json.dumps(summary))
     elif damage == "summary list":
         (data / "summary.json").write_text("[1, 2]")
+    elif damage == "deep summary":  # a RecursionError before
+        (data / "summary.json").write_text("[" * 1000 + "]" * 1000)
     else:  # a copy cut short
         name = "positions.npy" if damage == "cut records" else "summary.json"
         whole = (data / name).read_bytes()
@@ -1699,6 +1704,9 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
     (["trainer.num_sanity_val_steps=-2"], "trainer.num_sanity_val_steps: must be at least -1, got -2"),
     (["trainer.log_every_n_steps=0"], "trainer.log_every_n_steps: must be at least 1, got 0"),
     (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch: must be at least 1, got 0"),
+    # Lightning's OverflowError after the set-up
+    (["trainer.accumulate_grad_batches=99999999999999999999"], "trainer.accumulate_grad_batches: must be at most 10000"),
+    (["trainer.min_steps=2147483648"], "trainer.min_steps: must be at most 2147483647"),  # one we do not type
 ])
 def test_each_bound_of_the_config_check_at_its_edge(overrides, expected):
     """Each limit refuses the first value past it and lets the last one inside through
@@ -1727,6 +1735,27 @@ def test_the_combined_size_error_blames_the_layers_and_says_where_width_came_fro
         load_config(None, ["model.arch=resnet", "model.blocks=1000", "model.width=4096"])
     said = str(refused.value)
     assert said.startswith("model.blocks: blocks 1000 with width 4096") and "(width from --set model.width=4096)" in said
+
+
+def test_every_integer_setting_has_a_ceiling_and_takes_it():
+    """Each integer setting of the tables, typed or passed on to Lightning, is refused one past its
+    maximum and takes the maximum itself."""
+    from othello_learn.train.config import SETTINGS, load_config
+
+    maxima = {(section, key): setting.ceiling() for section, table in SETTINGS.items()
+              for key, setting in table.items() if int in (setting.kind if isinstance(setting.kind, tuple) else
+                                                           (setting.kind,))}
+    assert None not in maxima.values(), "every integer setting has a ceiling"
+    for (section, key), high in maxima.items():
+        arch = ["model.arch=resnet", "model.width=1"] if key == "blocks" else ["model.width=1"]
+        with pytest.raises(UserError) as refused:
+            load_config(None, arch + [f"{section}.{key}={high + 1}"])
+        assert str(refused.value).startswith(f"{section}.{key}: must be at most {high}, got {high + 1}")
+        if key != "precision":  # precision's range is its names
+            try:
+                load_config(None, arch + [f"{section}.{key}={high}"])
+            except UserError as e:  # another check's refusal (a net too big, a batch count of an epoch)
+                assert "must be at most" not in str(e), e
 
 
 def test_the_config_check_lets_the_edges_inside_through():
@@ -1770,9 +1799,9 @@ def test_fresh_ignores_a_last_ckpt_of_another_network_and_the_save_interval_is_i
     intervals = []
 
     class Recorded(checkpoints.LastCheckpoint):
-        def __init__(self, path, every_n_steps, every_seconds=300.0):
+        def __init__(self, path, every_n_steps, every_seconds=300.0, **kwargs):
             intervals.append((every_n_steps, every_seconds))
-            super().__init__(path, every_n_steps, every_seconds)
+            super().__init__(path, every_n_steps, every_seconds, **kwargs)
 
     monkeypatch.setattr(checkpoints, "LastCheckpoint", Recorded)
     out = tmp_path / "run"

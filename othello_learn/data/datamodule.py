@@ -59,12 +59,20 @@ class EpochBatchSampler(torch.utils.data.Sampler):
 
     ``skip``: batches of the first epoch iterated to leave out, those a resumed run
     trained on before it stopped. The permutation depends on the epoch alone, so the
-    rest of an interrupted epoch is exactly what it would have been."""
+    rest of an interrupted epoch is exactly what it would have been.
+
+    ``rank`` of ``world`` processes (DDP): ``batch_size`` is the global batch, and each rank
+    yields its contiguous share of every global batch, so the ranks together see the one
+    permutation a single process would, in as many steps, and ``skip`` leaves out the same
+    batches on every rank. A last partial batch (evaluation) is split as evenly as it goes;
+    a rank whose share of it is empty has one batch fewer."""
 
     def __init__(self, n: int, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False,
-                 skip: int = 0):
+                 skip: int = 0, rank: int = 0, world: int = 1):
+        if batch_size % world:
+            raise ValueError(f"batch size {batch_size} does not divide among {world} processes")
         self.n, self.batch_size, self.shuffle, self.seed, self.drop_last = n, batch_size, shuffle, seed, drop_last
-        self.epoch, self.skip = 0, skip
+        self.epoch, self.skip, self.rank, self.world = 0, skip, rank, world
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -77,14 +85,16 @@ class EpochBatchSampler(torch.utils.data.Sampler):
         return self
 
     def __len__(self) -> int:
-        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
+        full, rest = divmod(self.n, self.batch_size)
+        return full + (0 if self.drop_last else rest > self.rank)  # rank r's share of `rest` is empty if r >= rest
 
     def __iter__(self):
         order = (np.random.default_rng((self.seed, self.epoch)).permutation(self.n) if self.shuffle
                  else np.arange(self.n))
         start, self.skip = self.skip, 0
         for b in range(start, len(self)):
-            yield order[b * self.batch_size : (b + 1) * self.batch_size]
+            batch = order[b * self.batch_size : (b + 1) * self.batch_size]
+            yield np.array_split(batch, self.world)[self.rank] if self.world > 1 else batch
 
 
 class WthorDataModule(L.LightningDataModule):
@@ -152,8 +162,10 @@ class WthorDataModule(L.LightningDataModule):
         if split not in self.splits:  # used by hand, outside a Trainer: a bare KeyError said nothing
             raise RuntimeError(f"WthorDataModule: call setup() before {split}_dataloader() (a Trainer calls it)")
         positions = self.splits[split]
+        trainer = self.trainer
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         sampler = EpochBatchSampler(len(positions), self.hparams.batch_size, shuffle, self.hparams.seed,
-                                    drop_last=shuffle, skip=skip)
+                                    drop_last=shuffle, skip=skip, rank=rank, world=world)
         return torch.utils.data.DataLoader(
             PositionBatches(positions),
             batch_sampler=sampler,
@@ -195,5 +207,5 @@ class WthorDataModule(L.LightningDataModule):
 
     def on_after_batch_transfer(self, batch, dataloader_idx):
         if self.trainer is not None and self.trainer.training:
-            return augment(batch, self.group)
+            return augment(batch, self.group, shard=(self.trainer.global_rank, self.trainer.world_size))
         return batch

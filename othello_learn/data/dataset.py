@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from othello_learn.cli import bar_pacing
-from othello_learn.files import UserError, is_link_loop, process_exists, short_name
+from othello_learn.files import UserError, is_link_loop, parse_nested, process_exists, short_name
 from othello.notation import square_name, wthor_to_square
 
 from .replay import POSITION_DTYPE, replay
@@ -452,7 +452,7 @@ def check_replaceable(out) -> None:
         if set(entries) == DATASET_FILES:
             return  # a legacy dataset, or ours
         try:
-            if json.loads((out / "summary.json").read_text()).get("format") == FORMAT_MARKER:
+            if parse_nested(json.loads, (out / "summary.json").read_text()).get("format") == FORMAT_MARKER:
                 return
         except (OSError, ValueError, AttributeError):
             pass
@@ -540,7 +540,7 @@ def same_dataset(a, b) -> bool:
     if os.path.samefile(a, b):
         return True
     try:
-        summaries = [json.loads((d / "summary.json").read_text()) for d in (a, b)]
+        summaries = [parse_nested(json.loads, (d / "summary.json").read_text()) for d in (a, b)]
     except (OSError, ValueError):  # not both datasets: not the same data
         return False
     if not all(isinstance(s, dict) for s in summaries):
@@ -568,8 +568,8 @@ class WthorDataset:
         if not summary_path.exists():
             raise FileNotFoundError(f"{self.path} is not a dataset folder (no summary.json)")
         try:
-            self.summary = json.loads(summary_path.read_text())
-        except ValueError as e:  # a copy cut short, or not text
+            self.summary = parse_nested(json.loads, summary_path.read_text())
+        except ValueError as e:  # a copy cut short, not text, or nested past reading
             raise DatasetError(f"{summary_path}: not valid JSON ({e}); rebuild the dataset") from None
         if not isinstance(self.summary, dict):
             raise DatasetError(f"{summary_path}: not a dataset summary (a JSON {type(self.summary).__name__}); "

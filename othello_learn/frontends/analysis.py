@@ -130,18 +130,19 @@ class Analyst:
     def _select(self, pos: Position, moves: list[int], start: Position | None) -> int:
         if self.search is not None and not self.exact(pos):
             return self.searched(pos, moves)[0]
-        extra = {"history": last_actions(moves)[None]} if getattr(self.player, "uses_history", False) else {}
-        if getattr(self.player, "uses_moves", False) and start is not None:
+        game = None
+        if self.player.uses_moves and start is not None:
             # An external engine is told the game, not just the board: a GTP engine can only
             # replay moves from the standard start, and an NBoard engine keeps the history.
             inner = before_solves(self.player)
             if start == Position():
-                extra["moves"] = [list(moves)]  # the arena's form: every action from the standard start
+                game = [list(moves)]  # the arena's form: every action from the standard start
             elif not self.exact(pos) and callable(getattr(inner, "move_for", None)):
                 # A set-up start, which the arena's ``moves`` cannot carry: the engine is given the
                 # set-up position and the moves from it (a GTP engine with GRhino's set-up command).
                 return inner.move_for(start, list(moves), pos)
-        return select_one(self.player, pos, self.rng, **extra)  # never an illegal move to a GUI
+        s = States.from_positions([pos], last_actions(moves)[None])
+        return select_one(self.player, s, self.rng, moves=game)  # never an illegal move to a GUI
 
     def move_eval(self, pos: Position, moves: list[int], sq: int) -> float | None:
         """The evaluation ``hints`` gives ``sq``, or None: NBoard's ``=== move/eval`` is the

@@ -39,7 +39,7 @@ from importlib import metadata
 from othello_learn.cli import run_main
 from othello_learn.files import UserError, one_line
 from othello.formats import FormatError, board_from_text
-from othello.game import IllegalMoveError, Position
+from othello.game import Game, IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
 from othello_learn.frontends.analysis import Analyst
 from othello_learn.players.base import Player
@@ -81,28 +81,18 @@ def vertex(sq: int) -> str:
 
 
 class GTPEngine:
-    """The protocol's state machine: the game's start (the standard one, or a set-up board),
-    the moves from it (passes explicit), and one handler per command."""
+    """The protocol's state machine: the game (``othello.Game``: the standard start or a set-up
+    board, the moves from it, passes explicit), and one handler per command."""
 
     def __init__(self, player: Player, name: str, out=None, err=None, seed: int = 0):
         self.analyst = Analyst(player, seed)
         self.name = name
         self.out = sys.stdout if out is None else out
         self.err = err or sys.stderr
-        self.start = Position()
-        self.moves: list[int] = []
-        self.positions = [self.start]
-        # What each accepted play or genmove added to ``moves``: 1, 2 with the pass inferred before it,
-        # 0 for a pass at the end of the game. ``undo`` takes back one of these, as the controller counts.
+        self.game = Game()
+        # What each accepted play or genmove added to the game's moves: 1, 2 with the pass inferred before
+        # it, 0 for a pass at the end of the game. ``undo`` takes back one of these, as the controller counts.
         self.turns: list[int] = []
-
-    @property
-    def pos(self) -> Position:
-        return self.positions[-1]
-
-    def push(self, sq: int) -> None:
-        self.positions.append(self.pos.play(sq))
-        self.moves.append(sq)
 
     def handle(self, line: str) -> bool:
         """Answer one line; False after ``quit``."""
@@ -176,8 +166,7 @@ class GTPEngine:
         return self.cmd_clear_board(args)  # GTP leaves the board arbitrary after boardsize; ours is the start
 
     def cmd_clear_board(self, args, start: Position | None = None):
-        self.start = start or Position()
-        self.moves, self.positions, self.turns = [], [self.start], []
+        self.game, self.turns = Game(start), []
         return ""
 
     def cmd_grhino_setup_board(self, args):
@@ -212,9 +201,9 @@ class GTPEngine:
         if not args:
             raise Refused(f"syntax error: {command} takes a colour")
         black = colour_of(args[0])
-        pos = self.pos
+        pos = self.game.position
         if black != pos.black_to_move and pos.must_pass():
-            self.push(PASS)  # passes are implied by the colours
+            self.game.play(PASS)  # passes are implied by the colours
         elif black != pos.black_to_move and not pos.is_over():
             turn = f"it is {'black' if pos.black_to_move else 'white'}'s turn"
             legal = f"(legal: {', '.join(pos.legal_moves(names=True))})"
@@ -230,40 +219,40 @@ class GTPEngine:
             sq = PASS if args[1].lower() == "pass" else parse_square(args[1])
         except ValueError:
             raise Refused(f"syntax error: {args[1]!r} is not a move (a1..h8 or pass)") from None
-        before = len(self.moves)
+        before = len(self.game.moves)
         self._to_move(args, "play")
-        if sq == PASS and self.pos.is_over():  # as genmove answers there: a referee relays it
+        if sq == PASS and self.game.position.is_over():  # as genmove answers there: a referee relays it
             self.turns.append(0)
             return ""
         try:
-            self.push(sq)
+            self.game.play(sq)
         except IllegalMoveError as e:
-            del self.moves[before:], self.positions[before + 1:]  # the inferred pass too: as it was
+            self.game.truncate(before)  # the inferred pass too: as it was
             raise Refused(f"illegal move: {e}") from None
-        self.turns.append(len(self.moves) - before)
+        self.turns.append(len(self.game.moves) - before)
         return ""
 
     def cmd_genmove(self, args, play: bool = True):
-        before = len(self.moves)
+        before = len(self.game.moves)
         self._to_move(args, "genmove")
-        pos = self.pos
+        pos = self.game.position
         if pos.is_over() or pos.must_pass():
             sq = PASS
         else:
             try:
-                sq = self.analyst.choose(pos, list(self.moves), self.start)
+                sq = self.analyst.choose(pos, list(self.game.moves), self.game.start)
             except (GuiGone, KeyboardInterrupt):
                 raise
             except Exception as e:
-                del self.moves[before:], self.positions[before + 1:]
+                self.game.truncate(before)
                 why = one_line(e) if isinstance(e, UserError) else f"{type(e).__name__}: {one_line(e)}"
                 raise Refused(f"genmove failed: {why}") from None
         if not play:
-            del self.moves[before:], self.positions[before + 1:]
+            self.game.truncate(before)
             return vertex(sq)
         if not pos.is_over():
-            self.push(sq)
-        self.turns.append(len(self.moves) - before)
+            self.game.play(sq)
+        self.turns.append(len(self.game.moves) - before)
         return vertex(sq)
 
     def cmd_reg_genmove(self, args):
@@ -273,17 +262,16 @@ class GTPEngine:
         if not self.turns:
             raise Refused("cannot undo: no move has been played")
         n = self.turns.pop()  # the move, with the pass inferred before it
-        if n:
-            del self.moves[-n:], self.positions[-n:]
+        self.game.truncate(len(self.game.moves) - n)
         return ""
 
     def cmd_showboard(self, args):
-        return "\n" + str(self.pos)
+        return "\n" + str(self.game.position)
 
     def cmd_final_score(self, args):
-        if not self.pos.is_over():  # as gtp-rhino: a count before the end is no final score
+        if not self.game.position.is_over():  # as gtp-rhino: a count before the end is no final score
             raise Refused("cannot score: the game is not over")
-        d = self.pos.score()
+        d = self.game.position.score()
         return "0" if d == 0 else f"{'B' if d > 0 else 'W'}+{abs(d)}"
 
     def cmd_time_settings(self, args):

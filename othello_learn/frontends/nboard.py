@@ -40,8 +40,8 @@ import time
 
 from othello_learn.cli import run_main
 from othello_learn.files import UserError, one_line
-from othello.formats import FormatError, GameRecord, parse_ggf_game, parse_move, play_with_passes
-from othello.game import IllegalMoveError, Position
+from othello.formats import FormatError, parse_ggf_game, parse_move, play_with_passes
+from othello.game import Game, IllegalMoveError
 from othello.notation import PASS, move_name
 from othello_learn.frontends.analysis import Analyst
 from othello_learn.players.base import Player
@@ -71,15 +71,14 @@ def number(command: str, rest: str, expected: str) -> int:
 
 
 class Engine:
-    """The protocol's state machine: the game so far, and one handler per command."""
+    """The protocol's state machine: the game so far (``othello.Game``), and one handler per command."""
 
     def __init__(self, player: Player, name: str, out=None, err=None, seed: int = 0):
         self.analyst = Analyst(player, seed)
         self.name = "-".join(name.split()) or "othello-learn"  # NBoard reads the name as one word
         self.out = sys.stdout if out is None else out
         self.err = err or sys.stderr
-        self.game = GameRecord()
-        self.pos = Position()
+        self.game = Game()
         self.busy = False
 
     def send(self, line: str, lasting: bool = False) -> None:
@@ -147,8 +146,8 @@ class Engine:
         what, _, value = rest.partition(" ")
         what = what.lower()
         if what == "game":
-            self.game = parse_ggf_game(value, "set game")
-            self.pos = self.game.final
+            record = parse_ggf_game(value, "set game")  # passes inferred, every move checked
+            self.game = Game(record.start, record.moves)
         elif what == "depth":
             self.set_depth(number("set depth", value, "a search depth, as in 'set depth 6'"))
         # set contempt / set time / anything else: nothing for us to change
@@ -174,12 +173,8 @@ class Engine:
         # The game replayed with the move, as ``set game`` reads one: a move by the side not to
         # move, where the side to move has none, passes for it first (GUIs send only the move).
         # An error names the game's ply.
-        moves, new = play_with_passes(self.game.start, self.game.moves + [sq], "game")
-        for m in moves[len(self.game.moves):]:
-            self.game.moves.append(m)
-            self.game.evals.append(None)
-            self.game.times.append(None)
-        self.pos = new
+        moves, _ = play_with_passes(self.game.start, self.game.moves + [sq], "game")
+        self.game.extend(moves[len(self.game.moves):])
 
     def cmd_ping(self, rest):
         self.send(f"pong {rest}".rstrip())
@@ -190,24 +185,26 @@ class Engine:
     def cmd_hint(self, rest):
         n = number("hint", rest, "a number of moves, as in 'hint 3'") if rest.split() else 1
         self.send("status Analyzing")
-        for sq, ev, text in self.analyst.hints(self.pos, self.game.moves, n, self.game.start):
-            self.send(f"search {move_name(sq).upper()} {ev:.2f} 0 {self.analyst.depth(self.pos)} {text}")
+        pos = self.game.position
+        for sq, ev, text in self.analyst.hints(pos, self.game.moves, n, self.game.start):
+            self.send(f"search {move_name(sq).upper()} {ev:.2f} 0 {self.analyst.depth(pos)} {text}")
         self.send("status")
 
     def cmd_go(self, rest):
         self.send("status Thinking")
         t0 = time.perf_counter()
-        if self.pos.is_over():
+        pos = self.game.position
+        if pos.is_over():
             self.warn("go: the game is over; answering PA")
             self.send("=== PA")
         else:
-            forced = self.pos.must_pass()
+            forced = pos.must_pass()
             try:
                 if forced:
-                    sq, ev = PASS, self.analyst.pass_eval(self.pos, self.game.moves)
+                    sq, ev = PASS, self.analyst.pass_eval(pos, self.game.moves)
                 else:
-                    sq = self.analyst.choose(self.pos, self.game.moves, self.game.start)
-                    ev = self.analyst.move_eval(self.pos, self.game.moves, sq)  # the figure hint gives the move
+                    sq = self.analyst.choose(pos, self.game.moves, self.game.start)
+                    ev = self.analyst.move_eval(pos, self.game.moves, sq)  # the figure hint gives the move
             except (GuiGone, KeyboardInterrupt):
                 raise
             except Exception as e:
@@ -225,7 +222,7 @@ class Engine:
         """``analysis <ply> <eval>`` for each position of the game with an
         evaluation, from the end back (NBoard's order), then an empty status."""
         self.send("status Analyzing")
-        positions = self.game.positions()
+        positions = self.game.positions
         for i in range(len(positions) - 1, -1, -1):
             pos = positions[i]
             if pos.is_over() or pos.must_pass():

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from othello_learn.cli import STOP_SIGNALS, ArgumentParser, StopOnce, stdout_to_devnull, stop_signals_raise
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, StopOnce, standard_input, stdout_to_devnull, stop_signals_raise
 from othello_learn.settings import seed_arg
 from othello_learn.files import UserError
 from othello_learn.players.base import Player
@@ -78,6 +78,7 @@ def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> in
     parser.add_argument("--name", help=f"{name_help} (default: 'othello-learn SPEC')")
     parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the player's random tie-breaks (default 0)")
     args = parser.parse_args(argv)
+    standard_input("the session's commands")  # closed: said before a player starts, not a traceback at the read
     # A GUI's or referee's kill unwinds, so the finally below runs; a second SIGTERM while an
     # external engine is closed is ignored (the handler stays for the close), not a death
     # that leaves it running. The player starts inside the block: a kill while an external

@@ -84,13 +84,12 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
     where = labels or [f"position {i + 1}" for i in range(n)]
     movable = [i for i, pos in enumerate(positions) if pos.legal_moves()]
     chosen = np.full(n, PASS, dtype=np.int64)
-    external = getattr(player, "uses_moves", False)
+    external = player.uses_moves
     for batch in ([[i] for i in movable] if external else [movable] if movable else []):
         s = States.from_positions([positions[i] for i in batch])  # OBF has no history: none known
         allowed = s.legal_actions()[:, :PASS]  # before the player, which could write to its inputs
-        extra = {"history": s.history} if getattr(player, "uses_history", False) else {}
         try:
-            sq = player.select(s.player, s.opponent, s.black_to_move, analyst.rng, **extra)
+            sq = player.select(s, analyst.rng)  # no moves: a set-up position each
         except UserError as e:  # an engine that fails: which position it failed on
             if not external:
                 raise

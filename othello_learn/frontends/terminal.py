@@ -21,18 +21,18 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello_learn.cli import ArgumentParser, run_main, STOP_SIGNALS, stop_signals_raise
+from othello_learn.cli import ArgumentParser, run_main, standard_input, STOP_SIGNALS, stop_signals_raise
 from othello_learn.settings import Setting, seed_arg
 from othello_learn.files import UserError, atomic_write, check_input, check_output
 from othello.formats import FormatError, play_with_passes
-from othello.game import Position
+from othello.game import Game, Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
-from othello.states import last_actions
 from othello_learn import HOME
 from othello_learn.players.base import HumanQuit, Player, close_players, network_of, select_one
 from othello_learn.players.specs import SPEC_KINDS, join_spec, make_program, starts_a_program
 
-DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"  # the strongest network alone (RESULTS.md)
+# the strongest network alone (docs/results/selfplay.md#the-shipped-self-play-net)
+DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
 NO_HINT = "hints need a network: play a policy:, mcts: or gumbel: opponent, or give --hint-net CKPT"
 
@@ -94,7 +94,10 @@ def ask(position: Position, inp, out, prompt: str = "your move: ", hint=None, al
     """Prompt until a playable command comes: a move, a pass, undo, quit, or
     ``eof`` when the input ends. Bad input gets its reason and the prompt
     again; ``hint`` and ``help`` are answered here (``hint()`` returns the
-    text, or is None when no network is at hand)."""
+    text, or is None when no network is at hand). ``inp`` None: standard input,
+    whose being closed is a UserError (the game played so far is saved as on quit)."""
+    if inp is None:
+        inp = standard_input("your moves")
     while True:
         out.write(prompt)
         out.flush()
@@ -165,13 +168,8 @@ def hint_text(net, position: Position, history, you: str = "you") -> str:
 def game_record(moves: list[int], black: str, white: str, start: Position = Position()):
     """A ``GameRecord`` of a game played here; RE (black's final disc
     difference) only when the game is over."""
-    from othello.formats import GameRecord
-
-    record = GameRecord(moves=list(moves), start=start, black=black, white=white, place="othello-learn",
-                        date=datetime.date.today().isoformat())
-    final = record.final
-    record.result = float(final.score()) if final.is_over() else None
-    return record
+    return Game(start, moves).record(black=black, white=white, place="othello-learn",
+                                     date=datetime.date.today().isoformat())
 
 
 def write_ggf(path, games: list[tuple[list[int], str, str]]) -> None:
@@ -215,7 +213,6 @@ class HumanPlayer(Player):
     """A person choosing moves at the terminal; in the arena every game waiting
     on them is shown and asked in turn. ``human:CKPT`` gives hints from CKPT."""
 
-    uses_history = True
     interactive = True  # the arena turns its progress bar off
 
     def __init__(self, hint_net=None, inp=None, out=None):
@@ -233,13 +230,17 @@ class HumanPlayer(Player):
 
         return cls(load_network(args[0]))
 
-    def select(self, player, opponent, black_to_move, rng, history=None):
-        inp, out = (sys.stdin if self.inp is None else self.inp), (sys.stdout if self.out is None else self.out)
-        n = len(player)
-        moves = np.empty(n, dtype=np.int64)
+    def check(self, keep_running: bool = False) -> None:
+        if self.inp is None:  # closed: said before the match, not at the first move asked
+            standard_input("the human player's moves")
+
+    def select(self, states, rng, moves=None):
+        out = sys.stdout if self.out is None else self.out
+        n = len(states)
+        chosen = np.empty(n, dtype=np.int64)
         for i in range(n):
-            pos = Position(int(player[i]), int(opponent[i]), bool(black_to_move[i]))
-            hist = [] if history is None else [int(h) for h in history[i] if h >= 0]
+            pos = states.position(i)
+            hist = [int(h) for h in states.history[i] if h >= 0]
             colour = "black (X)" if pos.black_to_move else "white (O)"
             last = hist[0] if hist else -1
             said = "" if last < 0 else "; last move: pass" if last == PASS else f"; last move {square_name(last)}"
@@ -247,11 +248,11 @@ class HumanPlayer(Player):
             out.write(f"\n{where}: you are {colour}{said}\n{render(pos, last=last)}\n")
             hint = ((lambda p=pos, h=hist: hint_text(self.hint_net, p, h)) if self.hint_net is not None
                     else (lambda: "hints need a network: play as human:CKPT"))
-            cmd = ask(pos, inp, out, prompt=f"{colour} move: ", hint=hint, allow_undo=False)
+            cmd = ask(pos, self.inp, out, prompt=f"{colour} move: ", hint=hint, allow_undo=False)
             if cmd.kind in ("quit", "eof"):
                 raise HumanQuit("the human player quit" if cmd.kind == "quit" else "the human player's input ended")
-            moves[i] = cmd.square
-        return moves
+            chosen[i] = cmd.square
+        return chosen
 
 
 # --------------------------------------------------------------------------
@@ -259,8 +260,8 @@ class HumanPlayer(Player):
 
 
 class TerminalGame:
-    """One game of a person against a player; ``moves`` (passes included) is
-    the whole state, so undo is a truncation."""
+    """One game of a person against a player, kept in ``game`` (an ``othello.Game``); a
+    person's undo takes the game back to before their last move."""
 
     def __init__(self, opponent: Player, human_black: bool, inp, out, hint_net=None, show_policy: bool = False,
                  seed: int = 0, tty: bool | None = None, start: Position = Position()):
@@ -269,36 +270,27 @@ class TerminalGame:
         self.hint_net, self.show_policy = hint_net, show_policy
         self.rng = np.random.default_rng(seed)
         self.tty = out.isatty() if tty is None and hasattr(out, "isatty") else bool(tty)
-        self.moves: list[int] = []
-        self.positions = [start]
-        self.human_turns: list[int] = []  # indices in moves where the human chose a move
+        self.game = Game(start)
+        self.human_turns: list[int] = []  # indices in the game's moves where the human chose a move
         self.notes: list[str] = []
         opponent.reset()
 
     @property
     def position(self) -> Position:
-        return self.positions[-1]
-
-    def push(self, mv: int) -> None:
-        self.positions.append(self.position.play(mv))
-        self.moves.append(mv)
+        return self.game.position
 
     def opponent_move(self) -> None:
         pos = self.position
         name = self.opponent.name
         if pos.must_pass():
             self.notes.append(f"{name} has no legal move and passes.")
-            self.push(PASS)
+            self.game.play(PASS)
             return
-        extra = {}
-        if getattr(self.opponent, "uses_history", False):
-            extra["history"] = last_actions(self.moves)[None]
-        if getattr(self.opponent, "uses_moves", False) and self.positions[0] == Position():
-            # the game from the start: an engine is told the moves (history, and no set-up needed)
-            extra["moves"] = [self.moves]
-        sq = select_one(self.opponent, pos, self.rng, **extra)
+        # the game from the start: an engine is told the moves (history, and no set-up needed)
+        moves = [list(self.game.moves)] if self.opponent.uses_moves and self.game.from_standard_start else None
+        sq = select_one(self.opponent, self.game.states(), self.rng, moves=moves)
         self.notes.append(f"{name} plays {square_name(sq)}.")
-        self.push(sq)
+        self.game.play(sq)
 
     def draw(self) -> None:
         pos = self.position
@@ -306,11 +298,11 @@ class TerminalGame:
         if self.show_policy and self.hint_net is not None and pos.legal_moves() and not pos.is_over():
             from othello_learn.players.network import best_move
 
-            probs = best_move(self.hint_net, pos, last_actions(self.moves))[1]
-        last = next((m for m in reversed(self.moves) if m != PASS), -1)
+            probs = best_move(self.hint_net, pos, self.game.history())[1]
+        last = next((m for m in reversed(self.game.moves) if m != PASS), -1)
         text = render(pos, probs, last)
         you = "black (X)" if self.human_black else "white (O)"
-        header = f"You: {you}   opponent: {self.opponent.name}   move {sum(m != PASS for m in self.moves) + 1}"
+        header = f"You: {you}   opponent: {self.opponent.name}   move {sum(m != PASS for m in self.game.moves) + 1}"
         self.out.write((CLEAR if self.tty else "\n") + header + "\n" + text + "\n")
         for note in self.notes:
             self.out.write(note + "\n")
@@ -320,24 +312,20 @@ class TerminalGame:
         """Play ``moves`` (a transcript's, passes inferred) before the game is handed over:
         they are part of the game (the saved record, an engine told the moves) but no one's
         to take back. An illegal one is a ``FormatError`` naming its ply."""
-        for mv in play_with_passes(self.position, moves, "--start")[0]:
-            self.push(mv)
+        self.game.extend(play_with_passes(self.position, moves, "--start")[0])
 
     def undo(self) -> None:
         if not self.human_turns:
             self.notes.append("Nothing to undo.")
             return
-        k = self.human_turns.pop()
-        taken = [square_name(m) for m in self.moves[k:]]
-        del self.moves[k:]
-        del self.positions[k + 1:]
-        self.notes.append(f"Took back {' '.join(taken)}.")
+        taken = self.game.truncate(self.human_turns.pop())
+        self.notes.append(f"Took back {' '.join(map(square_name, taken))}.")
 
     def hint(self) -> str:
         if self.hint_net is None:
             return NO_HINT
         you = "you (black)" if self.human_black else "you (white)"
-        return hint_text(self.hint_net, self.position, last_actions(self.moves), you)
+        return hint_text(self.hint_net, self.position, self.game.history(), you)
 
     def play(self) -> bool:
         """Play until the game ends (True) or the person quits or input ends (False)."""
@@ -358,17 +346,17 @@ class TerminalGame:
                 self.undo()
             elif cmd.kind == "pass":
                 self.notes.append("You pass.")
-                self.push(PASS)
+                self.game.play(PASS)
             else:
-                self.human_turns.append(len(self.moves))
+                self.human_turns.append(len(self.game.moves))
                 self.notes.append(f"You play {square_name(cmd.square)}.")
-                self.push(cmd.square)
+                self.game.play(cmd.square)
         self.draw()
         return True
 
     def transcript(self) -> str:
         """The moves as ``f5d6c3...`` (passes left out: replaying infers them)."""
-        return format_transcript(self.moves)
+        return format_transcript(self.game.moves)
 
     def result_line(self) -> str:
         pos = self.position
@@ -414,7 +402,7 @@ def main(argv=None, stdin=None, stdout=None) -> int:
             start = parse_transcript(args.start)
     except ValueError as e:
         raise UserError(f"--start: {e}") from None
-    inp, out = (sys.stdin if stdin is None else stdin), (sys.stdout if stdout is None else stdout)
+    inp, out = stdin, (sys.stdout if stdout is None else stdout)  # inp None: standard input, read by ask()
     if args.save is not None:  # found before the game, not after it
         check_output(args.save, "--save", suffixes=(".ggf",))  # a game is saved as GGF; --start resumes only that
 
@@ -498,7 +486,7 @@ def end_game(game: TerminalGame, finished: bool, save: Path | None, out, why: st
         you, them = "human", game.opponent.name
         black, white = (you, them) if game.human_black else (them, you)
         try:
-            write_ggf(save, [(game.moves, black, white)])
+            write_ggf(save, [(game.game.moves, black, white)])
         except OSError as e:
             unsaved = e
     lines = [game.result_line()] if finished else [why] if why else []

@@ -73,14 +73,18 @@ def from_records(rec: np.ndarray) -> dict[str, torch.Tensor]:
     }
 
 
-def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | None = None) -> dict:
+def augment(batch: dict, group=tuple(range(8)), generator: torch.Generator | None = None,
+            shard: tuple[int, int] = (0, 1)) -> dict:
     """A random symmetry from ``group`` per sample, on whatever device the batch is
-    (``transform_batch``)."""
+    (``transform_batch``). ``shard``: (rank, world) of DDP, whose ranks draw alike (one seed):
+    each draws the global batch's symmetries and takes its own share, so no two ranks turn
+    their samples alike."""
     if len(group) == 1 and group[0] == 0:
         return batch
     n = batch["player"].shape[0]
     device = batch["player"].device
-    choice = torch.randint(len(group), (n,), device=device, generator=generator)
+    rank, world = shard
+    choice = torch.randint(len(group), (n * world,), device=device, generator=generator)[rank * n : (rank + 1) * n]
     return transform_batch(batch, torch.as_tensor(group, device=device)[choice])
 
 

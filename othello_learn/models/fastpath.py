@@ -3,7 +3,7 @@ where the hardware has fast kernels for them, fp32 elsewhere.
 
 On a CPU with AVX512-BF16 (or AMX) oneDNN runs bf16 convolutions in
 channels_last at 2-4x the fp32 NCHW speed for training and batched inference
-(RESULTS.md, ``benchmarks/train_throughput.py --compare``); at batch 1 the
+(docs/results/speed.md#the-training-fast-path, ``benchmarks/train_throughput.py --compare``); at batch 1 the
 format conversions cost more than they save, so single-position play stays
 fp32. On CUDA, bf16 autocast where the GPU supports it. Detected at run time,
 never assumed: a CPU without the instructions gets fp32 NCHW.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 
 import torch
 
@@ -48,6 +49,17 @@ def usable_device(name: str, flag: str = "--device") -> torch.device:
     if device.type == "meta":  # tensors of shapes only: a network there computes nothing
         raise UserError(f"{flag} {name}: holds no data (torch's meta device); give cpu or cuda")
     return device
+
+
+def device_memory(device: torch.device) -> int | None:
+    """Bytes of memory ``device`` has: a GPU's own, else this machine's (a CPU, and Apple's MPS,
+    which shares it); None where it cannot be told. What a command checks its sizes against."""
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.get_device_properties(device).total_memory)
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError, RuntimeError):  # no sysconf (Windows), or no such name
+        return None
 
 
 def auto_precision(device: str | torch.device) -> str:

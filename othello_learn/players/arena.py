@@ -108,7 +108,7 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
         b.reset()
     done = np.zeros(games, dtype=bool)
     disc_a = np.zeros(games, dtype=np.int64)
-    if any(getattr(x, "interactive", False) for x in (a, b)):
+    if a.interactive or b.interactive:
         progress = False  # a bar would garble the board a person is reading
 
     from tqdm import tqdm
@@ -132,10 +132,8 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
                 g = movers[mask]
                 if g.size:
                     asked = state[g]  # a copy: a player that writes to its inputs cannot disturb the games
-                    extra = {"history": asked.history} if getattr(player, "uses_history", False) else {}
-                    if getattr(player, "uses_moves", False):
-                        extra["moves"] = [list(game_moves[j]) for j in g.tolist()]
-                    chosen = player.select(asked.player, asked.opponent, asked.black_to_move, rng, **extra)
+                    moves = [list(game_moves[j]) for j in g.tolist()] if player.uses_moves else None
+                    chosen = player.select(asked, rng, moves=moves)
                     actions[g] = checked_moves(player, chosen, movers_legal[mask],
                                                lambda i, g=g: state.position(int(g[i])),
                                                lambda i, g=g: f"in game {int(g[i])}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from othello import bitboard as bb
-from othello.game import IllegalMoveError, Position
+from othello.game import IllegalMoveError
 from othello.notation import PASS, square_name
 from othello.states import States
 from othello_learn.search.alphabeta import AlphaBetaSearch
@@ -40,19 +40,22 @@ MAX_SIMULATIONS = 100_000  # a search tree per game is allocated whole: beyond, 
 class Player:
     """A move chooser over a batch of positions.
 
-    ``select`` gets the side to move's and the opponent's boards (uint64
-    arrays of shape [N]), who is to move, and a generator to draw from (the
-    arena owns it, so matches are reproducible from one seed). It returns N
-    square indices (0..63). The arena only asks where a legal move exists:
-    passes and game ends are its business, never the player's.
+    ``select`` gets the games waiting on the player as a numpy ``othello.states.States``
+    batch (the side to move's and the opponent's boards, who is to move, the last four
+    actions) and a generator to draw from (the arena owns it, so matches are reproducible
+    from one seed). It returns N square indices (0..63). The arena only asks where a
+    legal move exists: passes and game ends are its business, never the player's.
 
-    Optional attributes the arena honours: ``uses_history`` (``select`` also
-    gets ``history``, [N, 4] last actions), ``uses_moves`` (``moves``, every
-    action of each game from the start), ``interactive`` (no progress bar),
-    and a ``close()`` method, called when the match ends.
+    ``uses_moves``: ``select`` also gets ``moves``, every action of each game from the
+    standard start, where they are known (an external engine replays the game; a set-up
+    board has none, and then it is None); the others get None, and the arena does not
+    copy every game's moves for them. ``interactive``: a person plays (no progress bar).
+    ``close()``, where a player has one, is called when the match ends.
     """
 
     name: str = "player"
+    uses_moves: bool = False
+    interactive: bool = False
 
     @classmethod
     def from_args(cls, args: list[str]) -> "Player":
@@ -61,13 +64,7 @@ class Player:
             raise ValueError(f"{cls.name!r} takes no arguments, got {args}")
         return cls()
 
-    def select(
-        self,
-        player: np.ndarray,
-        opponent: np.ndarray,
-        black_to_move: np.ndarray,
-        rng: np.random.Generator,
-    ) -> np.ndarray:
+    def select(self, states: States, rng: np.random.Generator, moves: list[list[int]] | None = None) -> np.ndarray:
         raise NotImplementedError
 
     def reset(self) -> None:
@@ -109,13 +106,14 @@ def checked_moves(player: Player, answer, legal: np.ndarray, position, where) ->
     return mv
 
 
-def select_one(player: Player, pos: Position, rng: np.random.Generator, **extra) -> int:
-    """``player``'s move at one position that has one, checked legal (``checked_moves``):
-    what a GUI, a person's opponent or a front-end hands on. ``extra``: the ``history``
-    or ``moves`` the player asks for."""
-    sq = player.select(np.array([pos.player], dtype=np.uint64), np.array([pos.opponent], dtype=np.uint64),
-                       np.array([pos.black_to_move]), rng, **extra)
-    legal = States.from_positions([pos]).legal_actions()[:, :PASS]
+def select_one(player: Player, states: States, rng: np.random.Generator, moves: list[list[int]] | None = None) -> int:
+    """``player``'s move in the one game of ``states`` (``othello.game.Game.states``), which has
+    one, checked legal (``checked_moves``): what a GUI, a person's opponent or a front-end hands
+    on. ``moves``: the game's actions from the standard start (``[game.moves]``), for a player
+    that ``uses_moves``, where known."""
+    legal = states.legal_actions()[:, :PASS]  # before the player, which could write to its inputs
+    pos = states.position(0)
+    sq = player.select(states, rng, moves=moves)
     return int(checked_moves(player, sq, legal, lambda i: pos, lambda i: "here")[0])
 
 
@@ -156,8 +154,8 @@ class RandomPlayer(Player):
 
     name = "random"
 
-    def select(self, player, opponent, black_to_move, rng):
-        return random_legal_squares(bb.bits(bb.legal_moves(player, opponent)), rng)
+    def select(self, states, rng, moves=None):
+        return random_legal_squares(bb.bits(states.legal_squares()), rng)
 
 
 def flip_counts(player: np.ndarray, opponent: np.ndarray) -> np.ndarray:
@@ -180,8 +178,8 @@ class GreedyPlayer(Player):
 
     name = "greedy"
 
-    def select(self, player, opponent, black_to_move, rng):
-        counts = flip_counts(player, opponent)
+    def select(self, states, rng, moves=None):
+        counts = flip_counts(states.player, states.opponent)
         best = counts == counts.max(axis=1, keepdims=True)
         return random_legal_squares(best & (counts > 0), rng)
 
@@ -218,9 +216,9 @@ class AlphaBetaPlayer(AlphaBetaSearch, Player):
             raise ValueError(f"'alphabeta' takes one argument (the depth), got {args}")
         return cls(spec_int(args[0], "alpha-beta depth") if args else 3)
 
-    def select(self, player, opponent, black_to_move, rng):
-        out = np.empty(len(player), dtype=np.int64)
-        for i, (p, o) in enumerate(zip(np.asarray(player).tolist(), np.asarray(opponent).tolist())):
+    def select(self, states, rng, moves=None):
+        out = np.empty(len(states), dtype=np.int64)
+        for i, (p, o) in enumerate(zip(np.asarray(states.player).tolist(), np.asarray(states.opponent).tolist())):
             _, best = self.search(int(p), int(o))
             out[i] = best[rng.integers(len(best))] if len(best) > 1 else best[0]
         return out
@@ -234,19 +232,17 @@ class EndgamePlayer(Player):
         Setting(int, low=0, high=MAX_EMPTIES).check(empties, "endgame empties")
         self.inner, self.empties = inner, empties
         self.name = f"endgame:{empties}:{inner.name}"
-        for attr in ("uses_history", "uses_moves", "interactive"):
-            if getattr(inner, attr, False):
-                setattr(self, attr, True)
+        self.uses_moves, self.interactive = inner.uses_moves, inner.interactive
 
-    def select(self, player, opponent, black_to_move, rng, **extra):
-        player, opponent = np.asarray(player), np.asarray(opponent)
+    def select(self, states, rng, moves=None):
+        player, opponent = np.asarray(states.player), np.asarray(states.opponent)
         left = 64 - bb.popcount(player | opponent).astype(np.int64)
         late = left <= self.empties
         out = np.empty(len(player), dtype=np.int64)
         early = np.nonzero(~late)[0]
         if early.size:
-            sub = {k: [v[i] for i in early] if k == "moves" else np.asarray(v)[early] for k, v in extra.items()}
-            out[early] = self.inner.select(player[early], opponent[early], np.asarray(black_to_move)[early], rng, **sub)
+            early_moves = None if moves is None else [moves[i] for i in early]
+            out[early] = self.inner.select(states[early], rng, moves=early_moves)
         for i in np.nonzero(late)[0]:
             _, best = solve(int(player[i]), int(opponent[i]))
             out[i] = best[rng.integers(len(best))] if len(best) > 1 else best[0]

@@ -307,10 +307,10 @@ class ExternalPlayer(Player):
             raise self._fail(f"played {text!r}, which is illegal (legal: {legal})", start, moves)
         return sq
 
-    def select(self, player, opponent, black_to_move, rng, history=None, moves=None):
-        out = np.empty(len(player), dtype=np.int64)
-        for i in range(len(player)):
-            pos = Position(int(player[i]), int(opponent[i]), bool(black_to_move[i]))
+    def select(self, states, rng, moves=None):
+        out = np.empty(len(states), dtype=np.int64)
+        for i in range(len(states)):
+            pos = states.position(i)
             start, game = pos, []
             if moves is not None:
                 # Passes made explicit (the arena's moves carry them, a GUI's may not); -1: padding.

@@ -28,16 +28,14 @@ def _states(batch: dict) -> States:
 
 
 class PolicyPlayer(Player):
-    uses_history = True
-
     def __init__(self, net, device=None):
         self.device = torch.device(device or default_device())
         self.net = net.to(self.device).eval()
         self.name = "policy"
 
     @torch.inference_mode()
-    def select(self, player, opponent, black_to_move, rng, history=None):
-        logits = self.net(from_arrays(player, opponent, black_to_move, history, self.device))["policy"]
+    def select(self, states, rng, moves=None):
+        logits = self.net(from_states(states, self.device))["policy"]
         return logits.argmax(-1).cpu().numpy().astype(np.int64)
 
 
@@ -46,8 +44,6 @@ class SearchPlayer(Player):
     on it at once: PUCT plays the most-visited move (ties to the prior, then at
     random), Gumbel the sequential-halving winner."""
 
-    uses_history = True
-
     def __init__(self, net, config: MCTSConfig | GumbelConfig, device=None):
         self.device = torch.device(device or default_device())
         self.evaluator = Evaluator(net.to(self.device), self.device)
@@ -55,8 +51,9 @@ class SearchPlayer(Player):
         gumbel = isinstance(config, GumbelConfig)
         self.name = f"gumbel:{config.simulations}:{config.considered}" if gumbel else f"mcts:{config.simulations}"
 
-    def select(self, player, opponent, black_to_move, rng, history=None):
-        return self._search(player, opponent, black_to_move, rng, history)[1].cpu().numpy().astype(np.int64)
+    def select(self, states, rng, moves=None):
+        moves = self._search(states.player, states.opponent, states.black_to_move, rng, states.history)[1]
+        return moves.cpu().numpy().astype(np.int64)
 
     def _search(self, player, opponent, black_to_move, rng, history=None):
         """(the searched trees, the move of each game)."""

@@ -52,8 +52,8 @@ def policy_sharpness(net, games: SelfPlayGames, n: int = 4096, seed: int = 0, de
     """Mean entropy (nats) of the net's policy and of the recorded targets on ``n`` random positions
     of ``games``. Why: Gumbel self-play trains the policy on improved-policy targets sharper than
     the prior, generation after generation; the net's 1-ply moves do not show it, but its search
-    does (a prior sure of more than it knows leaves a small search less to correct: RESULTS.md,
-    "What self-play did to the search player"). Watching the two numbers is the cheap check."""
+    does (a prior sure of more than it knows leaves a small search less to correct:
+    docs/results/selfplay.md#over-confident-priors-and-calibration). Watching the two numbers is the cheap check."""
     idx = np.sort(np.random.default_rng(seed).choice(len(games.player), min(n, len(games.player)), replace=False))
     batch = to_device_batch(games, idx, device)
     was_training = net.training
@@ -61,6 +61,11 @@ def policy_sharpness(net, games: SelfPlayGames, n: int = 4096, seed: int = 0, de
     probs = torch.softmax(net(batch)["policy"].float(), -1)
     net.train(was_training)
     return {"policy_entropy": float(entropy(probs).mean()), "target_entropy": float(entropy(batch["policy"]).mean())}
+
+
+# A training batch's ceiling, as the training config's data.batch_size: the loop's --batch-size 2**31-1
+# drew a 16 GiB index array before its first step.
+MAX_BATCH = 2**20
 
 
 def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,

@@ -40,24 +40,25 @@ import torch
 
 from othello_learn.cli import (STOP_SIGNALS, ArgumentParser, StopOnce, bar_pacing, run_main, say_stopped, stop_signals_raise,
                          stop_status, taken)
-from othello_learn.files import (UserError, atomic_write, check_output, describe_os_error, one_line, remove_stale_temps,
-                           temp_target, write_json)
+from othello_learn.files import (NestingError, UserError, atomic_write, check_output, describe_os_error, one_line,
+                           parse_nested, remove_stale_temps, temp_target, write_json)
 from othello_learn.lock import RunLock
 from othello_learn.models.encoders import ENCODERS
-from othello_learn.models.fastpath import default_device, usable_device
+from othello_learn.models.fastpath import default_device, device_memory, usable_device
 from othello_learn.models.nets import (SIZE_LIMITS, NetConfig, TrainingCheckpointError, build_network, grow_network,
                                        load_network, read_checkpoint, save_network)
-from othello_learn.players.arena import play_match
+from othello_learn.players.arena import MAX_GAMES, play_match
 from othello_learn.players.elo import finite_elo
 from othello_learn.rl.elo_plot import plot_elo
 from othello_learn.search.endgame import MAX_EMPTIES
 from othello_learn.search.gumbel import TARGET_Q, GumbelConfig
-from othello_learn.rl.learner import OptimizerStateError, TrainingDiverged, policy_sharpness, train_network
-from othello_learn.search.mcts import Evaluator, MCTSConfig
+from othello_learn.rl.learner import MAX_BATCH, OptimizerStateError, TrainingDiverged, policy_sharpness, train_network
+from othello_learn.search.mcts import Evaluator, MCTSConfig, tree_capacity
 from othello_learn.players.network import PolicyPlayer, check_considered, search_player
 from othello_learn.players.base import MAX_SIMULATIONS
 from othello_learn.players.specs import make_program
-from othello_learn.rl.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate, play_games
+from othello_learn.rl.selfplay import (SAMPLE_BYTES, SAMPLES_PER_GAME, SelfPlayConfig, SelfPlayGames,
+                                             calibrate_resign_threshold, false_resign_rate, play_games)
 from othello_learn.settings import REQUIRED, Setting
 from othello_learn.tracking import start_wandb
 
@@ -85,9 +86,10 @@ class RunConfig:
                                    "run's model.pt), or 'random'")
     out: Path = opt(kind=Path, help="run folder (resumed if it exists)", resumable=True)
     generations: int = opt(10, "run until this many generations are done", resumable=True, low=1)
-    games: int = opt(2048, "self-play games per generation", low=1)
+    # at most as many games as the arena plays in one match (its MAX_GAMES); check_memory says whether they fit
+    games: int = opt(2048, "self-play games per generation", low=1, high=MAX_GAMES)
     # A part is one file of --parallel games: a change mid-generation would replay or skip games.
-    parallel: int = opt(512, "games played at once (one part file each)", low=1)
+    parallel: int = opt(512, "games played at once (one part file each)", low=1, high=MAX_GAMES)
     simulations: int = opt(100, "MCTS simulations per move in self-play", low=1, high=MAX_SIMULATIONS)
     # On a CPU the tree search runs in one thread between network calls: processes of one thread each
     # keep every core busy where one process of N threads leaves them waiting (1.40x games/hour on 2 cores:
@@ -123,7 +125,7 @@ class RunConfig:
                              "solve)", resumable=True, low=0, high=MAX_EMPTIES)
     window: int = opt(4, "generations of games in the replay window", low=1)
     train_steps: int = opt(1000, "training steps per generation", low=1)
-    batch_size: int = opt(512, "training batch size", low=1)
+    batch_size: int = opt(512, "training batch size", low=1, high=MAX_BATCH)
     lr: float = opt(3e-4, "learning rate", resumable=True, low=0, low_open=True)
     l2: float = opt(1e-4, "L2 weight decay", resumable=True, low=0)
     value_weight: float = opt(1.0, "weight of the value loss beside the policy loss (AlphaZero: 1; below 1 the value "
@@ -132,7 +134,7 @@ class RunConfig:
     keep_optimizer: bool = opt(False, "carry Adam's moments from one generation's training to the next (KataGo's "
                                "loop keeps its optimizer), instead of a fresh Adam each generation", resumable=True,
                                saved_default=False)
-    gate_games: int = opt(200, "games of the gating match", resumable=True, low=1)
+    gate_games: int = opt(200, "games of the gating match", resumable=True, low=1, high=MAX_GAMES)
     gate_simulations: int = opt(50, "simulations per move in gating matches", resumable=True,
                                 low=1, high=MAX_SIMULATIONS)
     gate_threshold: float = opt(0.55, "score the candidate needs to become the best", resumable=True,
@@ -140,7 +142,7 @@ class RunConfig:
     continuous: bool = opt(False, "no gating: the trainee is always the best")
     eval_vs: typing.Optional[str] = opt(None, "also play the candidate network's 1-ply policy against this spec "
                                         "each generation (default: no such match)", resumable=True, kind=(str, None))
-    eval_games: int = opt(100, "games of the --eval-vs match", resumable=True, low=1)
+    eval_games: int = opt(100, "games of the --eval-vs match", resumable=True, low=1, high=MAX_GAMES)
     arch_blocks: int = opt(RANDOM_INIT["blocks"], "residual blocks, with --init random",
                            low=1, high=SIZE_LIMITS["blocks"])
     arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", low=1, high=SIZE_LIMITS["width"])
@@ -217,7 +219,7 @@ class RunConfig:
             except ValueError as e:
                 raise UserError(f"--gumbel-considered {self.gumbel_considered} with {flag} {sims}: {e}") from None
         check_output(self.out, "--out", folder=True)
-        usable_device(self.device)
+        self.check_memory(usable_device(self.device))
         for flag, value, instead in (("--grow-blocks", self.grow_blocks, "--arch-blocks"),
                                      ("--grow-width", self.grow_width, "--arch-width")):
             if self.init == "random" and value:
@@ -234,6 +236,37 @@ class RunConfig:
                 eval_opponent(self.eval_vs).check()
             except UserError as e:
                 raise UserError(f"--eval-vs: {e}") from e
+
+    def check_memory(self, device: torch.device) -> None:
+        """What a generation allocates, against the memory ``device`` has, before any work: the
+        replay window's samples (training holds --window generations of --games games at once, at
+        most 60 samples of SAMPLE_BYTES each) and the search trees (--parallel games of
+        ``tree_capacity`` nodes in each self-play process at once; a gating match's --gate-games).
+        Sizes each within its limit can still be terabytes together."""
+        from othello_learn.search.tree import node_bytes
+
+        ram = device_memory(torch.device("cpu"))
+        memory = device_memory(device)
+        if None in (ram, memory) or None in (self.games, self.parallel, self.window):  # (a resume's unset)
+            return
+        node = node_bytes()
+        workers = self_play_workers(self.workers or 0, device, -(-self.games // self.parallel))[0]
+        reuse = not self.no_tree_reuse and self.search != "gumbel"  # Gumbel's trees start afresh
+        self_play = MCTSConfig(simulations=self.simulations, reuse_tree=reuse)
+        gate = MCTSConfig(simulations=self.gate_simulations, reuse_tree=False)  # _gate_player's: no reuse
+        trees = min(self.parallel, self.games) * tree_capacity(self_play) * node * workers
+        where = "this machine's" if device.type != "cuda" else f"{device}'s"
+        needs = [(self.window * self.games * SAMPLES_PER_GAME * SAMPLE_BYTES, ram, "this machine's",
+                  ("window", "games"), "the replay window's samples"),
+                 (trees, memory, where, ("parallel", "simulations"),
+                  f"self-play's search trees ({workers} process{'es' if workers > 1 else ''} at once)"),
+                 (0 if self.continuous else self.gate_games * tree_capacity(gate) * node, memory, where,
+                  ("gate_games", "gate_simulations"), "a gating match's search trees")]
+        for need, have, whose, names, what in needs:
+            if need > have:
+                flags = " with ".join(f"--{n.replace('_', '-')} {getattr(self, n)}" for n in names)
+                raise UserError(f"{flags}: {what} would take about {need / 2**30:,.1f} GiB, more than {whose} "
+                                f"{have / 2**30:,.1f} GiB of memory; give smaller ones")
 
     def check_values(self) -> None:
         """Each setting of its type, within its limits and choices (``check`` without what needs the
@@ -305,9 +338,11 @@ def read_json(path: Path, remedy: str, needs: tuple[str, ...] | None = None):
     """``path``'s JSON; with ``needs``, an object holding those keys (a record the loop wrote),
     so a file edited or replaced by hand is one line naming it, not a KeyError generations on."""
     try:
-        data = json.loads(path.read_text())
+        data = parse_nested(json.loads, path.read_text())
     except OSError as e:
         raise UserError(f"{describe_os_error(e)}: {remedy}") from e
+    except NestingError as e:
+        raise UserError(f"{path}: {e}: {remedy}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not valid JSON, truncated or corrupt ({one_line(e)}): {remedy}") from e
     if needs is not None:

@@ -40,6 +40,13 @@ class SelfPlayConfig:
     solve_empties: int = 0
 
 
+# Bytes of one sample of SelfPlayGames: player and opponent (8 each), history (4), side to move (1),
+# policy (64 float16), outcome and ply (1 each), game (4), value (2); a game records at most 60 of
+# them (a position where the side to move has a move).
+SAMPLE_BYTES = 8 + 8 + 4 + 1 + 64 * 2 + 1 + 1 + 4 + 2
+SAMPLES_PER_GAME = 60
+
+
 @dataclass
 class SelfPlayGames:
     """Samples (one per recorded position) and per-game statistics, as numpy arrays."""
@@ -283,7 +290,8 @@ def false_resign_bound(rate: float, n: int, z: float = 1.6448536269514722) -> fl
     ``n`` played-out games. Calibrating the observed rate to the target put
     the next generation's rate over it a third of the time (up to 12 % at a
     5 % target, on ~300 played-out games a generation); with the bound it
-    averaged 3.1 %, at most 5.8 % (RESULTS.md)."""
+    averaged 3.1 %, at most 5.8 %
+    (docs/results/selfplay.md#resignation-with-a-confidence-bound)."""
     if n == 0:
         return 1.0
     centre = rate + z * z / (2 * n)

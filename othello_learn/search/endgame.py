@@ -4,7 +4,8 @@ and perfectly from there.
 
 Why: every Othello program solves its endgame, and a network alone throws
 away won games there. Played perfectly from 10 empties, the 60 % policy
-``best_value.pt`` scores 0.601 against itself at 1 ply (RESULTS.md); its
+``best_value.pt`` scores 0.601 against itself at 1 ply
+(docs/results/search.md#perfect-endgames-from-e-empties); its
 1-ply choice is optimal in 85 % of positions with 4 empties and 60 % with 10.
 
 Python ints, one position at a time, as ``alphabeta.py``: a solve is a

@@ -39,7 +39,7 @@ LOW_LOGIT = -1e9  # floor of g + logits + sigma, so a zero prior still ranks amo
 class GumbelConfig(MCTSConfig):
     """Gumbel search's settings (Danihelka et al. 2022), with the paper's and mctx's defaults
     (c_visit 50, c_scale 0.1): at the 16-100 simulations a CPU affords, its improved policy is a
-    better training target than visit counts (RESULTS.md, "Gumbel against PUCT at equal simulations")."""
+    better training target than visit counts (docs/results/search.md#gumbel-against-puct-at-equal-simulations)."""
 
     # k = min(this, legal actions) root actions sampled by Gumbel-top-k; 0: auto (``considered``).
     max_considered: int = 0
@@ -52,7 +52,7 @@ class GumbelConfig(MCTSConfig):
     # rescale_values=False takes Q as it is, so its sigma spreads twice as far as ours). Why: rescaled,
     # moves whose values differ by 0.01 still end ~6 logits apart at 32 simulations, and a loop that
     # trains on its own targets compounds that into an over-confident prior; absolute spreads the
-    # target in proportion to the values' differences. Measured (RESULTS.md, "Softer policy targets"):
+    # target in proportion to the values' differences. Measured (docs/results/selfplay.md#softer-policy-targets):
     # absolute slows the sharpening without stopping it and costs the 1-ply policy; calibrating the net
     # after the run mends the search player as well. Hence the default.
     target_q: str = "rescaled"
@@ -63,7 +63,7 @@ class GumbelConfig(MCTSConfig):
         """k for the root: ``max_considered``, or when 0, simulations / 4 between 2
         and 16. Why: with k = 16 at 16 simulations every move gets one visit
         (a 1-ply search) and lost to PUCT 0.425; k = 4 won 0.620, k = 8 0.530
-        (RESULTS.md); 16 is the paper's k at larger budgets."""
+        (docs/results/search.md#gumbel-against-puct-at-equal-simulations); 16 is the paper's k at larger budgets."""
         return self.max_considered or min(16, max(2, self.simulations // 4))
 
 

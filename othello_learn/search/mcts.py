@@ -55,7 +55,7 @@ class Evaluator:
     path of ``othello_learn.models.fastpath`` by default: bf16 autocast (plus channels_last
     on a CPU with bf16 instructions), fp32 elsewhere. Batches smaller than
     ``min_fast_batch`` stay fp32 on the CPU, where the format conversions
-    cost more than bf16 saves (RESULTS.md, self-play fast path).
+    cost more than bf16 saves (docs/results/speed.md#the-fast-path-in-self-play).
 
     The net itself is put in eval mode and, on that path, channels_last: it is the
     caller's object, not a copy (a copy of every net a search is given would double
@@ -98,6 +98,12 @@ class Evaluator:
         return prior, value
 
 
+def tree_capacity(config: MCTSConfig) -> int:
+    """Nodes each game's tree is given: reuse keeps a subtree, so room is left for one more full
+    search on top of it."""
+    return config.simulations * (2 if config.reuse_tree else 1) + 2
+
+
 class BatchedMCTS:
     """PUCT search trees for ``batch`` games, searched together: a ``Tree``
     plus the PUCT selection rule, root noise and tree reuse. Subclasses swap
@@ -107,8 +113,7 @@ class BatchedMCTS:
         self.ev, self.cfg, self.B = evaluator, config, batch
         self.device = evaluator.device
         self.gen = generator
-        # Reuse keeps a subtree; room is left for one more full search on top.
-        self.C = config.simulations * (2 if config.reuse_tree else 1) + 2
+        self.C = tree_capacity(config)
         self.tree = T.new_tree(batch, self.C, self.device)
 
     # ----------------------------------------------------------------- roots

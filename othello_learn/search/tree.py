@@ -33,7 +33,7 @@ NO_ACTION = -1  # select's action for a descent that ended on a terminal node (n
 
 __all__ = ["ACTIONS", "PASS", "ROOT", "NO_PARENT", "UNEXPANDED", "NO_ACTION", "Tree", "new_tree", "set_roots",
            "evaluate", "select", "expand", "backup", "simulate", "child_stats", "child_visits", "root_visits",
-           "root_value", "choose", "finished_to_pass", "reroot"]
+           "root_value", "choose", "finished_to_pass", "reroot", "node_bytes"]
 
 
 @dataclass
@@ -89,6 +89,14 @@ def new_tree(batch: int, capacity: int, device) -> Tree:
                 parent=torch.full((B, C), NO_PARENT, dtype=torch.long, device=device),
                 visits=z(B, C), value_sum=z(B, C), terminal=z(B, C, dt=torch.bool), terminal_value=z(B, C),
                 raw_value=z(B, C), size=torch.zeros(B, dtype=torch.long, device=device))
+
+
+def node_bytes() -> int:
+    """Bytes one node of ``new_tree`` takes (its board, history, 65 actions' legal mask, prior and
+    child, and its scalars): a search of B games of C nodes allocates B x C times this."""
+    tree = new_tree(1, 1, "cpu")
+    tensors = [*vars(tree.state).values(), *vars(tree).values()]
+    return sum(t.element_size() * t.numel() for t in tensors if isinstance(t, torch.Tensor))
 
 
 # --------------------------------------------------------------------- building

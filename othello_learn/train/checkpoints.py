@@ -218,12 +218,20 @@ class LastCheckpoint(Checkpoint):
 
     A ``Checkpoint`` subclass, so Lightning runs it after the best-by-validation
     ``ModelCheckpoint`` (it moves checkpoint callbacks last, keeping their order): the
-    state saved after a validation already records the new best checkpoint."""
+    state saved after a validation already records the new best checkpoint.
 
-    def __init__(self, path: str | Path, every_n_steps: int, every_seconds: float = 300.0):
+    Under DDP every save is a collective (only rank 0 writes, all wait for it), so the ranks
+    decide together after each step: rank 0's clock says whether a save is due, and ``stops``
+    (``train.stops_around_lightning``'s) holds a stop a rank noted (``.pending``, its signal's
+    number); both are agreed in one all-reduce, then every rank saves, and stops, at the same
+    step. An error mid-step (a rank lost) saves nothing: the ranks' states may differ there, and
+    the run resumes from the last whole save."""
+
+    def __init__(self, path: str | Path, every_n_steps: int, every_seconds: float = 300.0, stops=None):
         self.path = Path(path)
         self.every_n_steps = every_n_steps
         self.every_seconds = every_seconds
+        self.stops = stops
         self.interrupted_by: BaseException | None = None
         self._saved_step: int | None = None  # None until training has started
         self._saved_at = time.monotonic()
@@ -232,6 +240,10 @@ class LastCheckpoint(Checkpoint):
     @property
     def state_key(self) -> str:
         return f"LastCheckpoint[{self.path.name}]"
+
+    @property
+    def saved_step(self) -> int | None:
+        return self._saved_step
 
     @property
     def started(self) -> bool:
@@ -250,10 +262,33 @@ class LastCheckpoint(Checkpoint):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
+        due = step % self.every_n_steps == 0 or time.monotonic() - self._saved_at >= self.every_seconds
+        if getattr(trainer, "world_size", 1) > 1:
+            due = self._agree(trainer, pl_module, due)
         if step == self._saved_step or _validates_now(trainer):
             return
-        if step % self.every_n_steps == 0 or time.monotonic() - self._saved_at >= self.every_seconds:
+        if due:
             self._save(trainer)
+
+    def _agree(self, trainer, pl_module, due: bool) -> bool:
+        """Rank 0's ``due``, and any rank's pending stop (the highest signal number); on a stop all
+        ranks save (unless saved at this step) and raise Lightning's SIGTERMException together."""
+        import torch
+        import torch.distributed as dist
+
+        pending = getattr(self.stops, "pending", None) or 0
+        flags = torch.tensor([int(due and trainer.is_global_zero), int(pending)], device=pl_module.device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        due, pending = bool(flags[0]), int(flags[1])
+        if pending:
+            from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+            if self.stops is not None:
+                self.stops.pending = pending
+            if trainer.global_step != self._saved_step:
+                self._save(trainer)
+            raise SIGTERMException
+        return due
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
@@ -283,8 +318,8 @@ class LastCheckpoint(Checkpoint):
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self.interrupted_by = exception
-        if self._saved_step is None or trainer.global_step == self._saved_step:
-            return  # training never started, or nothing new since the last save
+        if self._saved_step is None or trainer.global_step == self._saved_step or getattr(trainer, "world_size", 1) > 1:
+            return  # training never started, nothing new since the last save, or DDP (see the class)
         if trainer.validating and not trainer.sanity_checking:
             return  # saved mid-validation, the rerun went on past it; from the save before it, it validates
         try:

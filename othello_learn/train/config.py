@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello_learn.files import UserError, one_line
+from othello_learn.files import NestingError, UserError, one_line, parse_nested
 from othello_learn.settings import Setting, SettingError, check_table
 
 
@@ -88,7 +88,7 @@ _Loader.add_constructor(_INT, _construct_int)
 
 
 def _yaml(text: str):
-    return yaml.load(text, Loader=_Loader)
+    return parse_nested(lambda t: yaml.load(t, Loader=_Loader), text)
 
 
 SECTIONS = ("model", "optim", "data", "trainer")
@@ -145,6 +145,10 @@ def _trains(value) -> str | None:
 
 # Loader processes: each one a Python with torch; more than the largest machines' cores only waits.
 MAX_WORKERS = 128
+# Every integer setting's ceiling: a typo's extra digits would allocate until memory runs out, end in
+# Lightning's OverflowError (accumulate_grad_batches=99999999999999999999) or set a run that never ends.
+MAX_BATCHES = 10**9  # steps and batches: more than any run here takes by far
+MAX_INT = 2**31 - 1  # any other integer, a Lightning setting not typed here (min_steps, ...): its counters' int32
 YEARS = (str, int)
 # Every setting of each section: model is othello_learn.models.nets.NetConfig's fields, optim
 # MovePredictor's other arguments, data WthorDataModule's (restated so that --help needs no torch;
@@ -158,22 +162,24 @@ SETTINGS = {
               "scheduler": Setting(str, choices=_from("othello_learn.train.module", "SCHEDULERS", list)),
               "value_weight": Setting(float, low=0), "label_smoothing": Setting(float, low=0, high=1, high_open=True),
               "ema": Setting(float, low=0, high=1, high_open=True)},  # 0: off
-    "data": {"batch_size": Setting(int, low=1),
+    "data": {"batch_size": Setting(int, low=1, high=2**20),
              "symmetries": Setting(str, choices=_from("othello_learn.models.batch", "SYMMETRY_GROUPS")),
-             "train_years": Setting(YEARS, rule=_years), "val_years": Setting(YEARS, rule=_years),
-             "test_years": Setting(YEARS, rule=_years), "train_positions": Setting((int, None), low=1),
-             "val_positions": Setting((int, None), low=1), "num_workers": Setting(int, low=0, high=MAX_WORKERS)},
+             **{key: Setting(YEARS, high=MAX_INT, rule=_years) for key in ("train_years", "val_years", "test_years")},
+             "train_positions": Setting((int, None), low=1, high=2**40),
+             "val_positions": Setting((int, None), low=1, high=2**40), "num_workers": Setting(int, low=0, high=MAX_WORKERS)},
     # the trainer settings we check; the others go to Lightning as they are (if finite)
-    "trainer": {"max_epochs": Setting(int, low=-1, rule=_trains), "max_steps": Setting(int, low=-1, rule=_trains),
-                "log_every_n_steps": Setting(int, low=1),
-                "val_check_interval": Setting((int, float), rule=_batches(zero=False)),
+    "trainer": {"max_epochs": Setting(int, low=-1, high=10**6, rule=_trains),
+                "max_steps": Setting(int, low=-1, high=MAX_BATCHES, rule=_trains),
+                "log_every_n_steps": Setting(int, low=1, high=MAX_BATCHES),
+                "val_check_interval": Setting((int, float), high=MAX_BATCHES, rule=_batches(zero=False)),
                 "enable_progress_bar": Setting(bool), "enable_model_summary": Setting(bool),
-                "max_time": Setting((dict, str, None), rule=_time_budget), "precision": Setting((str, int)),
-                "gradient_clip_val": Setting((float, None), low=0), "accumulate_grad_batches": Setting(int, low=1),
-                "limit_train_batches": Setting((int, float), rule=_batches(zero=False)),
-                "limit_val_batches": Setting((int, float), rule=_batches(zero=True)),
-                "check_val_every_n_epoch": Setting((int, None), low=1), "num_sanity_val_steps": Setting(int, low=-1),
-                "deterministic": Setting(bool)},
+                "max_time": Setting((dict, str, None), rule=_time_budget), "precision": Setting((str, int), high=MAX_INT),
+                "gradient_clip_val": Setting((float, None), low=0),
+                "accumulate_grad_batches": Setting(int, low=1, high=10_000),
+                "limit_train_batches": Setting((int, float), high=MAX_BATCHES, rule=_batches(zero=False)),
+                "limit_val_batches": Setting((int, float), high=MAX_BATCHES, rule=_batches(zero=True)),
+                "check_val_every_n_epoch": Setting((int, None), low=1, high=10**6),
+                "num_sanity_val_steps": Setting(int, low=-1, high=MAX_BATCHES), "deterministic": Setting(bool)},
 }
 SCHEMA = {section: {key: setting.kind for key, setting in SETTINGS[section].items()}
           for section in ("model", "optim", "data")}  # the types, for the README's check and its tests
@@ -244,6 +250,8 @@ def read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             loaded = _yaml(Path(path).read_text(encoding="utf-8-sig")) or {}
         except yaml.YAMLError as e:
             raise UserError(f"{path}: not valid YAML ({_yaml_problem(e)})") from None
+        except NestingError as e:
+            raise UserError(f"{path}: {e}") from None
         except UnicodeDecodeError:
             raise UserError(f"{path}: not a YAML config (a binary file; give a train/configs/*.yaml)") from None
         if not isinstance(loaded, dict):
@@ -268,6 +276,8 @@ def read_config(path: Path | None, overrides: list[str]) -> tuple[dict, dict]:
             cfg[section][name] = _yaml(value)
         except yaml.YAMLError:
             cfg[section][name] = value
+        except NestingError as e:
+            raise UserError(f"--set {key}: {e}") from None
         origin[(section, name)] = Origin(f"from --set {item}")
     return cfg, origin
 
@@ -320,7 +330,7 @@ def check_config(cfg: dict, origin: dict | None = None) -> None:
             if key not in known[section]:
                 fail(section, key, f"unknown setting; the {section} settings are: {', '.join(sorted(known[section]))}")
         check_table(cfg[section], SETTINGS[section], f"{section}.", lambda key, s=section: origin.get((s, key)),
-                    other=Setting(object))  # a Lightning setting we pass on: finite, at least
+                    other=Setting(object, high=MAX_INT))  # a Lightning setting we pass on: finite, in int32
     try:  # and together (NetConfig's MAX_WEIGHTS): each size within its limit can still be terabytes
         NetConfig.from_dict(cfg["model"])
     except NetConfigError as e:

@@ -24,7 +24,7 @@ import pandas as pd
 import yaml
 
 from othello_learn.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
-from othello_learn.files import UserError, one_line
+from othello_learn.files import UserError, one_line, parse_nested
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn.train.run_folder import FRESH_START, batches_per_step, csv_versions
 
@@ -116,7 +116,7 @@ def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
     fresh = run / FRESH_START
     if fresh.is_file():  # a --fresh run: only its own logs, not those of the run it discarded
         try:
-            first = int(json.loads(fresh.read_text())["csv_version"])
+            first = int(parse_nested(json.loads, fresh.read_text())["csv_version"])
         except (ValueError, KeyError, TypeError, OverflowError) as e:
             raise UserError(f"{fresh}: not the record of a --fresh start ({one_line(e)})") from None
         versions = {n: v for n, v in versions.items() if n >= first}
@@ -148,7 +148,7 @@ def load_curve(run: Path, metric: str = "val/acc") -> pd.DataFrame:
         raise ValueError(f"{run}: no column {metric!r} in its {source} (has {', '.join(map(str, frame.columns))})")
     cfg_path = run / "config.yaml"
     try:
-        cfg = (yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}) or {}
+        cfg = (parse_nested(yaml.safe_load, cfg_path.read_text()) if cfg_path.exists() else {}) or {}
         batch = (cfg.get("data") or {}).get("batch_size")
         batch = int(_default_batch_size() if batch is None else batch)
         # a step is one optimizer step: with accumulation, that many batches

@@ -85,10 +85,16 @@ class MovePredictor(L.LightningModule):
         parts = move_losses(out, batch["move"], torch.sign(batch["result"]), value_weight=self.hparams.value_weight,
                             label_smoothing=self.hparams.label_smoothing)
         loss, n = parts["loss"], logits.shape[0]
+        # DDP: the held-out losses are summed over the ranks' shards with their sizes (exact); the
+        # training ones, logged each step, are rank 0's share of the batch (a collective a step spared)
+        sync = split != "train"
         if "value_loss" in parts:
-            self.log(f"{split}/value_loss", parts["value_loss"], batch_size=n, on_step=split == "train", on_epoch=True)
-        self.log(f"{split}/policy_loss", parts["policy_loss"], batch_size=n, on_step=split == "train", on_epoch=True)
-        self.log(f"{split}/loss", loss, batch_size=n, prog_bar=split != "train", on_step=split == "train", on_epoch=True)
+            self.log(f"{split}/value_loss", parts["value_loss"], batch_size=n, on_step=split == "train", on_epoch=True,
+                     sync_dist=sync)
+        self.log(f"{split}/policy_loss", parts["policy_loss"], batch_size=n, on_step=split == "train", on_epoch=True,
+                 sync_dist=sync)
+        self.log(f"{split}/loss", loss, batch_size=n, prog_bar=split != "train", on_step=split == "train",
+                 on_epoch=True, sync_dist=sync)
         m = self.metrics[split + "_"]
         for name, metric in m.items():
             metric(logits, batch["move"])
@@ -111,7 +117,7 @@ class MovePredictor(L.LightningModule):
     def _log_phases(self, split: str) -> None:
         metric = self.phases[split + "_"]
         for phase in metric.compute():
-            self.log(f"{split}/acc_moves_{phase['moves']}", phase["accuracy"])
+            self.log(f"{split}/acc_moves_{phase['moves']}", phase["accuracy"], sync_dist=True)  # alike on every rank
         metric.reset()
 
     def on_validation_epoch_end(self):
@@ -119,7 +125,7 @@ class MovePredictor(L.LightningModule):
         if self._timer is not None and not self.trainer.sanity_checking:
             # Training time so far (resumes included: the Timer's state is in the checkpoint),
             # for learning curves against wall-clock hours (train/curves.py).
-            self.log("time/hours", self._timer.time_elapsed("train") / 3600)
+            self.log("time/hours", self._timer.time_elapsed("train") / 3600, sync_dist=True)
 
     def on_test_epoch_end(self):
         self._log_phases("test")
@@ -142,6 +148,9 @@ class MovePredictor(L.LightningModule):
         if remaining is not None:
             elapsed = self._timer.time_elapsed()
             t = max(t, elapsed / max(elapsed + remaining, 1e-9))
+            trainer = self._trainer  # (None outside a Trainer, where .trainer raises)
+            if trainer is not None and trainer.world_size > 1:  # rank 0's clock: each rank's would part the replicas
+                t = trainer.strategy.broadcast(t, 0)
         return min(t, 1.0)
 
     def configure_optimizers(self):

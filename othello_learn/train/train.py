@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,7 +31,8 @@ import yaml  # (a Lightning dependency)
 
 from othello_learn.cli import (STOP_SIGNALS, ArgumentParser, HangUp, Terminated, run_main, say_stopped, stop_signals_raise,
                          stop_status)
-from othello_learn.files import UserError, atomic_write, check_input, check_output, one_line, remove_stale_temps, write_json
+from othello_learn.files import (UserError, atomic_write, check_input, check_output, one_line, parse_nested, remove_stale_temps,
+                           write_json)
 from othello_learn import HOME, HOME_HELP
 from othello_learn.settings import Setting, seed_below
 from othello_learn.tracking import start_wandb
@@ -108,17 +109,43 @@ def log_test_results(logger, test: dict) -> None:
 BUDGET_MINUTES = Setting(float, low=0, low_open=True, high=10**7, note="19 years")
 
 
-def _one_device(text: str):
-    """``--devices``: 1 (or auto, which is 1 here) or one device's index as ``[N]`` / ``N,``. Several
-    devices would make Lightning start this script again per device, and each copy would meet
-    the run lock of the first and the same OUT: refused before any work."""
+def _devices(text: str):
+    """``--devices``: a count N (auto is 1 here), or the devices' indices as ``[0,2]`` / ``0,2`` /
+    ``N,`` (one device N). Lightning's own forms, less its -1 (all of them), whose count the
+    batch-size check could not know."""
     text = text.strip()
-    if text in ("1", "auto"):
+    if text == "auto":
         return 1
-    m = re.fullmatch(r"\[\s*(\d+)\s*\]|(\d+)\s*,", text)
-    if m:
-        return [int(m.group(1) or m.group(2))]
-    raise argparse.ArgumentTypeError(f"{text!r}: training runs on one device; give 1, or [N] for device N")
+    if re.fullmatch(r"\d+", text) and int(text) > 0:
+        return int(text)
+    if "," in text or text.startswith("["):
+        parts = [x.strip() for x in (text[1:-1] if text[:1] + text[-1:] == "[]" else text).split(",")]
+        if parts[-1] == "":  # "N," as Lightning reads it: device N
+            parts.pop()
+        if parts and all(x.isdigit() for x in parts) and len(set(map(int, parts))) == len(parts):
+            return [int(x) for x in parts]
+    raise argparse.ArgumentTypeError(f"{text!r}: give a count of devices (1, 2, ...) or their indices ([N], [0,1])")
+
+
+def world_size(args) -> int:
+    """How many training processes the run has: the devices of a node times the nodes."""
+    return (args.devices if isinstance(args.devices, int) else len(args.devices)) * args.num_nodes
+
+
+def launch_rank(args) -> int:
+    """This process's global rank, as its launcher says (torchrun's RANK, SLURM's SLURM_PROCID for
+    the tasks it starts, the LOCAL_RANK and NODE_RANK of Lightning's own launcher, which starts the
+    command again for each further device once training begins); 0 for the command a user starts.
+    Known before the Trainer exists: only rank 0 takes the run lock and writes the run folder."""
+    if world_size(args) == 1:
+        return 0
+    env = os.environ
+    if "RANK" in env:
+        return int(env["RANK"])
+    if "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1:
+        return int(env["SLURM_PROCID"])
+    per_node = args.devices if isinstance(args.devices, int) else len(args.devices)
+    return int(env.get("NODE_RANK", 0)) * per_node + int(env.get("LOCAL_RANK", 0))
 
 
 BUILT_IN = ("the built-in defaults, the reference net (10 layers of 64) on raw planes for 10 epochs of every "
@@ -147,9 +174,17 @@ def parse_args(argv=None):
     p.add_argument("--train-positions", **Setting(low=1, help="train on a random subset of this many positions")
                    .argument())
     p.add_argument("--accelerator", default="auto", help="as in Lightning: cpu, gpu, ... (default: auto)")
-    p.add_argument("--devices", type=_one_device, default=1, metavar="1|[N]",
-                   help="one device: 1 (default), or [N] for device N (e.g. the GPU with index N); "
-                        "training on several devices at once is not supported")
+    p.add_argument("--devices", type=_devices, default=1, metavar="N|[I,...]",
+                   help="devices of each node: a count (default 1), or their indices, [N] for device N alone "
+                        "(e.g. the GPU with index N); more than one trains data-parallel (--strategy ddp)")
+    p.add_argument("--strategy", **Setting(str, "auto", choices=["auto", "ddp"]).argument(),
+                   help="ddp: one process per device, each on its share of every batch (data.batch_size is the "
+                        "global batch); auto: ddp for several devices or nodes (default: auto)")
+    p.add_argument("--num-nodes", **Setting(int, 1, low=1).argument(),
+                   help="machines of a DDP run, each started by torchrun or SLURM with these same flags (default: 1)")
+    p.add_argument("--ddp-timeout", **Setting(float, 10.0, low=0, low_open=True).argument(), metavar="MINUTES",
+                   help="how long a DDP process waits for the others before it stops with an error: one that "
+                        "died or hangs (default: 10)")
     p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
     p.add_argument("--seed", type=seed_below(2**32), default=0,
@@ -298,7 +333,7 @@ def check_same_accumulation(config_yaml: Path, cfg: dict) -> None:
     drawn at positions scaled by the new accumulation. The run's own is in its config.yaml
     (written at every start); a folder without a readable one is not checked."""
     try:
-        there = batches_per_step((yaml.safe_load(config_yaml.read_text()) or {}).get("trainer"))
+        there = batches_per_step((parse_nested(yaml.safe_load, config_yaml.read_text()) or {}).get("trainer"))
     except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError, OverflowError):
         return
     now = batches_per_step(cfg.get("trainer"))
@@ -362,15 +397,26 @@ class SavedInterrupt(KeyboardInterrupt):
 
 
 @contextmanager
-def interrupts_reraised(saver, stops):
+def interrupts_reraised(saver, stops, distributed: bool = False):
     """Lightning turns Ctrl-C inside ``fit`` or ``test`` into sys.exit(1) after the callbacks'
     on_exception (LastCheckpoint saved), and SIGTERM into its SIGTERMException (a SystemExit)
     at the next step: give ``main`` the stop back, as it was raised (a ``Terminated`` as such,
     a ``HangUp`` where ``stops`` says SIGHUP was passed on as it), a ``SavedInterrupt`` where
-    last.ckpt holds progress to resume from. A stop something swallowed is raised first."""
+    last.ckpt holds progress to resume from. A stop something swallowed is raised first.
+
+    ``distributed`` (DDP): stops are deferred to the ranks' agreement (``stops_around_lightning``),
+    one noted after the last agreement is raised as the block ends, and a lost process (another
+    rank died, or the process group timed out) is one line naming the step to resume from."""
     stops.stop.check()
+    stops.defer = distributed
     try:
         yield
+    except RuntimeError as e:
+        if not (distributed and _lost_process(e)):
+            raise
+        saved = f"last.ckpt holds step {saver.saved_step}" if saver.started else "no last.ckpt was saved yet"
+        raise UserError(f"a training process was lost ({one_line(e)}); {saved}: rerun the same command to "
+                        "resume") from None
     except SystemExit as e:
         from lightning.pytorch.utilities.exceptions import SIGTERMException  # loaded: this is inside fit or test
 
@@ -380,9 +426,25 @@ def interrupts_reraised(saver, stops):
         if isinstance(interrupt, KeyboardInterrupt):
             raise interrupt.with_traceback(None) from None
         if isinstance(e, SIGTERMException):
-            stop = HangUp() if stops.hung_up else Terminated()
+            stop = (KeyboardInterrupt() if stops.pending == signal.SIGINT else
+                    HangUp() if stops.hung_up or stops.pending == getattr(signal, "SIGHUP", None) else Terminated())
             raise (SavedInterrupt(stop) if saver.started else stop) from None
         raise
+    finally:
+        stops.defer = False
+    if stops.pending is not None:  # noted after the last step (in a validation or the test): raised now
+        signum, stops.pending = stops.pending, None
+        stop = {signal.SIGINT: KeyboardInterrupt, getattr(signal, "SIGHUP", None): HangUp}.get(signum, Terminated)()
+        raise SavedInterrupt(stop) if saver.started else stop
+
+
+def _lost_process(e: RuntimeError) -> bool:
+    """Whether ``e`` is torch.distributed's: a peer gone (gloo's closed connection) or a collective
+    timed out (the process group's timeout, NCCL's watchdog)."""
+    import torch.distributed as dist
+
+    return isinstance(e, getattr(dist, "DistError", ())) or bool(
+        re.search(r"gloo|nccl|connection (closed|reset)|timed? ?out|peer", str(e), re.IGNORECASE))
 
 
 def train(argv=None) -> dict:
@@ -392,7 +454,7 @@ def train(argv=None) -> dict:
     check_input(args.init, "--init")
     check_output(args.out, "--out", folder=True)
     check_run_folder(args.out)
-    new_out = not args.out.exists()
+    new_out = not args.out.exists() and launch_rank(args) == 0  # DDP: the folder is rank 0's to take back
     try:
         with stops_around_lightning() as stops:
             return _train(args, stops)
@@ -414,9 +476,11 @@ def train(argv=None) -> dict:
 
 
 # Lightning's own notes that a user of this command can do nothing about: its internal use of a
-# deprecated torch API, and the model summary's size estimate under bf16 (the parameter count stands).
+# deprecated torch API, the model summary's size estimate under bf16 (the parameter count stands), and
+# under DDP its advice to sync the per-step training losses, rank 0's by choice (MovePredictor._step).
 _LIGHTNING_NOISE = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-                    r"Precision bf16-mixed is not supported by the model summary")
+                    r"Precision bf16-mixed is not supported by the model summary",
+                    r"It is recommended to use `self.log\('train/")
 
 
 def _ignore_lightning_noise() -> None:
@@ -533,8 +597,20 @@ def _train(args, stops) -> dict:
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
     cfg, origin, init = settings(args)
+    world, rank = world_size(args), launch_rank(args)
+    if cfg["data"]["batch_size"] % world:
+        where = origin.get(("data", "batch_size"))
+        raise UserError(f"data.batch_size {cfg['data']['batch_size']}: the global batch, shared by {world} processes "
+                        f"(--devices times --num-nodes), must divide by {world}{f' ({where})' if where else ''}")
     dm = WthorDataModule(data_dir=args.data, seed=args.seed, **cfg["data"])
     check_dataset(dm, args.data, cfg["trainer"], origin)
+    for split in ("val", "test"):  # a rank with no share would wait for the others' metrics forever
+        if 0 < len(dm.splits[split]) < world:
+            subset = dm.hparams.get(f"{split}_positions")
+            what = f"data.{split}_years {dm.hparams[f'{split}_years']}" + (
+                f" (data.{split}_positions {subset})" if subset is not None else "")
+            raise UserError(f"{what}: {len(dm.splits[split])} position(s), fewer than the {world} processes "
+                            "that share them")
     overlap = split_overlap(dm)
     if overlap:
         print(f"warning: {overlap}: the held-out figures will read too high (continuing)", file=sys.stderr)
@@ -551,11 +627,13 @@ def _train(args, stops) -> dict:
     ckpt_dir = args.out / "checkpoints"
     last = ckpt_dir / "last.ckpt"
 
-    with RunLock(args.out):
-        ckpt_dir.mkdir(exist_ok=True)  # first: it marks the folder as a training run's (check_run_folder)
+    # DDP: rank 0 holds the folder; the other ranks, started once it trains, read it and write nothing
+    with RunLock(args.out) if rank == 0 else nullcontext():
+        if rank == 0:
+            ckpt_dir.mkdir(exist_ok=True)  # first: it marks the folder as a training run's (check_run_folder)
         # What a run killed outright (kill -9) left mid-write: a checkpoint runs to MBs, and it is ours.
-        removed = (remove_stale_temps(args.out, lambda name: name in RUN_FILES)
-                   + remove_stale_temps(ckpt_dir, CHECKPOINT_NAME.fullmatch))
+        removed = [] if rank else (remove_stale_temps(args.out, lambda name: name in RUN_FILES)
+                                   + remove_stale_temps(ckpt_dir, CHECKPOINT_NAME.fullmatch))
         if removed:
             print(f"removed {len(removed)} temporary file(s) a killed run left half-written in {args.out}",
                   file=sys.stderr)
@@ -574,10 +652,10 @@ def _train(args, stops) -> dict:
         # then recorded no best (a full disk at the final save left it so, and the rerun exported it).
         best = BestCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor="val/acc", mode="max",
                               save_top_k=1, save_on_train_epoch_end=False)
-        saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60)
+        saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60, stops=stops)
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         callbacks = ([ValidateAtEnd(), best, saver]
-                     + ([LearningRateMonitor("step")] if args.logger != "none" else [])
+                     + ([LearningRateMonitor("step")] if args.logger != "none" and rank == 0 else [])
                      + ([TrainingProgressBar()] if trainer_cfg.get("enable_progress_bar", True) else []))
         accelerator = str(args.accelerator).lower()  # Lightning reads it in any case; "gpu": CUDA or Apple's MPS
         if ((accelerator == "cuda" and not torch.cuda.is_available())
@@ -590,31 +668,45 @@ def _train(args, stops) -> dict:
         except ValueError as e:
             raise UserError(f"trainer.precision: {e}") from None
         _drop_lightning_tips()
+        strategy = "auto"
+        if world > 1 or args.strategy == "ddp":
+            from datetime import timedelta
+
+            from lightning.pytorch.strategies import DDPStrategy
+
+            strategy = DDPStrategy(timeout=timedelta(minutes=args.ddp_timeout))
         try:
             with _HeldInfo() as held:
                 trainer = L.Trainer(default_root_dir=args.out, accelerator=args.accelerator, devices=args.devices,
-                                    logger=False, callbacks=callbacks, use_distributed_sampler=False,
-                                    plugins=[AtomicCheckpointIO()], **trainer_cfg)
+                                    num_nodes=args.num_nodes, strategy=strategy, logger=False, callbacks=callbacks,
+                                    use_distributed_sampler=False, plugins=[AtomicCheckpointIO()], **trainer_cfg)
         except (MisconfigurationException, ValueError, TypeError, ImportError) as e:  # Import: tpu, no torch_xla
             device_error = isinstance(e, ImportError) or "devices" in str(e) or "accelerator" in str(e)
             flags = f"--accelerator {args.accelerator} --devices {args.devices}" if device_error else ""
             raise UserError(f"trainer settings{': ' + flags if flags else ''}: {one_line(e)}") from e
+        if trainer.global_rank != rank:  # launch_rank read another launcher's variables than Lightning did
+            raise UserError(f"this process is rank {trainer.global_rank} to Lightning but {rank} to train.py "
+                            "(RANK, SLURM_PROCID, NODE_RANK, LOCAL_RANK); start it with torchrun or srun")
+        if world > 1:
+            _ranks_stop_together(trainer)
 
         torch.set_float32_matmul_precision("high")
-        if args.fresh:
+        if args.fresh and rank == 0:
             mark_fresh_start(args.out)
-        logger = make_logger(args.logger, args.out, args.out.name, args.wandb_online, args.wandb_project, args.fresh)
-        if args.logger == "wandb":  # started now, so an account problem is found before any training
+        logger = make_logger(args.logger if rank == 0 else "none", args.out, args.out.name, args.wandb_online,
+                             args.wandb_project, args.fresh)
+        if logger and args.logger == "wandb":  # started now, so an account problem is found before any training
             start_wandb(lambda: logger.experiment, args.wandb_online)
         if logger:
             trainer.logger = logger
         held.replay()
         if str(requested) == "auto":
             print(f"precision: {trainer_cfg['precision']} (auto)", file=sys.stderr)
-        atomic_write(args.out / "config.yaml", run_config_text(cfg))  # settings Lightning accepted
+        if rank == 0:
+            atomic_write(args.out / "config.yaml", run_config_text(cfg))  # settings Lightning accepted
         # Lightning warns of any mid-epoch resume whose loader has no state_dict; ours skips the
         # batches the run trained on (WthorDataModule.train_dataloader), so the resume is exact.
-        with interrupts_reraised(saver, stops), warnings.catch_warnings():
+        with interrupts_reraised(saver, stops, world > 1), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
             if resume or args.fresh:  # the checkpoints it warns of: the ones the run resumes from, or the
                 # discarded run's, which --fresh keeps (README)
@@ -638,11 +730,13 @@ def _train(args, stops) -> dict:
                 print(f"--no-test: kept the test results {args.out / 'metrics.json'} had for this same best "
                       "checkpoint", file=sys.stderr)
         else:
-            with interrupts_reraised(saver, stops), warnings.catch_warnings():
+            with interrupts_reraised(saver, stops, world > 1), warnings.catch_warnings():
                 _ignore_lightning_noise()
                 result = trainer.test(model, datamodule=dm, ckpt_path=best_path, verbose=False)[0]
             summary["test"] = {k: float(v) for k, v in result.items()}
             log_test_results(logger, summary["test"])
+        if rank:
+            return summary
         save_network(network_from_checkpoint(best_path), args.out / "model.pt", metrics=summary)
         write_json(args.out / "metrics.json", summary)
         if isinstance(logger, L.pytorch.loggers.WandbLogger):
@@ -651,13 +745,31 @@ def _train(args, stops) -> dict:
     return summary
 
 
+def _ranks_stop_together(trainer) -> None:
+    """DDP: stops go through ``stops_around_lightning``'s deferral and ``LastCheckpoint``'s
+    agreement, not Lightning's own SIGTERM handler, which broadcasts from inside the signal handler
+    (a collective at whatever point each rank was, unmatched when a signal reaches one rank or two
+    reach another). And the watch Lightning's launcher keeps on the ranks it starts, which SIGKILLs
+    the launching process (rank 0) five seconds after another rank exits with an error, is left
+    off: rank 0 learns of a lost rank from the process group (gloo at once, NCCL at --ddp-timeout)
+    and ends with its own error line, and a stop's exit status is its own, not a kill's. Both are
+    Lightning's private parts: where they are not there, its own behaviour stays."""
+    from lightning.fabric.strategies.launchers import subprocess_script
+
+    connector = getattr(trainer, "_signal_connector", None)
+    if connector is not None and hasattr(connector, "register_signal_handlers"):
+        connector.register_signal_handlers = lambda: None
+    if hasattr(subprocess_script, "_launch_process_observer"):
+        subprocess_script._launch_process_observer = lambda procs: None
+
+
 def earlier_test(metrics: Path, best_path: str, cfg: dict) -> dict | None:
     """The test results ``metrics`` holds for ``best_path`` itself, to keep through a rerun with
     --no-test (rewriting metrics.json without them would lose them): only when that checkpoint
     was not rewritten since they were (a --fresh run can reuse its name) and the data settings
     are the same; else None."""
     try:
-        earlier = json.loads(metrics.read_text())
+        earlier = parse_nested(json.loads, metrics.read_text())
         tested_after = metrics.stat().st_mtime >= Path(best_path).stat().st_mtime
     except (OSError, ValueError):
         return None
@@ -678,25 +790,42 @@ def stops_around_lightning():
     closed terminal, a dropped ssh session) is SIGTERM: Lightning's where it listens (else up to
     --checkpoint-minutes were lost), else raised as ``HangUp``; ``.hung_up`` remembers it.
     ``.stop.check()`` raises a swallowed stop (``interrupts_reraised`` calls it before fit and
-    test). Signals ignored as the block begins (nohup's SIGHUP) stay ignored."""
-    said = SimpleNamespace(stop=None, hung_up=False)
+    test). Signals ignored as the block begins (nohup's SIGHUP) stay ignored.
+
+    While ``.defer`` is set (a DDP run's fit and test, ``interrupts_reraised``) a first stop is only
+    noted in ``.pending`` (its signal's number): ``LastCheckpoint`` agrees on it with the other ranks
+    after the step, and all save and stop there together; a stop raised at once would leave the
+    others waiting in a collective the stopped rank never reaches. A second one stops at once."""
+    said = SimpleNamespace(stop=None, hung_up=False, defer=False, pending=None)
+
+    def noted(signum) -> bool:
+        if said.defer and said.pending is None:
+            said.pending = signum
+            return True
+        return False
 
     def handlers(stop):
         said.stop = stop
 
+        def interrupt(signum, frame):
+            if not noted(signum):
+                stop(signum, frame)
+
         def term(signum, frame):
-            if signal.getsignal(signal.SIGTERM) is term:  # else Lightning's handler called this one
+            if not noted(signum) and signal.getsignal(signal.SIGTERM) is term:  # else Lightning's called this one
                 stop(signum, frame)
 
         def hang_up(signum, frame):
             said.hung_up = True
+            if noted(signum):
+                return
             sigterm = signal.getsignal(signal.SIGTERM)
             if sigterm is term or not callable(sigterm):
                 stop(signum, frame)
             else:
                 sigterm(signal.SIGTERM, frame)
 
-        return {signal.SIGTERM: term, getattr(signal, "SIGHUP", None): hang_up}
+        return {signal.SIGINT: interrupt, signal.SIGTERM: term, getattr(signal, "SIGHUP", None): hang_up}
 
     with stop_signals_raise({signal.SIGINT, *STOP_SIGNALS}, handlers):
         yield said
