@@ -1,7 +1,9 @@
 """Benchmark: self-play throughput (games per hour, network evaluations per
-second) of the batched search, fp32 against the fast numeric path
-(``othello_learn.models.fastpath``: bf16 autocast + channels_last on a CPU with bf16
-instructions), PUCT and Gumbel at equal simulations, side by side.
+second) of the batched search on each inference path of ``othello_learn.models.fastpath``,
+PUCT and Gumbel at equal simulations, side by side: the plain fp32 network, batch norms
+folded (fp32), folded in channels_last (fp32), folded and compiled (torch.compile,
+inductor, frozen weights; its compile time is reported apart), and bf16 autocast where
+the device has fast bf16. It says which path ``Evaluator``'s "auto" picks on this machine.
 
     python benchmarks/selfplay.py --games 32 --simulations 32 --blocks 4 --width 64 --rounds 3   # CPU scale
     python benchmarks/selfplay.py --games 512 --simulations 100 --blocks 10 --width 64 --arch reference --rounds 1
@@ -13,12 +15,17 @@ rounds are reported. Games are complete self-play games from the start
 has random weights (the speed does not depend on them). ``--arch reference``
 times the issue's 10x64 conv net (no value head: value 0), ``resnet`` a
 residual net with one.
+
+Measured on the project's 2-core AMD EPYC (AVX512-BF16), one thread, on cores shared with
+other work (noisy), Gumbel, 32 games of 16 simulations, 4x64 resnet, 3 rounds: games/hour
+plain fp32 1,809, folded 2,113 (1.17x), folded channels_last 2,053 (1.14x), compiled 1,888
+(1.04x, after 202 s of compiling), bf16 folded channels_last 2,761 (1.53x; the pick there).
+README, the self-play section, has the table.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import sys
 import time
@@ -39,6 +46,7 @@ from othello_learn.rl.selfplay import SelfPlayConfig, play_games  # noqa: E402
 
 
 SEARCHES = ("puct", "gumbel")
+PATHS = (*fastpath.INFERENCE_PATHS, "bf16")
 
 
 class Timed:
@@ -73,6 +81,15 @@ def _searches(text: str) -> list[str]:
     return names
 
 
+def _paths(text: str) -> list[str]:
+    """--paths: known names only, checked before any work."""
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in PATHS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {', '.join(PATHS)}, got {text!r}")
+    return names
+
+
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--games", type=at_least(1), default=32, help="games played at once (default: %(default)s)")
@@ -86,27 +103,39 @@ def main(argv=None) -> int:
                                                                   "(default: %(default)s)")
     ap.add_argument("--searches", type=_searches, default="puct,gumbel",
                     help="comma-separated, of puct and gumbel (default: %(default)s)")
+    ap.add_argument("--paths", type=_paths, default=",".join(PATHS),
+                    help="comma-separated inference paths, of " + ", ".join(PATHS) + " (default: all; bf16 only "
+                         "where the device has it; compiled takes a minute or more to compile)")
     ap.add_argument("--device", default=fastpath.default_device(), help="(default: %(default)s)")
     args = ap.parse_args(argv)
     fastpath.usable_device(args.device)
     torch.manual_seed(0)
     net = build_network(NetConfig(args.arch, encoder=args.encoder, depth=args.blocks, blocks=args.blocks,
                                   width=args.width, value_head=True)).to(args.device).eval()
+    picked = Evaluator(net, args.device)
+    print(f"this machine's pick (Evaluator's auto): {picked.describe()}", file=sys.stderr)
     fast = fastpath.auto_precision(args.device)
-    evaluators = {fastpath.FP32: Evaluator(net, args.device, precision=fastpath.FP32)}
-    if fast != fastpath.FP32:
-        evaluators[fast] = Evaluator(copy.deepcopy(net), args.device, precision=fast)
-        small = evaluators[fast].min_fast_batch
-        if args.games < small:
-            print(f"note: batches of fewer than {small} positions run in fp32 on a CPU (Evaluator.min_fast_batch): "
-                  f"with --games {args.games} both rows are fp32", file=sys.stderr)
-    else:
-        print(f"note: no fast path on this device ({args.device}: no fast bf16): fp32 only", file=sys.stderr)
+    paths = {f"fp32 {p}": (fastpath.FP32, p) for p in args.paths if p != "bf16"}
+    if "bf16" in args.paths:
+        if fastpath.is_bf16(fast):
+            paths[fast] = (fast, fastpath.inference_path("auto", args.device, fast))
+        else:
+            print(f"note: no fast bf16 on this device ({args.device}): no bf16 row", file=sys.stderr)
+    evaluators, setup = {}, {}
+    for name, (precision, path) in paths.items():
+        t = time.perf_counter()
+        evaluators[name] = Evaluator(net, args.device, precision=precision, path=path)
+        # warm-up (oneDNN kernels, the allocator; the compiled path compiles here)
+        play_games(evaluators[name], min(8, args.games), MCTSConfig(simulations=2), SelfPlayConfig(), progress=False)
+        setup[name] = time.perf_counter() - t
+        print(f"{name}: {evaluators[name].describe()}, ready in {setup[name]:.1f} s", file=sys.stderr, flush=True)
+    small = picked.min_fast_batch
+    if fastpath.is_bf16(fast) and args.games < small:
+        print(f"note: batches of fewer than {small} positions run in fp32 on a CPU (Evaluator.min_fast_batch): "
+              f"with --games {args.games} the bf16 row is fp32", file=sys.stderr)
     configs = {"puct": MCTSConfig(simulations=args.simulations), "gumbel": GumbelConfig(simulations=args.simulations)}
     searches = args.searches
     sp = SelfPlayConfig(resign_threshold=None)
-    for ev in evaluators.values():  # warm-up (oneDNN kernels, allocator)
-        play_games(ev, min(8, args.games), MCTSConfig(simulations=2), sp, progress=False)
     results: dict[tuple, list] = {(p, s): [] for p in evaluators for s in searches}
     for r in range(args.rounds):
         for (prec, search), runs in (list(results.items()) if r % 2 == 0 else list(results.items())[::-1]):
@@ -120,21 +149,21 @@ def main(argv=None) -> int:
             dt = time.perf_counter() - t
             runs.append((len(games.winner) / dt * 3600, ev.positions / dt, ev.positions / max(ev.calls, 1), dt,
                          ev.seconds / dt, ev.positions / ev.seconds))
-            print(f"round {r + 1}: {prec:>10} {search:>6}: {runs[-1][0]:8,.0f} games/h {runs[-1][1]:8,.0f} evals/s "
+            print(f"round {r + 1}: {prec:>18} {search:>6}: {runs[-1][0]:8,.0f} games/h {runs[-1][1]:8,.0f} evals/s "
                   f"({dt:.1f} s)", file=sys.stderr, flush=True)
     name = torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "CPU"
     print(f"device {name}, {torch.get_num_threads()} threads; {args.arch} {args.blocks}x{args.width} {args.encoder}; "
           f"{args.simulations} simulations/move; {args.games} games at once; medians of {args.rounds} alternating rounds")
-    print("| precision | search | games/hour | network evaluations/s | mean batch | seconds | network share | "
-          "evaluations/s inside the network |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for (prec, search), runs in results.items():
+    print(f"this machine's pick: {picked.describe()}")
+    print("| path | search | games/hour | network evaluations/s | mean batch | seconds | network share | "
+          "evaluations/s inside the network | × first row | setup s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    first = {}
+    for (path, search), runs in results.items():
         gph, eps, batch, dt, share, net_eps = (statistics.median(x) for x in zip(*runs))
-        print(f"| {prec} | {search} | {gph:,.0f} | {eps:,.0f} | {batch:.0f} | {dt:.1f} | {share:.0%} | {net_eps:,.0f} |")
-    base = {s: statistics.median(x[0] for x in results[(fastpath.FP32, s)]) for s in searches}
-    for (prec, search), runs in results.items():
-        if prec != fastpath.FP32:
-            print(f"{search}: fast path {statistics.median(x[0] for x in runs) / base[search]:.2f}x fp32 games/hour")
+        first.setdefault(search, gph)
+        print(f"| {path} | {search} | {gph:,.0f} | {eps:,.0f} | {batch:.0f} | {dt:.1f} | {share:.0%} | "
+              f"{net_eps:,.0f} | {gph / first[search]:.2f} | {setup[path]:.1f} |")
     return 0
 
 

@@ -6,7 +6,7 @@ thread against ``--workers`` processes sharing them out (``selfplay/loop.py
     OMP_NUM_THREADS=2 python benchmarks/selfplay_workers.py --init random --games 128 --parallel 64 --rounds 3
     OMP_NUM_THREADS=16 python benchmarks/selfplay_workers.py --device cuda --workers 8 --games 2048   # processes sharing a GPU
 
-Each round runs the real stage (``othello_learn.rl.loop.self_play``) on
+Each round runs the real stage (``othello_learn.rl.stages.self_play``) on
 a fresh run folder, once per worker count, in turn, so a load change on a
 shared machine hits both alike; it reports the medians of the stage's own
 games/hour. Gumbel search, resignation off (every game played out), exact
@@ -30,7 +30,9 @@ from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
 from othello_learn.settings import at_least  # noqa: E402
 from othello_learn.files import UserError  # noqa: E402
 from othello_learn.models.fastpath import usable_device  # noqa: E402
-from othello_learn.rl import loop as rl_loop  # noqa: E402
+from othello_learn.rl.records import open_run  # noqa: E402
+from othello_learn.rl.settings import RunConfig, self_play_workers  # noqa: E402
+from othello_learn.rl.stages import self_play  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -48,7 +50,7 @@ def main(argv=None) -> int:
                                                   "name the count to compare)")
     args = ap.parse_args(argv)
     threads = torch.get_num_threads()
-    workers = rl_loop.self_play_workers(args.workers, usable_device(args.device), -(-args.games // args.parallel))[0]
+    workers = self_play_workers(args.workers, usable_device(args.device), -(-args.games // args.parallel))[0]
     if workers == 1:
         raise UserError(f"nothing to compare: one process ({threads} thread(s), --device {args.device}, "
                         f"{-(-args.games // args.parallel)} part(s)); give --workers N, or OMP_NUM_THREADS=2 or more "
@@ -58,15 +60,15 @@ def main(argv=None) -> int:
         for r in range(args.rounds):
             for w in (list(figures) if r % 2 == 0 else list(figures)[::-1]):  # none always first
                 out = Path(tmp) / f"round{r}_workers{w}"
-                cfg = rl_loop.RunConfig.from_args([
+                cfg = RunConfig.from_args([
                     "--init", args.init, "--out", str(out), "--games", str(args.games), "--parallel", str(args.parallel),
                     "--simulations", str(args.simulations), "--search", "gumbel", "--no-resign",
                     "--solve-empties", str(args.solve_empties), "--workers", str(w),
                     "--device", args.device, "--logger", "none", "--quiet", "--seed", str(r)]
                     + (["--arch-blocks", "4"] if args.init == "random" else []))  # a checkpoint brings its own
                 cfg.check()
-                rl_loop.open_run(cfg)
-                rl_loop.self_play(cfg, 1)
+                open_run(cfg)
+                self_play(cfg, 1)
                 stats = json.loads((out / "stats" / "gen_0001_selfplay.json").read_text())
                 figures[w].append(stats["games_per_hour"])
                 print(f"round {r + 1}: {w} process(es): {stats['games_per_hour']:8,.0f} games/h "

@@ -27,8 +27,8 @@ from othello_learn.models import fastpath
 from othello_learn.models.batch import from_arrays
 from othello_learn.models.nets import load_network
 from othello_learn.search import tree as T
-from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS
-from othello_learn.search.mcts import Evaluator
+from othello_learn.search.gumbel import GumbelConfig
+from othello_learn.search.mcts import Evaluator, make_search
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--net", default="checkpoints/best_value.pt")
@@ -173,7 +173,7 @@ def root_q(gi):
 
 
 ev = Evaluator(net, "cpu")
-S = GumbelMCTS(ev, a.batch, GumbelConfig(simulations=a.sims, max_considered=a.k))
+S = make_search(ev, a.batch, GumbelConfig(simulations=a.sims, max_considered=a.k))
 out = {k: [] for k in ("pi01", "move", "value", "own", "q_move", "q_own")}
 t0 = time.time()
 for s0 in range(0, len(plies), a.batch):
@@ -182,11 +182,11 @@ for s0 in range(0, len(plies), a.batch):
     st = States(player=torch.from_numpy(sub.player.view(np.int64)), opponent=torch.from_numpy(sub.opponent.view(np.int64)),
                 black_to_move=torch.from_numpy(sub.black_to_move), history=torch.from_numpy(sub.history.astype(np.int64)))
     gi = torch.arange(n)
-    S.set_roots(gi, st); S.search(gi, noise=False)
-    out["pi01"].append(S.improved_policy(gi)[:, :64].half().numpy())
-    move = S.chosen_action(gi).numpy()
+    S.set_roots(gi, st); o = S.run(gi, explore=False)
+    out["pi01"].append(o.action_weights[:, :64].half().numpy())
+    move = o.action.numpy()
     out["move"].append(move.astype(np.int8))
-    out["value"].append(S.root_value(gi).half().numpy())
+    out["value"].append(o.value.half().numpy())
     own = argmax_moves(sub, np.arange(n))
     out["own"].append(own.astype(np.int8))
     q = root_q(gi)  # the root's mean values of its children, the side to move's view (0 where unvisited)

@@ -9,8 +9,8 @@ import numpy as np, torch
 from othello_learn.files import atomic_path
 from othello.states import States
 from othello_learn.models.nets import load_network
-from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS
-from othello_learn.search.mcts import Evaluator
+from othello_learn.search.gumbel import GumbelConfig
+from othello_learn.search.mcts import Evaluator, make_search
 from othello_learn.rl.selfplay import SelfPlayGames
 ap = argparse.ArgumentParser()
 ap.add_argument("--net", default="checkpoints/best_value.pt")
@@ -27,7 +27,7 @@ rng = np.random.default_rng(a.seed)
 idx = np.sort(rng.choice(len(g.player), min(a.n, len(g.player)), replace=False))
 ev = Evaluator(load_network(a.net), "cpu")
 cfg = GumbelConfig(simulations=a.sims, max_considered=a.k)
-S = GumbelMCTS(ev, a.batch, cfg)
+S = make_search(ev, a.batch, cfg)
 hi = dataclasses.replace(S.cfg, c_scale=1.0)
 out = {k: [] for k in ("pi01", "pi1", "move", "value")}
 t0 = time.time()
@@ -36,10 +36,10 @@ for s in range(0, len(idx), a.batch):
     st = States(player=torch.from_numpy(g.player[i].view(np.int64)), opponent=torch.from_numpy(g.opponent[i].view(np.int64)),
                 black_to_move=torch.from_numpy(g.black_to_move[i]), history=torch.from_numpy(g.history[i].astype(np.int64)))
     gi = torch.arange(n)
-    S.set_roots(gi, st); S.search(gi, noise=False)
-    out["pi01"].append(S.improved_policy(gi)[:, :64].half().numpy())
-    out["move"].append(S.chosen_action(gi).numpy().astype(np.int8))
-    out["value"].append(S.root_value(gi).half().numpy())
+    S.set_roots(gi, st); o = S.run(gi, explore=False)
+    out["pi01"].append(o.action_weights[:, :64].half().numpy())
+    out["move"].append(o.action.numpy().astype(np.int8))
+    out["value"].append(o.value.half().numpy())
     lo = S.cfg; S.cfg = hi
     out["pi1"].append(S.improved_policy(gi)[:, :64].half().numpy()); S.cfg = lo
     if (s // a.batch) % 10 == 0:

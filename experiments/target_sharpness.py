@@ -15,8 +15,8 @@ import numpy as np, torch
 from othello.states import States
 from othello_learn.models.losses import entropy
 from othello_learn.models.nets import load_network
-from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS
-from othello_learn.search.mcts import Evaluator
+from othello_learn.search.gumbel import GumbelConfig
+from othello_learn.search.mcts import Evaluator, make_search
 from othello_learn.rl.selfplay import SelfPlayGames
 
 net_path, games_path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -25,8 +25,8 @@ torch.manual_seed(0)
 g = SelfPlayGames.load(games_path)
 searched = np.flatnonzero(g.policy.astype(np.float32).max(1) < 0.999)  # not the solved endgame's one-hot targets
 idx = np.sort(np.random.default_rng(0).choice(searched, min(n, len(searched)), replace=False))
-S = GumbelMCTS(Evaluator(load_network(net_path), "cpu"), len(idx), GumbelConfig(simulations=sims),
-               generator=torch.Generator().manual_seed(0))
+S = make_search(Evaluator(load_network(net_path), "cpu"), len(idx), GumbelConfig(simulations=sims),
+                generator=torch.Generator().manual_seed(0))
 st = States(player=torch.from_numpy(g.player[idx].view(np.int64)), opponent=torch.from_numpy(g.opponent[idx].view(np.int64)),
             black_to_move=torch.from_numpy(g.black_to_move[idx]), history=torch.from_numpy(g.history[idx].astype(np.int64)))
 gi = torch.arange(len(idx))

@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 import time
 
-from .cli import ArgumentParser, run_main
-from .perft import perft
+from othello.perft import perft
+# The command line is othello_learn's (one home for exit codes, signals and argument errors); the
+# rules library itself, every other module of othello/, imports nothing of othello_learn.
+from othello_learn.cli import ArgumentParser, run_main
 
 MAX_DEPTH = 11  # ~0.2 G positions, ~8 GB; depth 12 needs ~60 GB and was killed for memory, not refused
 

@@ -50,6 +50,11 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
+    def format_help(self) -> str:
+        # The description and epilog are the command's module docstring, whose ``literals`` are
+        # reStructuredText for the documentation; a terminal shows them as plain text.
+        return super().format_help().replace("``", "")
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a scheduler ending a job) raised where the main process

@@ -220,7 +220,7 @@ DEEP = "[" * 1000 + "]" * 1000  # a RecursionError in the parsers, and a traceba
 def test_deeply_nested_settings_and_run_records_are_one_line_naming_them(tmp_path, capsys):
     import json
 
-    from othello_learn.rl import loop
+    from othello_learn.rl import records as rl_records
 
     config = tmp_path / "deep.yaml"
     config.write_text(f"model: {DEEP}\n")
@@ -238,5 +238,5 @@ def test_deeply_nested_settings_and_run_records_are_one_line_naming_them(tmp_pat
              "history": [], "wandb_id": "x", "resign_threshold": None}
     (out / "state.json").write_text(json.dumps(state)[:-1] + f', "notes": {DEEP}}}')
     with pytest.raises(UserError, match=f"state.json: {nested}"):
-        loop.read_state(out / "state.json")
+        rl_records.read_state(out / "state.json")
     assert not (tmp_path / "run").exists()

@@ -78,6 +78,9 @@ def test_help_shows_defaults_and_examples_that_exist(module, capsys, monkeypatch
         if action.required or action.default in (None, False, [], argparse.SUPPRESS) or action.help is None:
             continue
         assert "default" in formatter._expand_help(action), f"{module} {action.option_strings}: default not shown"
+    # the examples run from any folder, and the docstrings' reStructuredText is not shown raw
+    assert not re.findall(r"python (?:-m )?[\w./]+", text), f"{module}: examples must use the console scripts"
+    assert "``" not in text, f"{module}: reStructuredText literals in --help"
     named = set(SHIPPED.findall(text + (importlib.import_module(module).__doc__ or "")))
     missing = sorted(p for p in named if not (REPO / p).exists())
     assert not missing, f"{module} names files that do not exist: {missing}"
@@ -97,8 +100,8 @@ def test_module_and_script_path_run_as_commands(argv):
 
 
 def test_help_and_bad_flags_do_not_import_lightning():
-    """``--help`` answers in well under a second: Lightning and torchmetrics take seconds to
-    import, so the training and evaluation commands load them only once work starts."""
+    """``--help`` answers in well under a second: Lightning, torchmetrics, torch and pandas take
+    seconds to import, so the training and evaluation commands load them only once work starts."""
     code = ("import sys\n"
             "from othello_learn.train import train, evaluate\n"
             "for main in (train.main, evaluate.main):\n"
@@ -107,7 +110,7 @@ def test_help_and_bad_flags_do_not_import_lightning():
             "            main(argv)\n"
             "        except SystemExit:\n"
             "            pass\n"
-            "print(sorted(m for m in ('lightning', 'torchmetrics') if m in sys.modules))\n")
+            "print(sorted(m for m in ('lightning', 'torchmetrics', 'torch', 'pandas') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"  # (the help texts come first)
@@ -220,7 +223,7 @@ def test_gpu_recipes_name_a_cpu_recipe_and_cpu_recipes_say_nothing():
 def test_the_gpu_recipe_warning_knows_every_gpu_lightning_trains_on(monkeypatch, cuda, mps, accelerator, expected):
     import torch
 
-    from othello_learn.train.train import gpu_in_use
+    from othello_learn.train.arguments import gpu_in_use
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
@@ -401,6 +404,8 @@ def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected, n
 @pytest.mark.parametrize("name, argv, expected", [
     ("selfplay", ["--searches", "puct,gumbl"],
      "argument --searches: expected a comma-separated list of puct and gumbel"),
+    ("selfplay", ["--paths", "folded,fast"],
+     "argument --paths: expected a comma-separated list of plain, folded, channels_last, compiled, bf16"),
     ("selfplay", ["--encoder", "hc"], "argument --encoder: expected one of handcrafted, raw, got 'hc'"),
     # NetConfig's ValueError, a traceback: a network size past nets.SIZE_LIMITS
     ("selfplay", ["--blocks", "2000"], "argument --blocks: must be at most 1000, got 2000"),
@@ -492,7 +497,7 @@ def test_the_selfplay_workers_benchmark_starts_from_a_checkpoint(monkeypatch):
     def open_run(cfg):  # the settings passed cfg.check(): stop before self-play
         raise Reached
 
-    monkeypatch.setattr(module.rl_loop, "open_run", open_run)
+    monkeypatch.setattr(module, "open_run", open_run)
     with pytest.raises(Reached):
         module.main(["--init", str(REPO / "checkpoints" / "best_handcrafted.pt"), "--games", "4", "--parallel", "2",
                      "--workers", "2"])
@@ -594,7 +599,7 @@ MAY_IMPORT = {
     "rl": {"players", "search", "models"},
     "frontends": {"players", "search", "models"},
 }
-SHARED = {"cli", "files", "lock", "plots", "tracking", "commands", "settings"}
+SHARED = {"cli", "files", "lock", "run_folder", "plots", "tracking", "commands", "settings"}
 
 
 def _imports(path):
@@ -608,7 +613,11 @@ def test_packages_by_role_import_down_the_layers_only():
     """The folder tree is the architecture: a subpackage imports only those below it, so a new
     reader can follow the search, the players, the loop and the front-ends one way."""
     for path in (REPO / "othello").glob("*.py"):
-        assert not {m for m in _imports(path) if m.startswith("othello_learn")}, path
+        if path.name != "__main__.py":  # ``python -m othello perft``: a command, run as every command runs
+            assert not {m for m in _imports(path) if m.startswith("othello_learn")}, path
+        tree = ast.parse(path.read_text())
+        assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level and n.module in
+                    ("cli", "files")], path  # those moved to othello_learn
     seen = set()
     for path in (REPO / "othello_learn").rglob("*.py"):
         part = path.relative_to(REPO / "othello_learn").parts[0].removesuffix(".py")
@@ -621,3 +630,13 @@ def test_packages_by_role_import_down_the_layers_only():
             if part in SHARED and module.startswith("othello_learn."):  # the helpers serve everything
                 assert module.split(".")[1] in SHARED, f"{path.relative_to(REPO)} imports {module}"
     assert set(MAY_IMPORT) | SHARED | {"__init__"} == seen
+
+
+def test_no_module_of_the_loop_or_the_training_passes_400_lines():
+    """A module of the loop or the training holds one concern, small enough to read: the loop's
+    settings, run-folder files, worker processes and stages each live in their own, and train.py is
+    the command and its fit, with its arguments, resume checks, stops and Lightning's log lines beside it."""
+    long = {path.relative_to(REPO).as_posix(): n for part in ("rl", "train")
+            for path in (REPO / "othello_learn" / part).rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > 400}
+    assert not long, long

@@ -1,7 +1,8 @@
-"""The shell commands of README.md's code blocks still parse: each script exists, its
-parser takes every flag and value, the player specs build, and the shipped files they
-name exist. Only the parsers run (and the players are built, from the shipped
-checkpoints): no dataset is read, no game played, nothing trained."""
+"""The shell commands of the code blocks of README.md and of every docs/ page still parse: each
+script exists, its parser takes every flag and value, the player specs build, and the shipped files
+they name exist (a benchmark's parser too; a research script of experiments/ is only checked to exist).
+Only the parsers run (and the players are built, from the shipped checkpoints): no dataset is read, no
+game played, nothing trained. The docs site builds with warnings as errors."""
 
 import argparse
 import ast
@@ -9,6 +10,8 @@ import fnmatch
 import importlib
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,12 +24,16 @@ SPEC_FLAGS = {"othello_learn.players.arena": ("a", "b"), "othello_learn.frontend
               "othello_learn.frontends.gtp": ("player",),
               "othello_learn.rl.loop": ("eval_vs",)}
 RUN_OUTPUT_NET = "checkpoints/best_selfplay.pt"  # stands in for a net a documented run makes (runs/...)
+PAGES = [REPO / "README.md", *sorted(p for p in (REPO / "docs").rglob("*.md") if "_build" not in p.parts)]
 
 
-def readme_commands() -> list[tuple[int, list[str]]]:
-    """(line, argv) of every ``python SCRIPT ...`` in README.md's bash blocks."""
+def readme_commands(page: Path = REPO / "README.md") -> list[tuple[int, list[str]]]:
+    """(line, argv) of every ``python SCRIPT ...`` and console script (``othello-train ...``) in the
+    page's bash blocks."""
+    from othello_learn.commands import COMMANDS as CONSOLE_SCRIPTS
+
     commands, block, start = [], None, 0
-    for number, line in enumerate((REPO / "README.md").read_text().splitlines(), 1):
+    for number, line in enumerate(page.read_text().splitlines(), 1):
         if line.strip().startswith("```"):
             if block is None and line.strip() == "```bash":
                 block = []
@@ -42,6 +49,8 @@ def readme_commands() -> list[tuple[int, list[str]]]:
                                 argv.pop(0)
                             if argv[:1] == ["python"] and not argv[1].startswith("-"):  # not python -m pytest
                                 commands.append((start + offset, argv))
+                            elif argv[:1] and argv[0] in CONSOLE_SCRIPTS:
+                                commands.append((start + offset, argv))
                             argv = []
                         else:
                             argv.append(token)
@@ -53,13 +62,26 @@ def readme_commands() -> list[tuple[int, list[str]]]:
     return commands
 
 
-COMMANDS = readme_commands()
+RESULTS_DOCS = REPO / "docs" / "results"
 
 
-def test_the_readme_has_commands_to_check():
-    scripts = {argv[1] for _, argv in COMMANDS}
+def _checked(page: Path, argv: list[str]) -> bool:
+    """Every command is checked but those of the results pages' Reproduce loops that name a shell
+    variable (``--seed $s``, ``$RL``): what a loop expands them to is the page's record, not a command
+    to parse. The README and the topic pages write every command out (a variable there fails the test)."""
+    return page.parent != RESULTS_DOCS or not any("$" in token for token in argv)
+
+
+COMMANDS = [(page.relative_to(REPO).as_posix(), line, argv) for page in PAGES for line, argv in readme_commands(page)
+            if _checked(page, argv)]
+
+
+def test_the_pages_have_commands_to_check():
+    scripts = {argv[1] if argv[0] == "python" else argv[0] for _, _, argv in COMMANDS}
     assert {"data_tools/wthor.py", "train/train.py", "selfplay/loop.py", "selfplay/arena.py"} <= scripts
+    assert {"othello-dataset", "othello-train", "othello-eval", "othello-play"} <= scripts  # the quick start's
     assert len(COMMANDS) >= 15
+    assert len([page for page, _, _ in COMMANDS if page == "README.md"]) >= 5
 
 
 class _Parsed(Exception):
@@ -83,28 +105,45 @@ def _stand_in(spec: str) -> str:
     return ":".join(RUN_OUTPUT_NET if p.endswith(".pt") and not SHIPPED.match(p) else p for p in spec.split(":"))
 
 
-@pytest.mark.parametrize("line, argv", COMMANDS, ids=[f"README.md:{n}" for n, _ in COMMANDS])
-def test_a_readme_command_parses(line, argv, monkeypatch, capsys):
+def _command(where: str, argv: list[str]) -> tuple[str, list[str]]:
+    """The command module argv runs and the arguments it gets."""
+    if argv[0] != "python":  # a console script
+        from othello_learn.commands import COMMANDS as CONSOLE_SCRIPTS
+
+        return CONSOLE_SCRIPTS[argv[0]], argv[1:]
     script = REPO / argv[1]
-    assert script.is_file(), f"README.md:{line}: no script {argv[1]}"
+    assert script.is_file(), f"{where}: no script {argv[1]}"
+    if script.parent.name in ("benchmarks", "experiments"):  # not a command's wrapper
+        return ".".join(script.relative_to(REPO).with_suffix("").parts), argv[2:]
     # the script path is a wrapper of its command module: ``start("MODULE")``
-    module = next(n.args[0].value for n in ast.walk(ast.parse(script.read_text()))
-                  if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "start")
+    module = next((n.args[0].value for n in ast.walk(ast.parse(script.read_text()))
+                   if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "start"), None)
+    assert module, f"{where}: {argv[1]} is not a command's script path"
+    return module, argv[2:]
+
+
+@pytest.mark.parametrize("page, line, argv", COMMANDS, ids=[f"{p}:{n}" for p, n, _ in COMMANDS])
+def test_a_readme_command_parses(page, line, argv, monkeypatch, capsys):
+    where = f"{page}:{line}"
+    assert not any("$" in token for token in argv), f"{where}: a shell variable: write the command out"
+    module, arguments = _command(where, argv)
+    if module.startswith("experiments."):  # research scripts, kept to reproduce figures, not tested
+        return
     try:
-        args = _parse(module, argv[2:], monkeypatch)
+        args = _parse(module, arguments, monkeypatch)
     except SystemExit:
-        pytest.fail(f"README.md:{line}: {shlex.join(argv)}: {capsys.readouterr().err.strip()}")
+        pytest.fail(f"{where}: {shlex.join(argv)}: {capsys.readouterr().err.strip()}")
     monkeypatch.undo()
-    for token in argv[2:]:
+    for token in arguments:
         for piece in re.split(r"[:=]", token):
             if SHIPPED.match(piece):
-                assert (REPO / piece).exists(), f"README.md:{line}: {piece} is not in the repository"
+                assert (REPO / piece).exists(), f"{where}: {piece} is not in the repository"
     if module == "othello_learn.train.train":  # the --set overrides name known settings (the configs
         from othello_learn.train.config import SCHEMA  # themselves are checked in test_commands.py)
 
         for item in args.set:
             section, _, key = item.split("=", 1)[0].partition(".")
-            assert section == "trainer" or key in SCHEMA.get(section, {}), f"README.md:{line}: --set {item}"
+            assert section == "trainer" or key in SCHEMA.get(section, {}), f"{where}: --set {item}"
     from othello_learn.players.specs import make_player
 
     monkeypatch.chdir(REPO)  # the specs name checkpoints from the checkout's root, as the README runs them
@@ -117,12 +156,12 @@ def test_a_readme_command_parses(line, argv, monkeypatch, capsys):
 
 
 def test_the_readme_lists_every_fixed_loop_setting():
-    """The settings a resumed run may not change, as the README lists them, are the loop's."""
+    """The settings a resumed run may not change, as the self-play page lists them, are the loop's."""
     import dataclasses
 
-    from othello_learn.rl.loop import RunConfig
+    from othello_learn.rl.settings import RunConfig
 
-    text = " ".join((REPO / "README.md").read_text().split())
+    text = " ".join((REPO / "docs" / "selfplay.md").read_text().split())
     listed = re.search(r"\*\*\(fixed\)\*\* setting \(([^)]*)\)", text).group(1)
     flags = set(re.findall(r"`(--[a-z-]+)\*?`", listed))
     fixed = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(RunConfig) if not f.metadata["resumable"]}
@@ -131,8 +170,8 @@ def test_the_readme_lists_every_fixed_loop_setting():
 
 
 # The results pages (docs/results/): every pointer into them names a page and a heading that exist.
-RESULTS_DOCS = REPO / "docs" / "results"
-POINTER = re.compile(r"docs/results/([\w.-]+\.md)(?:#([\w-]+))?")
+# a path from the repository's root (docs/results/PAGE#ANCHOR), or a docs page's link into results/
+POINTER = re.compile(r"(?:\bdocs/|\]\()results/([\w.-]+\.md)(?:#([\w-]+))?")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CITED = re.compile(r"\bresults/[\w./*\[\]-]*")
 SKIP_DIRS = {"runs", "data", "build", "dist", "node_modules", "__pycache__", "site-packages"}
@@ -254,3 +293,37 @@ def test_every_results_file_is_cited_and_every_citation_exists():
         name = path.relative_to(REPO).as_posix()
         assert any(name == c or name.startswith(c.rstrip("/") + "/") or fnmatch.fnmatch(name, c) for c in cited), \
             f"{name} is not cited by any page of docs/results"
+
+
+def test_the_readme_is_short():
+    """What the README promises a new reader: a page, the quick start near its top, no wide lines."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 150
+    assert any(line.startswith("## Quick start") for line in lines[:40])
+    assert "python -m pytest -q -n auto" in "\n".join(lines)  # .ci/run runs the README's test command
+    assert [n for n, line in enumerate(lines, 1) if len(line) > 200] == []
+
+
+def test_every_docs_page_is_in_the_site():
+    """Each page is linked from the index's toctree, and each command has its generated reference."""
+    index = (REPO / "docs" / "index.md").read_text()
+    pages = {p.stem for p in (REPO / "docs").glob("*.md")} - {"index"}
+    assert {p for p in pages if not re.search(rf"^{p}$", index, re.M)} == set()
+    from othello_learn.commands import COMMANDS as CONSOLE_SCRIPTS
+
+    reference = (REPO / "docs" / "commands.md").read_text()
+    for script, module in CONSOLE_SCRIPTS.items():
+        assert f":module: {module}\n:func: build_parser\n:prog: {script}" in reference, script
+        assert isinstance(importlib.import_module(module).build_parser(), argparse.ArgumentParser)
+
+
+@pytest.mark.xdist_group("docs")
+def test_the_docs_build_without_warnings(tmp_path):
+    """As CI builds them (.ci/run): the parsers' help renders, every link and anchor resolves."""
+    pytest.importorskip("sphinx")
+    pytest.importorskip("myst_parser")
+    pytest.importorskip("sphinxarg")
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+                           "-d", str(tmp_path / "doctrees"), str(REPO / "docs"), str(tmp_path / "html")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

@@ -12,9 +12,9 @@ import reference_engine as ref
 from othello import bitboard as bb
 from othello_learn.files import UserError
 from othello_learn.models.fastpath import FP32
-from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS, halving_schedule, make_search
+from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS, halving_schedule
 from othello.states import PASS
-from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig
+from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig, make_search
 from test_mcts import FakeNet, Node, _positions, _states
 
 C_VISIT, C_SCALE = 50.0, 0.1
@@ -259,6 +259,7 @@ def test_gumbel_player_and_gating_search_in_the_loop(tmp_path, monkeypatch):
 
     from othello_learn.models.nets import NetConfig, build_network, save_network
     from othello_learn.rl import loop as rl_loop
+    from othello_learn.rl import records as rl_records
     from othello_learn.players.arena import main as arena_main
     from othello_learn.search.gumbel import GumbelConfig
     from othello_learn.search.mcts import MCTSConfig
@@ -281,7 +282,7 @@ def test_gumbel_player_and_gating_search_in_the_loop(tmp_path, monkeypatch):
     for stage in ("self_play", "train", "gate"):
         monkeypatch.setattr(rl_loop, stage, lambda cfg, gen: None)
     monkeypatch.setattr(rl_loop, "commit", lambda cfg, gen, log=None: (seen.append(cfg.search),
-                                                                        rl_loop.read_state(cfg.out / "state.json"))[1])
+                                                                        rl_records.read_state(cfg.out / "state.json"))[1])
     base = ["--init", "random", "--generations", "1", "--games", "2", "--parallel", "2", "--simulations", "2",
             "--arch-blocks", "1", "--arch-width", "8", "--quiet", "--logger", "none", "--out", str(run)]
     assert rl_loop.main(base) == 0 and seen == ["puct"]

@@ -11,7 +11,12 @@ import torch
 from othello_learn.files import UserError
 from othello_learn.rl import elo_plot
 from othello_learn.rl import loop as rl_loop
-from othello_learn.rl.loop import RunConfig, generation_seeds
+from othello_learn.rl import records as rl_records
+from othello_learn.rl import settings as rl_settings
+from othello_learn.rl import stages as rl_stages
+from othello_learn.rl import workers as rl_workers
+from othello_learn.rl.records import generation_seeds
+from othello_learn.rl.settings import RunConfig
 
 BASE = ["--init", "random", "--out", "runs/x"]
 
@@ -63,7 +68,7 @@ def test_a_resumed_run_fills_unset_fixed_settings_from_its_own(tmp_path, monkeyp
     for stage in ("self_play", "train", "gate"):
         monkeypatch.setattr(rl_loop, stage, lambda cfg, gen: None)
     monkeypatch.setattr(rl_loop, "commit", lambda cfg, gen, log=None: (seen.append(cfg.search),
-                                                                        rl_loop.read_state(cfg.out / "state.json"))[1])
+                                                                        rl_records.read_state(cfg.out / "state.json"))[1])
     assert rl_loop.main(base) == 0
     assert json.loads((out / "config.json").read_text())["search"] == "gumbel"
     assert rl_loop.main(base[:-2]) == 0 and seen == ["gumbel", "gumbel"], "no --search: the run's own"
@@ -81,7 +86,7 @@ def test_a_resumed_run_fills_unset_fixed_settings_from_its_own(tmp_path, monkeyp
 
 def test_the_policy_target_reaches_the_search_and_needs_gumbel(tmp_path):
     cfg = RunConfig.from_args(BASE + ["--search", "gumbel", "--policy-target", "absolute"])
-    assert rl_loop._search_config(cfg).target_q == "absolute"
+    assert rl_workers._search_config(cfg).target_q == "absolute"
     assert RunConfig.from_json({"init": "random", "out": "x"}).policy_target == "rescaled", "runs from before the flag"
     with pytest.raises(UserError, match="^--policy-target absolute .* searches with puct .*: add --search gumbel"):
         rl_loop.main(["--init", "random", "--out", str(tmp_path / "rl"), "--policy-target", "absolute"])
@@ -152,7 +157,7 @@ def test_a_generation_that_cannot_fit_in_memory_is_refused_before_any_work(tmp_p
     def no_work(cfg):
         raise AssertionError("the run began")
 
-    monkeypatch.setattr(rl_loop, "device_memory", lambda device: 8 * 2**30, raising=False)  # (raising: the old code)
+    monkeypatch.setattr(rl_settings, "device_memory", lambda device: 8 * 2**30, raising=False)  # (raising: the old code)
     monkeypatch.setattr(rl_loop, "open_run", no_work)
     out = tmp_path / "rl"
     argv = ["--init", "random", "--out", str(out), "--device", "cpu", "--logger", "none", "--quiet"]
@@ -194,7 +199,7 @@ def test_grow_deepens_and_widens_the_warm_start_without_changing_its_play(tmp_pa
     cfg = RunConfig.from_args(["--init", str(ckpt), "--out", str(tmp_path / "rl"), "--grow-blocks", "2",
                                "--grow-width", "8"])
     cfg.check()
-    grown = rl_loop.initial_network(cfg)
+    grown = rl_records.initial_network(cfg)
     assert grown.config.blocks == 3 and grown.config.width == 16
     rng = np.random.default_rng(1)
     player = rng.integers(0, 2**63, 16, dtype=np.uint64) & np.uint64(0x00FFFF0000FFFF00)
@@ -222,7 +227,7 @@ def test_a_run_resumes_from_another_folder_with_its_init_named_another_way(tmp_p
 
     for stage in ("self_play", "train", "gate"):
         monkeypatch.setattr(rl_loop, stage, lambda cfg, gen: None)
-    monkeypatch.setattr(rl_loop, "commit", lambda cfg, gen, log=None: rl_loop.read_state(cfg.out / "state.json"))
+    monkeypatch.setattr(rl_loop, "commit", lambda cfg, gen, log=None: rl_records.read_state(cfg.out / "state.json"))
     repo, elsewhere, out = tmp_path / "repo", tmp_path / "elsewhere", tmp_path / "rl"
     (repo / "checkpoints").mkdir(parents=True)
     elsewhere.mkdir()
@@ -304,7 +309,7 @@ def test_a_commit_promotes_above_the_gate_threshold_and_recalibrates_resignation
     (20 of 200 at -0.9); the next threshold is the highest of the grid whose Wilson bound stays
     under 5 %: -0.98, just above the falls to -0.975 (at 10 % false resigns, the bound is 0.14)."""
     published = []
-    monkeypatch.setattr(rl_loop, "publish", lambda cfg, state: published.append(state))
+    monkeypatch.setattr(rl_stages, "publish", lambda cfg, state: published.append(state))
     cfg = _generation_2_to_commit(tmp_path, score, elo)
     state = rl_loop.commit(cfg, 2)
     assert published == [state] and state == json.loads((cfg.out / "state.json").read_text())
@@ -325,7 +330,7 @@ def test_the_window_is_the_generation_and_the_window_minus_one_committed_before_
     """--window 4 at generation 6: its own games and generations 3, 4, 5 (four in all); never
     generation 0, which has no games."""
     cfg = RunConfig.from_args(BASE + ["--window", str(window)])
-    assert rl_loop._window_paths(cfg, gen) == [cfg.out / "games" / f"gen_{i:04d}.npz" for i in expected]
+    assert rl_records._window_paths(cfg, gen) == [cfg.out / "games" / f"gen_{i:04d}.npz" for i in expected]
 
 
 def test_an_infinite_value_is_named_as_one():
@@ -352,7 +357,7 @@ def test_a_diverged_training_names_the_generation_and_the_remedy(tmp_path, monke
     def diverged(*args, **kwargs):
         raise TrainingDiverged("training diverged at step 3 of 5 (loss nan)")
 
-    monkeypatch.setattr(rl_loop, "train_network", diverged)
+    monkeypatch.setattr(rl_stages, "train_network", diverged)
     argv = ["--init", "random", "--out", str(tmp_path / "rl"), "--generations", "1", "--games", "2", "--parallel", "2",
             "--simulations", "2", "--train-steps", "5", "--arch-blocks", "1", "--arch-width", "8", "--quiet",
             "--logger", "none"]
@@ -401,10 +406,10 @@ def _state(**changes):
 def test_a_state_out_of_shape_is_refused_by_what_is_wrong(tmp_path, changes, said):
     path = tmp_path / "state.json"
     path.write_text(json.dumps(_state()))
-    assert rl_loop.read_state(path)["generation"] == 1
+    assert rl_records.read_state(path)["generation"] == 1
     path.write_text(json.dumps(_state(**changes)))
     with pytest.raises(UserError, match="corrupt run state") as e:
-        rl_loop.read_state(path)
+        rl_records.read_state(path)
     assert said in str(e.value)
 
 
@@ -442,8 +447,8 @@ def test_training_reads_the_window_and_records_its_positions(tmp_path, monkeypat
     for gen, n in ((1, 3), (2, 5), (3, 7)):
         _tiny_games(n).save(cfg.out / "games" / f"gen_{gen:04d}.npz")
     seen = []
-    monkeypatch.setattr(rl_loop, "train_network", lambda net, games, *a, **k: seen.append(len(games.player)) or {})
-    monkeypatch.setattr(rl_loop, "policy_sharpness", lambda *a, **k: {})
+    monkeypatch.setattr(rl_stages, "train_network", lambda net, games, *a, **k: seen.append(len(games.player)) or {})
+    monkeypatch.setattr(rl_stages, "policy_sharpness", lambda *a, **k: {})
     rl_loop.train(cfg, 3)
     stats = json.loads((cfg.out / "stats" / "gen_0003_train.json").read_text())
     assert seen == [24] and stats["window_positions"] == 24
@@ -465,14 +470,14 @@ def test_self_play_records_games_an_hour_only_over_a_second(tmp_path, monkeypatc
             asked.append((path.name, n))
             _tiny_games(n).save(path)
 
-    monkeypatch.setattr(rl_loop, "_play_into", play_into)
+    monkeypatch.setattr(rl_workers, "_play_into", play_into)
     ticks = iter(clock)
-    monkeypatch.setattr(rl_loop, "time", types.SimpleNamespace(time=lambda: next(ticks)))
+    monkeypatch.setattr(rl_stages, "time", types.SimpleNamespace(time=lambda: next(ticks)))
     rl_loop.self_play(cfg, 1)
     stats = json.loads((cfg.out / "stats" / "gen_0001_selfplay.json").read_text())
     assert asked == [("part_001.npz", 2), ("part_002.npz", 1)]
     assert stats["games_played"] == 3 and stats["games_per_hour"] == rate
-    assert len(rl_loop.SelfPlayGames.load(cfg.out / "games" / "gen_0001.npz").winner) == 5
+    assert len(rl_records.SelfPlayGames.load(cfg.out / "games" / "gen_0001.npz").winner) == 5
     assert not (cfg.out / "games" / "gen_0001").exists()
 
 
@@ -551,7 +556,7 @@ def test_a_damaged_adam_state_is_found_before_the_generations_self_play(tmp_path
     cfg = _run_at(tmp_path, 1, ["--keep-optimizer"])
     _tiny_games(2).save(cfg.out / "games" / "gen_0001.npz")
     (cfg.out / "nets" / "gen_0000.adam").write_text("garbage")
-    monkeypatch.setattr(rl_loop, "play_games", lambda *a, **k: pytest.fail("self-play began"))
+    monkeypatch.setattr(rl_workers, "play_games", lambda *a, **k: pytest.fail("self-play began"))
     with pytest.raises(UserError, match=r"gen_0000\.adam.*delete it to train the next generation with a fresh Adam"):
         rl_loop.self_play(cfg, 2)
 
@@ -571,12 +576,12 @@ def test_a_kill_before_the_leftovers_went_leaves_none_after_the_rerun(tmp_path, 
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(rl_loop, "_drop_training_leftovers", killed)
+        m.setattr(rl_stages, "_drop_training_leftovers", killed)
         with pytest.raises(KeyboardInterrupt):
             rl_loop.train(cfg, 2)
     assert (nets / "gen_0001.adam").exists() and (nets / "gen_0002.adam").exists()
     written = (nets / "gen_0002.pt").read_bytes()
-    monkeypatch.setattr(rl_loop, "train_network", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(rl_stages, "train_network", lambda *a, **k: pytest.fail("trained again"))
     assert rl_loop.train(cfg, 2) == nets / "gen_0002.pt" and (nets / "gen_0002.pt").read_bytes() == written
     assert not (nets / "gen_0001.adam").exists() and (nets / "gen_0002.adam").exists()
 
@@ -611,7 +616,7 @@ def test_a_run_file_of_the_wrong_kind_is_refused_before_a_generation(tmp_path, f
 def test_a_self_play_record_with_a_bad_resign_threshold_is_named_at_the_commit(tmp_path, monkeypatch):
     """The threshold the games were played with comes from the generation's self-play record; a
     damaged one was a numpy traceback inside the false-resign count, not a line naming the file."""
-    monkeypatch.setattr(rl_loop, "publish", lambda cfg, state: None)
+    monkeypatch.setattr(rl_stages, "publish", lambda cfg, state: None)
     cfg = _generation_2_to_commit(tmp_path, 0.6, 70.4)
     stats = cfg.out / "stats" / "gen_0002_selfplay.json"
     for bad in ("-0.9", True, float("nan")):

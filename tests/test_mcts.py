@@ -147,6 +147,109 @@ def test_evaluator_fast_path_spares_small_batches():
     assert Evaluator(net, "cpu", precision="32").precision == FP32
 
 
+def _trained_looking(net):
+    """``net`` with batch-norm statistics and affine weights away from their fresh 0/1
+    (folding fresh ones is almost the identity and would prove little)."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                for t, low, high in ((m.running_mean, -1, 1), (m.running_var, 0.3, 3), (m.weight, 0.5, 1.5),
+                                     (m.bias, -0.5, 0.5)):
+                    t.copy_(torch.rand(t.shape, generator=g) * (high - low) + low)
+    return net
+
+
+def _arrays(positions):
+    p = torch.tensor([bb.as_int64(x[0]) for x in positions])
+    o = torch.tensor([bb.as_int64(x[1]) for x in positions])
+    return p, o, torch.full((len(positions), 4), -1), torch.tensor([x[3] for x in positions])
+
+
+def test_fold_batchnorm_is_an_inference_copy():
+    """The folded copy has no batch norm left in a residual net, is in eval mode without
+    gradients, and leaves the original's weights, statistics and mode as they were."""
+    from othello_learn.models.fastpath import fold_batchnorm
+    from othello_learn.models.nets import NetConfig, build_network
+
+    torch.manual_seed(0)
+    net = _trained_looking(build_network(NetConfig("resnet", blocks=2, width=8, value_head=True))).train()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    folded = fold_batchnorm(net)
+    assert net.training and all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    assert not folded.training and not any(q.requires_grad for q in folded.parameters())
+
+
+@pytest.mark.parametrize("arch,encoder,value_head", [("resnet", "raw", True), ("resnet", "handcrafted", True),
+                                                     ("resnet", "raw", False), ("reference", "handcrafted", False)])
+@pytest.mark.parametrize("path", ["folded", "channels_last"])
+def test_inference_paths_play_as_the_plain_network(arch, encoder, value_head, path):
+    """Every fp32 inference path against the plain network on 48 positions of random games:
+    the same move (argmax over the legal squares), values within 1e-4, and move logits within
+    1e-4 (absolute and relative). Folding rounds each weight once in fp32 (relative 6e-8) and
+    channels_last sums in another order; over a few layers of 9*width-term sums that stays near
+    1e-6 at logits of order 1 (measured: under 5e-7), so 1e-4 is a wide margin that still catches
+    a wrongly folded layer (whose errors are of the order of the weights)."""
+    from othello_learn.models.batch import from_arrays
+    from othello_learn.models.nets import NetConfig, build_network
+
+    torch.manual_seed(0)
+    net = _trained_looking(build_network(NetConfig(arch, encoder=encoder, blocks=2, depth=3, width=16,
+                                                   value_head=value_head)))
+    plain = Evaluator(net, "cpu", precision=FP32, path="plain")
+    fast = Evaluator(net, "cpu", precision=FP32, path=path)
+    assert plain.infer is net and fast.path == path
+    p, o, h, b = _arrays(_positions(48, seed=11, max_ply=55))
+    with torch.inference_mode():
+        want, got = net(from_arrays(p, o, b, h)), fast.infer(from_arrays(p, o, b, h))
+    torch.testing.assert_close(got["policy"], want["policy"], atol=1e-4, rtol=1e-4)
+    (prior_want, value_want), (prior_got, value_got) = plain(p, o, h, b), fast(p, o, h, b)
+    legal = bb.bits(bb.legal_moves(p, o)).bool()
+    assert legal.any(1).all()
+    assert torch.equal(prior_got[:, :64].masked_fill(~legal, -1).argmax(1),
+                       prior_want[:, :64].masked_fill(~legal, -1).argmax(1))
+    assert (value_got - value_want).abs().max() <= 1e-4
+    assert value_head == ("value" in want) and (value_head or not value_got.any())
+
+
+def test_inference_path_is_picked_by_detection(monkeypatch):
+    """"auto": a CPU with native bf16 runs bf16, one without it fp32, both folded in channels_last
+    (never assumed: the detection is asked); the evaluator says which in words."""
+    from othello_learn.models import fastpath
+    from othello_learn.models.nets import NetConfig, build_network
+
+    net = build_network(NetConfig("resnet", blocks=1, width=8, value_head=True))
+    for has, path, precision in ((True, "channels_last", BF16), (False, "channels_last", FP32)):
+        monkeypatch.setattr(fastpath, "cpu_has_bf16", lambda has=has: has)
+        ev = Evaluator(net, "cpu")
+        assert (ev.path, ev.precision) == (path, precision)
+        said = {True: "bf16 autocast, batch norms folded, channels_last (cpu)",
+                False: "fp32, batch norms folded, channels_last (cpu)"}[has]
+        assert ev.describe() == said == fastpath.auto_path("cpu")
+    assert fastpath.inference_path("auto", "cuda", BF16) == "folded"
+    assert next(net.parameters()).is_contiguous()  # the caller's net is not converted to channels_last
+    with pytest.raises(ValueError, match="inference path 'fast': expected auto or one of plain, folded"):
+        Evaluator(net, "cpu", path="fast")
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("OTHELLO_TEST_COMPILE") or
+                    __import__("shutil").which("g++") is None,
+                    reason="torch.compile takes a minute and a C++ compiler: set OTHELLO_TEST_COMPILE=1")
+def test_compiled_path_plays_as_the_plain_network():
+    from othello_learn.models.nets import NetConfig, build_network
+
+    torch.manual_seed(0)
+    net = _trained_looking(build_network(NetConfig("resnet", blocks=1, width=8, value_head=True)))
+    plain, compiled = Evaluator(net, "cpu", precision=FP32, path="plain"), Evaluator(net, "cpu", precision=FP32,
+                                                                                     path="compiled")
+    for n in (20, 33):  # two batch sizes, one compilation (dynamic shapes)
+        p, o, h, b = _arrays(_positions(n, seed=n))
+        (pw, vw), (pg, vg) = plain(p, o, h, b), compiled(p, o, h, b)
+        torch.testing.assert_close(pg, pw, atol=1e-5, rtol=1e-4)
+        assert (vg - vw).abs().max() <= 1e-4
+
+
 def test_one_precision_setting_for_every_caller(monkeypatch):
     """Evaluator, the self-play learner, training and evaluate.py read precision through
     fastpath.resolve: "auto" follows the CPU's bf16 instructions, the shorthands expand."""

@@ -164,7 +164,7 @@ def test_alphabeta_hints_agree_with_its_search_and_are_sorted():
 def test_network_hints_are_policy_ordered_with_values():
     player = make_player("policy:checkpoints/cpu_rl_warm_long.pt")  # has a value head
     out, err = session(player, ["hint 4", "analyze", "go"])
-    probs = [float(line.split("policy ")[1]) for line in out if line.startswith("search ")]
+    probs = [float(line.split("policy ")[1].split(",")[0]) for line in out if line.startswith("search ")]
     assert len(probs) == 4 and probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0001
     assert out[-2].startswith("=== ") and out[-2].split("/")[1] != ""  # an evaluation from the value head
     engine = Engine(player, "x", io.StringIO(), io.StringIO())
@@ -247,6 +247,27 @@ def test_a_search_players_move_that_ends_the_game_shows_its_exact_result():
     _, visits, q = make_player("gumbel:checkpoints/cpu_rl_warm_long.pt:8").analyse(
         pos.player, pos.opponent, pos.black_to_move, np.random.default_rng(0), history=last_actions(rec.moves)[None])
     assert visits[parse_square("a7")] > 0 and q[parse_square("a7")] == 1.0
+
+
+def test_each_hint_says_whether_its_eval_is_a_disc_count_or_a_value_x_64():
+    """A value head's expected result (-1 lost .. +1 won) shows x 64 on NBoard's disc scale beside
+    exact disc differences: each hint's text says which its figure is, and a value's x 64 reads back."""
+    t = ("f5f4c3c4c5g6g5d6e3b3h7g4g3b4c6h2g2b7d7e2c7d3f6g7a2d8f3b5g8b2a4h5a1h3f1g1c2d2e1b8h1f7h4c1a8h8a5a6d1"
+         "f8h6c8f2e6e8b1e7a3")  # a7 ends the game (won by 32 by the side to move), b6 does not
+    end = f"set game {format_ggf(GameRecord.from_transcript(t))}"
+    for spec in ("policy:checkpoints/cpu_rl_warm_long.pt", "gumbel:checkpoints/cpu_rl_warm_long.pt:8"):
+        out, _ = session(make_player(spec), [end, "hint 2"])
+        said = {line.split()[1]: (float(line.split()[2]), line.split(None, 5)[5]) for line in out
+                if line.startswith("search ")}
+        assert said["A7"] == (32.0, said["A7"][1]) and said["A7"][1].endswith(", exact disc difference"), spec
+        ev, text = said["B6"]
+        value = float(text.split(" (-1 lost .. +1 won)")[0].split()[-1])  # "..., eval = 64 x the net's value +0.1 (...)"
+        assert ", eval = 64 x " in text and -1 <= value <= 1 and abs(64 * value - ev) < 0.04, (spec, text)
+    out, _ = session(make_player("endgame:10:alphabeta:1"), [end, "hint 2"])
+    assert all(line.endswith("exact disc difference") for line in out if line.startswith("search "))
+    out, _ = session(AlphaBetaPlayer(2), ["hint 1", end, "hint 1"])  # the start: a heuristic; the end: seen
+    hints = [line for line in out if line.startswith("search ")]
+    assert hints[0].endswith("alphabeta depth 2, heuristic / 100") and hints[1].endswith(", exact disc difference")
 
 
 def test_one_search_per_position_and_moves_not_per_board():
@@ -689,7 +710,7 @@ def test_a_hints_policy_is_the_nets_at_the_position_with_its_own_last_moves():
     assert order != sorted(pos.legal_moves(), key=lambda sq: -blank[sq]), "the history must change the order"
     hints = Analyst(player).hints(pos, moves, 64)
     assert [sq for sq, _, _ in hints] == order
-    assert [text for _, _, text in hints] == [f"policy {probs[sq]:.3f}" for sq, _, _ in hints]
+    assert [text.split(",")[0] for _, _, text in hints] == [f"policy {probs[sq]:.3f}" for sq, _, _ in hints]
 
 def test_an_endgame_player_solves_from_exactly_its_empties():
     from test_formats import random_game

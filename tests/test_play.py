@@ -49,7 +49,7 @@ def last_board(text: str):
         assert line.startswith(f"{r + 1} "), line
         row = line[2:]
         for c in range(8):
-            cells[8 * r + c] = row[3 * c: 3 * c + 3].strip().strip("[]")
+            cells[8 * r + c] = row[3 * c: 3 * c + 3].strip().strip("[]()")
     return cells
 
 
@@ -165,6 +165,78 @@ def test_hints():
     for spec in (f"gumbel:{RL}:4", f"endgame:10:policy:{RL}"):  # the network inside a search or a solver's wrapper
         _, text = run_game(["--opponent", spec], script=["hint", "quit"])
         assert "hint:" in text and play.NO_HINT not in text, spec
+
+
+def test_the_board_marks_the_last_moves_flips_and_the_moves_are_listed():
+    """The opponent's reply in brackets, each disc it flipped in parentheses (the reference engine's
+    flips), the notes count them, and every move so far is listed below the board, passes named."""
+    rc, text = run_game(["--opponent", "greedy", "--seed", "3"], script=["f5", "d3", "quit"])
+    assert rc == 0
+    moves = parse_transcript(transcript_of(text))
+    screen = text[text.rindex(HEADER):]
+    rows = screen.splitlines()[1:9]
+    marked = {8 * r + c: rows[r][2 + 3 * c: 5 + 3 * c] for r in range(8) for c in range(8)}
+    before, after = replay_reference(format_transcript(moves[:-1])), replay_reference(format_transcript(moves))
+    flipped = {8 * r + c for r in range(8) for c in range(8) if before[r][c] and before[r][c] != after[r][c]}
+    assert {sq for sq, cell in marked.items() if cell.startswith("(")} == flipped and flipped
+    assert [sq for sq, cell in marked.items() if cell.startswith("[")] == [moves[-1]]
+    assert f"moves: {' '.join(f'{n}.{square_name(m)}' for n, m in enumerate(moves, 1))}\n" in screen
+    n = len(flipped)
+    assert f"greedy plays {square_name(moves[-1])}, flipping {n} disc{'s' if n > 1 else ''}." in screen
+    long = play.TerminalGame(GreedyPlayer(), True, io.StringIO(), io.StringIO(), tty=False)
+    long.game.extend(_whole_moves())
+    listed = long.move_list()
+    assert all(len(line) <= 78 for line in listed.splitlines()) and len(listed.splitlines()) > 1
+    assert " ".join(listed.split()) == "moves: " + " ".join(
+        f"{n}.{'pass' if m == PASS else square_name(m)}" for n, m in enumerate(long.game.moves, 1))
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("tty, no_colour, coloured", [(True, None, True), (True, "1", False), (False, None, False)])
+def test_colour_only_on_a_terminal_without_no_color(tty, no_colour, coloured, monkeypatch):
+    """ANSI colours on a terminal; plain text where NO_COLOR is set, or output is a pipe, a file or a
+    test. The coloured board is the plain one, cell for cell, once its colour codes are taken out."""
+    if no_colour is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_colour)
+    out = _Terminal() if tty else io.StringIO()
+    game = play.TerminalGame(GreedyPlayer(), True, io.StringIO(), out, start=Position.from_transcript("f5f6"))
+    game.draw()
+    text = out.getvalue()
+    assert ("\x1b[" in text.replace(play.CLEAR, "")) == coloured
+    plain = io.StringIO()
+    play.TerminalGame(GreedyPlayer(), True, io.StringIO(), plain, tty=tty, ansi=False,
+                      start=Position.from_transcript("f5f6")).draw()
+    assert re.sub(r"\x1b\[[0-9;]*m", "", text) == plain.getvalue()
+
+
+def test_levels_are_documented_player_specs_and_exclude_opponent(tmp_path, monkeypatch, capsys):
+    """Each level is a spec of the shipped networks that --help lists with its strength; read from
+    the checkout from another folder; --level with --opponent is one line, exit 2."""
+    doc = " ".join(play.__doc__.split())
+    assert list(play.LEVELS) == ["easy", "medium", "hard", "max"] and play.DEFAULT_OPPONENT == play.LEVELS["medium"]
+    for level, spec in play.LEVELS.items():
+        assert f"{level} {spec}," in doc, level
+    rc = play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("")), ["--level", "hard", "--opponent", "greedy"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--level hard and --opponent greedy" in err[0], err
+    monkeypatch.chdir(tmp_path)
+    for level in play.LEVELS:
+        rc, text = run_game(["--level", level], script=["quit"])
+        spec = play.LEVELS[level].replace("checkpoints/", str(REPO / "checkpoints") + "/")
+        assert rc == 0 and f"opponent: {spec}   " in text, (level, text[:300])
+    monkeypatch.setattr(play, "HOME", tmp_path / "no-checkout")
+    assert play.run_main(lambda argv: play.main(argv, stdin=io.StringIO("")), ["--level", "max"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("--level max, endgame:14:gumbel:checkpoints/best_selfplay.pt:100, is a "
+                                             f"network of the othello-learn checkout and is not here or in "
+                                             f"{tmp_path / 'no-checkout'}; run from the checkout, or give --opponent "
+                                             "(alphabeta:3, policy:CKPT, ...)"), err
 
 
 def test_show_policy_puts_percentages_on_the_legal_squares():

@@ -27,6 +27,10 @@ from othello_learn.models.batch import augment
 from othello_learn.models.nets import NetConfig, build_network, legal_mask, save_network
 from othello_learn.rl import elo_plot
 from othello_learn.rl import loop as rl_loop
+from othello_learn.rl import records as rl_records
+from othello_learn.rl import settings as rl_settings
+from othello_learn.rl import stages as rl_stages
+from othello_learn.rl import workers as rl_workers
 from othello_learn.rl.learner import to_device_batch, train_network
 from othello_learn.search.mcts import Evaluator, MCTSConfig
 from othello_learn.rl.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_bound, false_resign_rate, play_games
@@ -653,9 +657,9 @@ def test_a_gated_run_plots_its_best_network_curve():
 ])
 def test_a_clean_sweep_of_the_gate_moves_the_curve_by_a_finite_amount(games, score, expected):
     result = {"games": games, "score": score, "elo": None, "elo_low": None, "elo_high": None}
-    assert rl_loop.gate_elo_gain(result) == pytest.approx(expected)
-    assert rl_loop.gate_elo_gain({"games": 10, "score": 0.6, "elo": 70.4}) == 70.4
-    assert rl_loop.gate_elo_gain({"games": 0, "score": None, "elo": 0.0}) == 0.0  # --continuous
+    assert rl_stages.gate_elo_gain(result) == pytest.approx(expected)
+    assert rl_stages.gate_elo_gain({"games": 10, "score": 0.6, "elo": 70.4}) == 70.4
+    assert rl_stages.gate_elo_gain({"games": 0, "score": None, "elo": 0.0}) == 0.0  # --continuous
 
 
 def test_the_fast_path_trains_on_the_same_losses(games, tiny_net):
@@ -789,7 +793,7 @@ def test_a_move_just_past_its_range_is_refused_and_the_edges_load(games, tmp_pat
             arrays = {k: f[k] for k in f.files}
         arrays[field] = _set_first(edge)(arrays[field])
         np.savez(path, **arrays)
-        rl_loop.load_games(path, "a remedy")
+        rl_records.load_games(path, "a remedy")
 
 
 def _refused_after(games, tmp_path, field, edit, said):
@@ -800,7 +804,7 @@ def _refused_after(games, tmp_path, field, edit, said):
     arrays[field] = edit(arrays[field])
     np.savez(path, **arrays)
     with pytest.raises(UserError, match="unreadable self-play games") as e:
-        rl_loop.load_games(path, "a remedy")
+        rl_records.load_games(path, "a remedy")
     assert said in str(e.value) and "a remedy" in str(e.value)
 
 
@@ -820,6 +824,8 @@ def test_dropping_no_resign_on_a_resume_resigns_again_and_each_generation_record
     (out / "state.json").write_text(json.dumps({**state, "resign_threshold": None}))
     code, err = cli(one + ["--out", str(out), "--generations", "2", "--resign-threshold", "-0.7"], capsys)
     assert code == 0 and "resign threshold -0.7" in err
+    from othello_learn.models.fastpath import auto_path  # and the network's inference path, said by the loop
+    assert f"resign threshold -0.7; network: {auto_path('cpu')}\n" in err
     assert json.loads((out / "stats" / "gen_0002.json").read_text())["resign_threshold"] == -0.7
     assert json.loads((out / "state.json").read_text())["resign_threshold"] == -0.7
 
@@ -833,7 +839,7 @@ def test_wandb_online_without_an_account_is_one_line_before_any_self_play(tmp_pa
         raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
 
     monkeypatch.setattr(wandb, "init", no_key)
-    monkeypatch.setattr(rl_loop, "play_games", lambda *a, **k: pytest.fail("self-play started"))
+    monkeypatch.setattr(rl_workers, "play_games", lambda *a, **k: pytest.fail("self-play started"))
     code, err = cli(LOOP + ["--out", str(tmp_path / "rl"), "--logger", "wandb", "--wandb-online"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "--wandb-online: W&B says: No API key configured" in err and "wandb login" in err
@@ -845,7 +851,7 @@ def rl_run(tmp_path_factory):
     """A two-generation run, interrupted by Ctrl-C in generation 2's first
     part, then resumed by the same command."""
     out = tmp_path_factory.mktemp("rl") / "rl"
-    real = rl_loop.play_games
+    real = rl_workers.play_games
     calls = []
     wandb = FakeWandb()
 
@@ -858,12 +864,12 @@ def rl_run(tmp_path_factory):
     err = io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(sys.modules, "wandb", wandb)
-        mp.setattr(rl_loop, "play_games", crashing)
+        mp.setattr(rl_workers, "play_games", crashing)
         with contextlib.redirect_stderr(err):
             interrupted = rl_loop.main(LOOP + ["--out", str(out), "--logger", "wandb"])
         state_at_interrupt = json.loads((out / "state.json").read_text())
         files_at_interrupt = sorted(_files(out))
-        mp.setattr(rl_loop, "play_games", lambda *a, **k: (calls.append(k["seed"]), real(*a, **k))[1])
+        mp.setattr(rl_workers, "play_games", lambda *a, **k: (calls.append(k["seed"]), real(*a, **k))[1])
         with contextlib.redirect_stderr(io.StringIO()):
             resumed = rl_loop.main(LOOP + ["--out", str(out), "--logger", "wandb"])
     return SimpleNamespace(out=out, calls=calls, interrupted=interrupted, message=err.getvalue(), wandb=wandb,
@@ -877,7 +883,7 @@ def test_a_stop_signal_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, caps
     exit status, the generation the rerun resumes from, nothing half-written, the handlers
     given back."""
     out = tmp_path / "rl"
-    real, calls = rl_loop.play_games, []
+    real, calls = rl_workers.play_games, []
 
     def killed_in_the_second_part(*a, **k):
         calls.append(k["seed"])
@@ -885,7 +891,7 @@ def test_a_stop_signal_stops_the_loop_as_ctrl_c_does(tmp_path, monkeypatch, caps
             os.kill(os.getpid(), getattr(signal, sig))
         return real(*a, **k)
 
-    monkeypatch.setattr(rl_loop, "play_games", killed_in_the_second_part)
+    monkeypatch.setattr(rl_workers, "play_games", killed_in_the_second_part)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     got, err = cli(LOOP + ["--out", str(out), "--logger", "none"], capsys)
     assert {s: signal.getsignal(s) for s in handlers} == handlers
@@ -899,7 +905,7 @@ def test_the_gate_plays_self_plays_search_settings(tiny_net, search):
     """--c-puct / --gumbel-considered reach the gate's search, at --gate-simulations, without noise."""
     cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", "x", "--search", search, "--c-puct", "3", "--gumbel-considered", "4",
                                               "--gate-simulations", "7"])
-    config = rl_loop._gate_player(cfg, tiny_net, torch.device("cpu")).config
+    config = rl_stages._gate_player(cfg, tiny_net, torch.device("cpu")).config
     assert config.simulations == 7
     if search == "puct":
         assert config.c_puct == 3.0 and config.dirichlet_weight == 0.0 and not config.reuse_tree
@@ -960,7 +966,7 @@ def test_a_failing_worker_is_named_and_the_finished_parts_are_kept(tmp_path, cap
     todo = [(tmp_path / "parts" / "part_000.npz", 2, 0), (tmp_path / "a_file" / "part_001.npz", 2, 1)]
     cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path / "rl")])
     with pytest.raises(rl_loop.UserError, match=r"self-play worker 1 failed \(exit status 2\): rerun the same command"):
-        rl_loop._play_parts_in_workers(cfg, net, SelfPlayConfig(resign_threshold=None), todo, 2, 1)
+        rl_workers._play_parts_in_workers(cfg, net, SelfPlayConfig(resign_threshold=None), todo, 2, 1)
     err = capfd.readouterr().err
     assert "self-play worker: error: " in err and "a_file" in err and "Traceback" not in err, err
     assert len(SelfPlayGames.load(todo[0][0]).winner) == 2
@@ -978,7 +984,7 @@ def test_a_worker_leaves_nohups_hang_up_ignored(tmp_path, nohup):
     handlers, threads = {s: signal.getsignal(s) for s in signals}, torch.get_num_threads()
     try:
         signal.signal(signal.SIGHUP, signal.SIG_IGN if nohup else signal.SIG_DFL)
-        rl_loop._play_parts(net, "cpu", rl_loop._search_config(cfg), SelfPlayConfig(), [], threads)  # nothing to play
+        rl_workers._play_parts(net, "cpu", rl_workers._search_config(cfg), SelfPlayConfig(), [], threads)  # nothing to play
         taken = {s: isinstance(signal.getsignal(s), StopOnce) for s in signals}
         assert taken == {signal.SIGINT: True, signal.SIGTERM: True, signal.SIGHUP: not nohup}
     finally:
@@ -994,7 +1000,7 @@ def test_a_worker_whose_main_process_is_gone_stops_itself(monkeypatch):
     got = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
     try:
-        rl_loop._stop_when_orphaned(os.getpid() + 10**6, every_s=0.01)  # a parent that is not ours: gone
+        rl_workers._stop_when_orphaned(os.getpid() + 10**6, every_s=0.01)  # a parent that is not ours: gone
         deadline = time.monotonic() + 1
         while not got and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -1061,7 +1067,7 @@ def test_a_signal_to_the_whole_process_group_stops_the_workers_quietly(tmp_path,
 ])
 def test_self_play_workers_share_out_the_threads(monkeypatch, requested, device, threads, parts, expected):
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
-    assert rl_loop.self_play_workers(requested, torch.device(device), parts) == expected
+    assert rl_settings.self_play_workers(requested, torch.device(device), parts) == expected
 
 
 def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, capsys, monkeypatch):
@@ -1081,7 +1087,7 @@ def test_loop_resumes_after_ctrl_c_without_losing_or_repeating_games(rl_run, cap
     # Each part played with its generation's SeedSequence seed, recorded in the state; the replayed part the same.
     seeds = [s for h in state["history"] for s in h["seeds"]["self_play"]]
     assert rl_run.calls == seeds[:3] + seeds[2:]
-    assert seeds == [s for g in (1, 2) for s in rl_loop.generation_seeds(rl_loop.RunConfig.from_args(LOOP + ["--out", "x"]), g)["self_play"]]
+    assert seeds == [s for g in (1, 2) for s in rl_records.generation_seeds(rl_loop.RunConfig.from_args(LOOP + ["--out", "x"]), g)["self_play"]]
     for g in (1, 2):
         games = SelfPlayGames.load(out / "games" / f"gen_{g:04d}.npz")
         assert len(games.winner) == 6
@@ -1300,7 +1306,7 @@ def test_a_rerun_with_generations_to_play_publishes_what_a_stop_left_stale(run_c
     def stopped(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(rl_loop, "play_games", stopped)  # generation 3 stops at once
+    monkeypatch.setattr(rl_workers, "play_games", stopped)  # generation 3 stops at once
     code, err = cli(LOOP + ["--out", str(run_copy), "--logger", "none", "--generations", "3"], capsys)
     assert code == 130, err
     state = json.loads((run_copy / "state.json").read_text())
@@ -1368,7 +1374,7 @@ def test_no_resign_given_on_a_resume_takes_effect(run_copy, rl_run, monkeypatch,
         seen.append(sp.resign_threshold)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(rl_loop, "play_games", stop)
+    monkeypatch.setattr(rl_workers, "play_games", stop)
     for extra, threshold in (([], -0.9), (["--no-resign"], None)):
         assert cli(LOOP + ["--out", str(run_copy), "--logger", "none", "--workers", "1", *extra], capsys)[0] == 130
         assert seen.pop() == threshold
@@ -1394,10 +1400,10 @@ def test_each_stage_resumes_from_its_files(run_copy, rl_run, capsys, monkeypatch
     """Killed after training generation 2: the rerun gates and commits, and plays
     and trains nothing; a rerun after the gate only commits."""
     played = []
-    monkeypatch.setattr(rl_loop, "play_games", lambda *a, **k: played.append("self-play"))
-    monkeypatch.setattr(rl_loop, "train_network", lambda *a, **k: played.append("train"))
-    real_match = rl_loop.play_match
-    monkeypatch.setattr(rl_loop, "play_match", lambda *a, **k: (played.append("gate"), real_match(*a, **k))[1])
+    monkeypatch.setattr(rl_workers, "play_games", lambda *a, **k: played.append("self-play"))
+    monkeypatch.setattr(rl_stages, "train_network", lambda *a, **k: played.append("train"))
+    real_match = rl_stages.play_match
+    monkeypatch.setattr(rl_stages, "play_match", lambda *a, **k: (played.append("gate"), real_match(*a, **k))[1])
     for lost, stages in ((["stats/gen_0002_gate.json"], ["gate"]), ([], [])):
         (run_copy / "state.json").write_text(json.dumps(rl_run.state_at_interrupt))
         for name in lost + ["stats/gen_0002.json"]:
@@ -1422,8 +1428,8 @@ def test_a_generation_killed_in_training_goes_on_from_its_saved_state(run_copy, 
     for name in ("nets/gen_0002.pt", "stats/gen_0002_train.json"):
         (run_copy / name).unlink()
     cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(run_copy)])
-    real_train, real_batch = rl_loop.train_network, learner.to_device_batch
-    monkeypatch.setattr(rl_loop, "train_network", lambda *a, **k: real_train(*a, **k, save_every_s=0))
+    real_train, real_batch = rl_stages.train_network, learner.to_device_batch
+    monkeypatch.setattr(rl_stages, "train_network", lambda *a, **k: real_train(*a, **k, save_every_s=0))
     monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(3, real_batch))
     with pytest.raises(KeyboardInterrupt):
         rl_loop.train(cfg, 2)

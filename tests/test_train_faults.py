@@ -1123,7 +1123,7 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
     save_checkpoint_file({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict()}, ckpt)
     with pytest.raises(UserError, match=f"export it first: python train/evaluate.py --checkpoint {ckpt} --export"):
         load_network(ckpt)
-    from othello_learn.rl.loop import load_net
+    from othello_learn.rl.records import load_net
 
     with pytest.raises(UserError) as refused:  # the loop's --init: that advice alone, not its own after it
         load_net(ckpt, "cpu", "ANOTHER REMEDY")
@@ -1818,7 +1818,7 @@ def test_fresh_ignores_a_last_ckpt_of_another_network_and_the_save_interval_is_i
 
 
 def test_data_differences_compare_years_as_years_and_folders_as_folders(tmp_path):
-    from othello_learn.train.train import data_differences
+    from othello_learn.train.resume import data_differences
 
     folder = tmp_path / "ds"
     folder.mkdir()
@@ -1838,7 +1838,7 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     from types import SimpleNamespace
 
     from othello_learn.settings import seed_arg, seed_below
-    from othello_learn.train.train import check_dataset
+    from othello_learn.train.data_checks import check_dataset
 
     train_seed = seed_below(2**32)  # train's: Lightning's seed_everything
     assert train_seed("4294967295") == 2**32 - 1 and seed_arg("18446744073709551615") == 2**64 - 1
@@ -2042,7 +2042,7 @@ def test_the_run_says_which_limit_stopped_it(dataset_dir, tmp_path, capsys):
 def test_lightnings_max_epochs_line_is_dropped_and_its_other_info_kept():
     import logging
 
-    from othello_learn.train.train import _NoTips
+    from othello_learn.train.lightning_logs import _NoTips
 
     def record(msg):
         return logging.LogRecord("lightning.pytorch", logging.INFO, __file__, 1, msg, None, None)
@@ -2076,7 +2076,7 @@ def test_stop_reason_names_the_limit_that_ended_fit():
 
     from lightning.pytorch.callbacks import Timer
 
-    from othello_learn.train.train import stop_reason
+    from othello_learn.train.lightning_logs import stop_reason
 
     class Spent(Timer):
         def time_remaining(self, stage=None):
@@ -2163,7 +2163,8 @@ def test_a_rerun_with_no_test_keeps_the_test_results_of_the_same_best_checkpoint
     """Rerunning a finished command with --no-test rewrote metrics.json without its "test" section."""
     import json
 
-    from othello_learn.train.train import earlier_test, main
+    from othello_learn.train.resume import earlier_test
+    from othello_learn.train.train import main
 
     argv = _args(dataset_dir, tmp_path / "run", "--max-steps", "2")
     argv.remove("--no-test")
@@ -2305,7 +2306,7 @@ def test_tpu_without_torch_xla_names_the_device_flags(dataset_dir, tmp_path, cap
 
 
 def test_data_differences_speak_of_a_rebuild_only_for_the_runs_own_folder(tmp_path):
-    from othello_learn.train.train import data_differences
+    from othello_learn.train.resume import data_differences
 
     folder, other = tmp_path / "ds", tmp_path / "other"
     folder.mkdir()

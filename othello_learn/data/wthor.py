@@ -1,8 +1,8 @@
 """Build the (state, expert move) dataset from the FFO's WTHOR database.
 
-    python data_tools/wthor.py --out data/wthor              # ../shared/data/wthor if present
-    python data_tools/wthor.py --wthor-dir DIR --out OUT --years 1977-2016
-    python data_tools/wthor.py --download --wthor-dir DIR --out OUT
+    othello-dataset --out data/wthor              # ../shared/data/wthor if present
+    othello-dataset --wthor-dir DIR --out OUT --years 1977-2016
+    othello-dataset --download --wthor-dir DIR --out OUT
 
 Exit status 0 on success (skipped games are reported, not fatal), 2 on bad
 input (one line naming the file; ``--debug`` shows the traceback), 130 on
@@ -126,7 +126,8 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wthor-dir", type=Path, default=None,
@@ -142,6 +143,11 @@ def main(argv=None) -> int:
                         help="first fetch missing WTH_YYYY.wtb files from ffothello.org into --wthor-dir, "
                              "given explicitly (needs network; --years defaults to 1977-2018 then)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     try:

@@ -18,6 +18,20 @@ from othello_learn.search.alphabeta import WIN_SCALE
 from othello_learn.players.base import AlphaBetaPlayer, EndgamePlayer, Player, before_solves, network_of, select_one
 
 
+EXACT = "exact disc difference"
+
+
+def net_unit(ev: float | None, over: bool, what: str = "the net's value") -> str:
+    """What a network's evaluation ``ev`` is, for a hint's text: a value head (and a search over it)
+    gives an expected result, -1 lost .. +1 won, which the eval shows x 64 on the disc scale GUIs
+    read; that is no disc count, as an exact disc difference beside it is."""
+    if ev is None:
+        return ""
+    if over:  # a move that ends the game: its margin, counted
+        return f", {EXACT}"
+    return f", eval = 64 x {what} {ev / 64:+.3f} (-1 lost .. +1 won)"
+
+
 class Analyst:
     """Moves and evaluations of one position for any player kind.
 
@@ -180,14 +194,15 @@ class Analyst:
         if self.exact(pos):
             for sq in squares:
                 v = endgame.move_value(pos.player, pos.opponent, sq)
-                rows.append((sq, float(v), "exact", v))
+                rows.append((sq, float(v), EXACT, v))
             endgame.solved_from_moves(pos.player, pos.opponent, {sq: v for sq, _, _, v in rows})
         elif self.ab is not None:
             ab = self.ab
             for sq in squares:
                 cp, co = bb.play(pos.player, pos.opponent, 1 << sq)
                 v = -ab.negamax(cp, co, ab.depth - 1, -10**9, 10**9)
-                rows.append((sq, self._ab_discs(v), f"alphabeta depth {ab.depth}", v))
+                seen = EXACT if abs(v) >= WIN_SCALE else "heuristic / 100"  # the end within its depth, or not
+                rows.append((sq, self._ab_discs(v), f"alphabeta depth {ab.depth}, {seen}", v))
         elif self.net is not None:
             probs, _ = self.net_out(States.from_positions([pos], last_actions(moves)[None]))
             children = [pos.play(sq) for sq in squares]
@@ -198,7 +213,7 @@ class Analyst:
                 p = float(probs[0, sq])
                 ev = None if child_evals is None else 0.0 - float(child_evals[i])
                 if searched is None:
-                    rows.append((sq, ev, f"policy {p:.3f}", p))
+                    rows.append((sq, ev, f"policy {p:.3f}" + net_unit(ev, children[i].is_over()), p))
                     continue
                 # The search's view: its move first, then by visits; a visited move valued by its mean
                 # backed-up value, others as a policy player values them (an unvisited move; one that
@@ -206,9 +221,11 @@ class Analyst:
                 # net without a value head, whose search values every position 0).
                 chosen, visits, q = searched
                 n = int(visits[sq])
+                unit = net_unit(ev, children[i].is_over())
                 if n and child_evals is not None and not children[i].is_over():
                     ev = 64.0 * float(q[sq])
-                rows.append((sq, ev, f"search {n} visits, policy {p:.3f}", (sq == chosen, n, p)))
+                    unit = net_unit(ev, False, "the search's mean value")
+                rows.append((sq, ev, f"search {n} visits, policy {p:.3f}{unit}", (sq == chosen, n, p)))
         else:
             return None
         return rows

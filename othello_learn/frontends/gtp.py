@@ -1,8 +1,8 @@
 """Our players as a GTP engine, for the match tools and GUIs that speak GTP (GRhino's
 ``gtp-rhino`` does; Quarry and twogtp-style referees drive such engines).
 
-    python selfplay/gtp.py --player policy:checkpoints/best_selfplay.pt
-    python -m othello_learn.frontends.gtp --player alphabeta:3
+    othello-gtp --player policy:checkpoints/best_selfplay.pt
+    othello-gtp --player alphabeta:3
 
 The Go Text Protocol, version 2, as Othello engines speak it: one command a line
 (an optional numeric id first), each answered ``=[id] text`` or ``?[id] error``
@@ -43,7 +43,7 @@ from othello.game import Game, IllegalMoveError, Position
 from othello.notation import PASS, parse_square, square_name
 from othello_learn.frontends.analysis import Analyst
 from othello_learn.players.base import Player
-from othello_learn.frontends.session import ECHO, GuiGone, engine_main, serve_lines
+from othello_learn.frontends.session import ECHO, GuiGone, engine_main, engine_parser, serve_lines
 
 COMMANDS = ("protocol_version", "name", "version", "known_command", "list_commands", "quit", "boardsize",
             "clear_board", "komi", "play", "genmove", "reg_genmove", "undo", "showboard", "final_score",
@@ -302,8 +302,16 @@ def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0
     return serve_lines(GTPEngine(player, " ".join(name.split()) or "othello-learn", out, err, seed), inp, out, stop)
 
 
+NAME_HELP = "the answer to 'name'"  # --name's help
+
+
+def build_parser():
+    """The command's parser (the command reference in docs/ is generated from it)."""
+    return engine_parser(__doc__, NAME_HELP)
+
+
 def main(argv=None) -> int:
-    return engine_main(argv, __doc__, serve, "the answer to 'name'")
+    return engine_main(argv, __doc__, serve, NAME_HELP)
 
 
 def cli() -> None:

@@ -1,7 +1,7 @@
 """Our players as an NBoard-protocol engine, so GUIs and match tools can drive them.
 
-    python selfplay/nboard.py --player policy:checkpoints/cpu_hc_long.pt
-    python -m othello_learn.frontends.nboard --player alphabeta:3
+    othello-engine --player policy:checkpoints/cpu_hc_long.pt
+    othello-engine --player alphabeta:3
 
 The protocol (Chris Welty's NBoard, version 2; Edax and NTest speak it) is one
 command a line on stdin, answers on stdout, flushed at once. The GUI keeps the
@@ -29,7 +29,10 @@ head's expected result of the position it leads to, times 64, for network player
 the search value for ``alphabeta`` (exact disc difference once the search sees the
 end, the heuristic / 100 before); the exact final disc difference where an
 ``endgame:E:SPEC`` player solves (at most E empty squares), and SPEC's figure
-before, where SPEC plays; none otherwise.
+before, where SPEC plays; none otherwise. A network's figure is an expected result (-1 lost
+.. +1 won) x 64, not a count of discs, so each ``search`` line's text says which its figure is:
+``exact disc difference``, ``heuristic / 100``, or ``eval = 64 x the net's value +0.123
+(-1 lost .. +1 won)``.
 ``analyze`` gives each position's own value.
 """
 
@@ -45,7 +48,7 @@ from othello.game import Game, IllegalMoveError
 from othello.notation import PASS, move_name
 from othello_learn.frontends.analysis import Analyst
 from othello_learn.players.base import Player
-from othello_learn.frontends.session import ECHO, GuiGone, engine_main, serve_lines
+from othello_learn.frontends.session import ECHO, GuiGone, engine_main, engine_parser, serve_lines
 
 
 class NoMove(UserError):
@@ -237,8 +240,16 @@ def serve(player: Player, name: str, inp=None, out=None, err=None, seed: int = 0
     return serve_lines(Engine(player, name, out, err, seed), inp, out, stop)
 
 
+NAME_HELP = 'name reported to the GUI'  # --name's help
+
+
+def build_parser():
+    """The command's parser (the command reference in docs/ is generated from it)."""
+    return engine_parser(__doc__, NAME_HELP)
+
+
 def main(argv=None) -> int:
-    return engine_main(argv, __doc__, serve, "name reported to the GUI")
+    return engine_main(argv, __doc__, serve, NAME_HELP)
 
 
 def cli() -> None:

@@ -61,6 +61,16 @@ def serve_lines(engine, inp=None, out=None, stop: StopOnce | None = None) -> int
     return 0
 
 
+def engine_parser(doc: str, name_help: str) -> argparse.ArgumentParser:
+    """An engine front-end's parser: ``--player``, ``--name``, ``--seed``."""
+    parser = ArgumentParser(description=doc.split("\n\n")[0], epilog=doc.split("\n\n", 1)[1],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
+    parser.add_argument("--name", help=f"{name_help} (default: 'othello-learn SPEC')")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the player's random tie-breaks (default 0)")
+    return parser
+
+
 def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> int:
     """An engine front-end's command: ``--player``, ``--name``, ``--seed``; the session is
     ``serve(player, name, seed=..., stop=...)``.
@@ -72,12 +82,7 @@ def engine_main(argv, doc: str, serve: Callable[..., int], name_help: str) -> in
     the null device instead: stdout carries protocol lines only, and the session goes on."""
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")
-    parser = ArgumentParser(description=doc.split("\n\n")[0], epilog=doc.split("\n\n", 1)[1],
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
-    parser.add_argument("--name", help=f"{name_help} (default: 'othello-learn SPEC')")
-    parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the player's random tie-breaks (default 0)")
-    args = parser.parse_args(argv)
+    args = engine_parser(doc, name_help).parse_args(argv)
     standard_input("the session's commands")  # closed: said before a player starts, not a traceback at the read
     # A GUI's or referee's kill unwinds, so the finally below runs; a second SIGTERM while an
     # external engine is closed is ignored (the handler stays for the close), not a death

@@ -1,7 +1,7 @@
 """Ask a player about every position of an OBF file, like Edax's ``-solve``.
 
-    python selfplay/solve.py problems.obf --player policy:checkpoints/cpu_rl_warm_long.pt
-    python -m othello_learn.frontends.solve_obf problems.obf --player alphabeta:4 --json answers.json
+    othello-solve problems.obf --player policy:checkpoints/cpu_rl_warm_long.pt
+    othello-solve problems.obf --player alphabeta:4 --json answers.json
 
 One line per position: its number in the file, the side to move, the move the
 player chooses (``PA`` when the side to move must pass, ``game over`` when
@@ -178,7 +178,8 @@ def format_record(rec: dict) -> str:
     return line
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("positions", type=Path, help="OBF file: one position a line ('<64 of X/O/-> X;'), "
@@ -186,6 +187,11 @@ def main(argv=None) -> int:
     parser.add_argument("--player", required=True, help="player spec: alphabeta:3, policy:CKPT, mcts:CKPT:100, ...")
     parser.add_argument("--json", type=Path, metavar="OUT.json", help="also write the answers here as a list of records")
     parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the player's random tie-breaks (default 0)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.json is not None:
         check_output(args.json, "--json", suffixes=(".json",))

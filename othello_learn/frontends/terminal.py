@@ -1,9 +1,28 @@
 """Play Othello against any player spec in the terminal.
 
-    python selfplay/play.py --opponent policy:checkpoints/cpu_hc_long.pt
-    python selfplay/play.py --opponent gumbel:checkpoints/best_selfplay.pt:32 --colour white --show-policy
-    python selfplay/play.py --opponent alphabeta:3 --hint-net checkpoints/best_selfplay.pt --save game.ggf
-    python selfplay/play.py --start f5d6c3d3c4 --colour white    # practise a line: play on from its end
+    othello-play --opponent policy:checkpoints/cpu_hc_long.pt
+    othello-play --opponent gumbel:checkpoints/best_selfplay.pt:32 --colour white --show-policy
+    othello-play --opponent alphabeta:3 --hint-net checkpoints/best_selfplay.pt --save game.ggf
+    othello-play --start f5d6c3d3c4 --colour white    # practise a line: play on from its end
+    othello-play --level hard
+
+Levels (--level), each a player spec (--opponent takes any spec) and its measured strength
+(docs/results/index.md):
+
+  easy    policy:checkpoints/cpu_hc_long.pt, the reference network's move without search:
+          0.682 against alphabeta:2, 0.522 against alphabeta:3 (400 games)
+  medium  policy:checkpoints/best_selfplay.pt, the self-play network's move without search (the
+          default): beats GRhino levels 1 and 2 (0.838, 0.648), loses to level 3 (0.345; 200 games)
+  hard    endgame:10:gumbel:checkpoints/best_selfplay.pt:32, its Gumbel search of 32 simulations,
+          perfect play from 10 empty squares; measured in its parts: a Gumbel-32 search scores 0.935
+          against its net's own move (best_value.pt, 200 games), perfect play from 10 empties adds
+          +63 Elo to the network's move
+  max     endgame:14:gumbel:checkpoints/best_selfplay.pt:100, 100 simulations, perfect play from 14:
+          the search alone beats GRhino level 3 (0.864, 400 games) and level 4 (0.693, 200 games);
+          perfect play from 14 empties adds +125 Elo to the network's move
+
+The board marks the legal moves *, the last move [X] and the discs it flipped (X); the moves so far
+are listed below it. Colour on a terminal, unless NO_COLOR is set; plain text in a pipe or a file.
 
 Type a square (``f5``, any case), ``pass`` (only when you have no move; Enter
 does too), ``undo``, ``hint``, ``help`` or ``quit``. The prompt code here is
@@ -14,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +50,18 @@ from othello.game import Game, Position
 from othello.notation import PASS, PASS_WORDS, format_transcript, parse_square, parse_transcript, square_name
 from othello_learn import HOME
 from othello_learn.players.base import HumanQuit, Player, close_players, network_of, select_one
-from othello_learn.players.specs import SPEC_KINDS, join_spec, make_program, starts_a_program
+from othello_learn.players.specs import SPEC_KINDS, join_spec, make_program, split_spec, starts_a_program
 
+# --level: player specs of the shipped networks, weakest first; their strengths (docs/results/index.md)
+# are in the module docstring, which --help shows
+LEVELS = {
+    "easy": "policy:checkpoints/cpu_hc_long.pt",
+    "medium": "policy:checkpoints/best_selfplay.pt",
+    "hard": "endgame:10:gumbel:checkpoints/best_selfplay.pt:32",
+    "max": "endgame:14:gumbel:checkpoints/best_selfplay.pt:100",
+}
 # the strongest network alone (docs/results/selfplay.md#the-shipped-self-play-net)
-DEFAULT_OPPONENT = "policy:checkpoints/best_selfplay.pt"
+DEFAULT_OPPONENT = LEVELS["medium"]
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: the board redraws in place on a terminal
 NO_HINT = "hints need a network: play a policy:, mcts: or gumbel: opponent, or give --hint-net CKPT"
 
@@ -124,10 +153,25 @@ def ask(position: Position, inp, out, prompt: str = "your move: ", hint=None, al
 # Drawing
 
 
-def render(position: Position, probs=None, last: int = -1) -> str:
+# ANSI colours (SGR): black's discs, white's, the legal squares, the last move and its flips
+COLOURS = {"X": "1;36", "O": "1;33", "legal": "32", "last": "1;31", "flipped": "35"}
+
+
+def paint(text: str, what: str, ansi: bool) -> str:
+    return f"\x1b[{COLOURS[what]}m{text}\x1b[0m" if ansi else text
+
+
+def use_colours(out) -> bool:
+    """Colour only on a terminal, and not where NO_COLOR is set (no-color.org): a log, a pipe
+    and a test read plain text."""
+    return hasattr(out, "isatty") and out.isatty() and not os.environ.get("NO_COLOR")
+
+
+def render(position: Position, probs=None, last: int = -1, flipped: int = 0, ansi: bool = False) -> str:
     """The board with legal moves marked ``*`` (or, given ``probs``, the
-    network's probability in percent on each legal square) and the last move
-    in brackets."""
+    network's probability in percent on each legal square), the last move
+    in brackets and the discs it flipped (the bits of ``flipped``) in parentheses;
+    ``ansi``: in ANSI colours too (the cells keep their width)."""
     legal = set(position.legal_moves())
     lines = ["   a  b  c  d  e  f  g  h"]  # each letter over the middle of its column's cells
     for r in range(8):
@@ -135,10 +179,17 @@ def render(position: Position, probs=None, last: int = -1) -> str:
         for c in range(8):
             sq, bit = 8 * r + c, 1 << (8 * r + c)
             if position.black & bit or position.white & bit:
-                disc = "X" if position.black & bit else "O"
-                cells.append(f"[{disc}]" if sq == last else f" {disc} ")
+                side = "X" if position.black & bit else "O"
+                disc = paint(side, side, ansi)
+                if sq == last:
+                    cells.append(paint("[", "last", ansi) + disc + paint("]", "last", ansi))
+                elif flipped & bit:
+                    cells.append(paint("(", "flipped", ansi) + disc + paint(")", "flipped", ansi))
+                else:
+                    cells.append(f" {disc} ")
             elif sq in legal:
-                cells.append(f"{round(100 * float(probs[sq])):3d}" if probs is not None else " * ")
+                mark = f"{round(100 * float(probs[sq])):3d}" if probs is not None else " * "
+                cells.append(paint(mark, "legal", ansi))
             else:
                 cells.append(" . ")
         lines.append(f"{r + 1} " + "".join(cells))
@@ -264,12 +315,13 @@ class TerminalGame:
     person's undo takes the game back to before their last move."""
 
     def __init__(self, opponent: Player, human_black: bool, inp, out, hint_net=None, show_policy: bool = False,
-                 seed: int = 0, tty: bool | None = None, start: Position = Position()):
+                 seed: int = 0, tty: bool | None = None, start: Position = Position(), ansi: bool | None = None):
         self.opponent, self.human_black = opponent, human_black
         self.inp, self.out = inp, out
         self.hint_net, self.show_policy = hint_net, show_policy
         self.rng = np.random.default_rng(seed)
         self.tty = out.isatty() if tty is None and hasattr(out, "isatty") else bool(tty)
+        self.ansi = use_colours(out) if ansi is None else ansi  # colours: None, where the output allows
         self.game = Game(start)
         self.human_turns: list[int] = []  # indices in the game's moves where the human chose a move
         self.notes: list[str] = []
@@ -289,8 +341,8 @@ class TerminalGame:
         # the game from the start: an engine is told the moves (history, and no set-up needed)
         moves = [list(self.game.moves)] if self.opponent.uses_moves and self.game.from_standard_start else None
         sq = select_one(self.opponent, self.game.states(), self.rng, moves=moves)
-        self.notes.append(f"{name} plays {square_name(sq)}.")
         self.game.play(sq)
+        self.notes.append(f"{name} plays {square_name(sq)}{self.flips_said()}.")
 
     def draw(self) -> None:
         pos = self.position
@@ -299,20 +351,39 @@ class TerminalGame:
             from othello_learn.players.network import best_move
 
             probs = best_move(self.hint_net, pos, self.game.history())[1]
-        last = next((m for m in reversed(self.game.moves) if m != PASS), -1)
-        text = render(pos, probs, last)
+        last, flipped = self.last_move()
+        text = render(pos, probs, last, flipped, self.ansi)
         you = "black (X)" if self.human_black else "white (O)"
         header = f"You: {you}   opponent: {self.opponent.name}   move {sum(m != PASS for m in self.game.moves) + 1}"
-        self.out.write((CLEAR if self.tty else "\n") + header + "\n" + text + "\n")
+        self.out.write((CLEAR if self.tty else "\n") + header + "\n" + text + "\n" + self.move_list())
         for note in self.notes:
             self.out.write(note + "\n")
         self.notes = []
+
+    def last_move(self) -> tuple[int, int]:
+        """The last disc played (-1: none) and the bits of the discs it flipped."""
+        i = next((i for i in range(len(self.game.moves) - 1, -1, -1) if self.game.moves[i] != PASS), -1)
+        if i < 0:
+            return -1, 0
+        before, after = self.game.positions[i], self.game.positions[i + 1]
+        return self.game.moves[i], (before.black & after.white) | (before.white & after.black)
+
+    def move_list(self) -> str:
+        """The game's moves so far, numbered, passes named, wrapped to 78 columns ("" before any)."""
+        if not self.game.moves:
+            return ""
+        words = [f"{n}.{'pass' if m == PASS else square_name(m)}" for n, m in enumerate(self.game.moves, 1)]
+        return "\n".join(textwrap.wrap("moves: " + " ".join(words), 78, subsequent_indent="       ")) + "\n"
 
     def replay(self, moves: list[int]) -> None:
         """Play ``moves`` (a transcript's, passes inferred) before the game is handed over:
         they are part of the game (the saved record, an engine told the moves) but no one's
         to take back. An illegal one is a ``FormatError`` naming its ply."""
         self.game.extend(play_with_passes(self.position, moves, "--start")[0])
+
+    def flips_said(self) -> str:
+        n = bb.popcount(self.last_move()[1])
+        return f", flipping {n} disc{'s' if n != 1 else ''}"
 
     def undo(self) -> None:
         if not self.human_turns:
@@ -349,8 +420,8 @@ class TerminalGame:
                 self.game.play(PASS)
             else:
                 self.human_turns.append(len(self.game.moves))
-                self.notes.append(f"You play {square_name(cmd.square)}.")
                 self.game.play(cmd.square)
+                self.notes.append(f"You play {square_name(cmd.square)}{self.flips_said()}.")
         self.draw()
         return True
 
@@ -367,12 +438,17 @@ class TerminalGame:
         return f"Final score: black {nb}, white {nw}: {verdict} (black {d:+d}, empties to the winner)."
 
 
-def main(argv=None, stdin=None, stdout=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--opponent",
                         help=f"the opponent's player spec ({SPEC_KINDS}); default {DEFAULT_OPPONENT}, or the "
                              "saved game's opponent with --start GAME.ggf")
+    parser.add_argument("--level", **Setting(str, choices=tuple(LEVELS)).argument(
+                        help="a named opponent instead of --opponent, weakest first: easy, medium (the default "
+                             "opponent), hard, max; each a spec of the shipped networks, listed below with its "
+                             "strength"))
     parser.add_argument("--colour", "--color", **Setting(str, choices=("black", "white")).argument(
                         help="your colour (black moves first); default black, or your colour in the saved game "
                              "with --start GAME.ggf"))
@@ -388,6 +464,11 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                              "f5d6c3d3c4, passes inferred, or a game --save wrote, to resume it): they open the "
                              "saved game and cannot be undone; default: none, the start position")
     parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the opponent's random choices (default 0)")
+    return parser
+
+
+def main(argv=None, stdin=None, stdout=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     resumed = None  # (your colour, the opponent's spec) of a saved game
     if args.start.lower().endswith(".ggf"):
@@ -411,20 +492,18 @@ def main(argv=None, stdin=None, stdout=None) -> int:
                               ("--hint-net", args.hint_net, "a checkpoint")):
         if value == "":  # it read as not given: the default played
             raise UserError(f"{flag}: empty; give {give}, or leave the flag out")
-    spec = args.opponent or (resumed[1] if resumed else DEFAULT_OPPONENT)
-    if not args.opponent and resumed and starts_a_program(spec):  # a game file must not run a command line
+    if args.level and args.opponent:
+        raise UserError(f"--level {args.level} and --opponent {args.opponent} both choose the opponent: give one")
+    chosen = args.opponent or LEVELS.get(args.level)
+    spec = chosen or (resumed[1] if resumed else DEFAULT_OPPONENT)
+    if not chosen and resumed and starts_a_program(spec):  # a game file must not run a command line
         raise UserError(f"--start {args.start}: the saved opponent {spec!r} starts a program; "
                         "give it as --opponent to run it")
     # where the opponent came from, for its errors: the flag, or the saved game
-    flag = ("--opponent" if args.opponent or not resumed
+    flag = (f"--level {args.level}" if args.level else "--opponent" if args.opponent or not resumed
             else f"--start {args.start}: the saved opponent (give --opponent to choose another)")
-    if spec == DEFAULT_OPPONENT and not Path(spec.split(":", 1)[1]).exists():
-        home_net = HOME / DEFAULT_OPPONENT.split(":", 1)[1]
-        spec = join_spec(["policy", str(home_net)])  # a ':' in HOME's path escaped, as specs read it
-        if not home_net.exists():  # an install without the checkout, which ships the networks
-            raise UserError(f"the default opponent, {DEFAULT_OPPONENT}, is a network of the othello-learn checkout "
-                            f"and is not here or in {HOME}; run from the checkout, or give --opponent "
-                            "(alphabeta:3, policy:CKPT, ...)")
+    if spec in LEVELS.values():
+        spec = shipped(spec, f"--level {args.level}" if args.level else "the default opponent")
     if spec.partition(":")[0] == "human":
         raise UserError("--opponent human: you are the human here; pick a program (random, greedy, alphabeta:D, ...)")
     try:
@@ -472,6 +551,20 @@ def main(argv=None, stdin=None, stdout=None) -> int:
     finally:  # the engine started for the check played the game: stopped once, here
         close_players(opponent)
     return 0
+
+
+def shipped(spec: str, what: str) -> str:
+    """A level's spec (the default opponent's too) with its networks read from the checkout where
+    the current folder has no ``checkpoints/`` of its own; an install without the checkout, which
+    ships the networks, is one line naming ``what`` chose it."""
+    parts = split_spec(spec)
+    for i, part in enumerate(parts):
+        if part.startswith("checkpoints/") and not Path(part).exists():
+            if not (HOME / part).exists():
+                raise UserError(f"{what}, {spec}, is a network of the othello-learn checkout and is not here or "
+                                f"in {HOME}; run from the checkout, or give --opponent (alphabeta:3, policy:CKPT, ...)")
+            parts[i] = str(HOME / part)
+    return join_spec(parts)  # a ':' in HOME's path escaped, as specs read it
 
 
 def end_game(game: TerminalGame, finished: bool, save: Path | None, out, why: str = "") -> None:

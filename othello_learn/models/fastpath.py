@@ -7,15 +7,24 @@ channels_last at 2-4x the fp32 NCHW speed for training and batched inference
 format conversions cost more than they save, so single-position play stays
 fp32. On CUDA, bf16 autocast where the GPU supports it. Detected at run time,
 never assumed: a CPU without the instructions gets fp32 NCHW.
+
+Inference (self-play's ``Evaluator``) runs an inference-only copy of the network
+with its batch norms folded into the convolutions before them (``fold_batchnorm``):
+the same function with fewer operations, on every path but "plain". ``inference_path`` picks
+how that copy runs; ``torch.compile`` is offered but never picked by itself (see
+``AUTO_PATHS``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import os
 
 import torch
+from torch import nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from othello_learn.files import UserError, one_line
 
@@ -120,3 +129,82 @@ def autocast(device: str | torch.device, precision) -> contextlib.AbstractContex
     if str(precision).startswith("16"):
         return torch.autocast(kind, dtype=torch.float16)
     return contextlib.nullcontext()
+
+
+# How the Evaluator's network runs: "plain" the caller's network as it is (no copy); the others
+# an inference copy with its batch norms folded: "folded" NCHW, "channels_last" in channels_last,
+# "compiled" compiled by inductor with frozen weights.
+INFERENCE_PATHS = ("plain", "folded", "channels_last", "compiled")
+# What "auto" picks on the CPU, by precision: folded in channels_last for both. oneDNN's bf16
+# convolutions want channels_last; in fp32 it measured fastest of plain, folded and channels_last at
+# self-play's batches (32 and 256 positions) with oneDNN held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2,
+# ATEN_CPU_CAPABILITY=avx2), the CPUs this path is for, and within noise of folded NCHW with AVX-512
+# (README, the self-play section). torch.compile is never picked by itself: it took over 3 minutes per
+# process (dynamic batch sizes) and ran slower than folded eager (benchmarks/selfplay.py), so it
+# does not pay for itself within a self-play part.
+AUTO_PATHS = {"bf16": "channels_last", "fp32": "channels_last"}
+
+
+def inference_path(path: str, device: str | torch.device, precision) -> str:
+    """The inference path ``path`` ("auto" or one of ``INFERENCE_PATHS``) names on ``device``
+    under ``precision`` (a Lightning string from ``resolve``): "auto" is the fastest measured here
+    that keeps the plain network's values (to fp32 rounding; bf16 where ``precision`` is bf16)."""
+    if path != "auto":
+        if path not in INFERENCE_PATHS:
+            raise ValueError(f"inference path {path!r}: expected auto or one of {', '.join(INFERENCE_PATHS)}")
+        return path
+    if torch.device(device).type != "cpu":
+        return "folded"
+    return AUTO_PATHS["bf16" if is_bf16(precision) else "fp32"]
+
+
+def describe(path: str, precision) -> str:
+    """One line saying how a network runs: what the benchmark and the loop print."""
+    numbers = "bf16 autocast" if is_bf16(precision) else "fp16 autocast" if str(precision).startswith("16") \
+        else "fp32"
+    how = {"plain": "plain network, batch norms unfolded", "folded": "batch norms folded",
+           "channels_last": "batch norms folded, channels_last", "compiled": "batch norms folded, torch.compile"}
+    return f"{numbers}, {how[path]}"
+
+
+def auto_path(device: str | torch.device) -> str:
+    """What an ``Evaluator`` on ``device`` with its defaults runs, in words (the loop says it)."""
+    precision = resolve("auto", device)
+    return f"{describe(inference_path('auto', device, precision), precision)} ({torch.device(device).type})"
+
+
+def fold_batchnorm(net: nn.Module) -> nn.Module:
+    """An inference-only copy of ``net`` in eval mode, each batch norm that follows a
+    convolution folded into that convolution's weights and bias (the batch norm becomes an
+    identity): the same function with one operation fewer per layer. ``net`` is unchanged.
+    Folded are the pairs in a ``Sequential`` and a residual block's ``convN``/``bnN``; a batch
+    norm anywhere else stays as it is (in eval mode: still the same function)."""
+    out = copy.deepcopy(net).eval()
+    for module in list(out.modules()):
+        if isinstance(module, nn.Sequential):
+            pairs = [(str(i), str(i + 1)) for i in range(len(module) - 1)]
+        else:
+            pairs = [(f"conv{i}", f"bn{i}") for i in range(1, 10)]
+        for conv_name, bn_name in pairs:
+            conv, bn = getattr(module, conv_name, None), getattr(module, bn_name, None)
+            if isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d) and bn.track_running_stats:
+                setattr(module, conv_name, fuse_conv_bn_eval(conv, bn))
+                setattr(module, bn_name, nn.Identity())
+    return out.requires_grad_(False)
+
+
+def inference_copy(net: nn.Module, path: str) -> nn.Module:
+    """``net`` as ``path`` runs it: ``net`` itself for "plain", else a folded copy
+    (``fold_batchnorm``), in channels_last or with its trunk compiled where ``path`` says.
+    The copy is taken now: training ``net`` later does not reach it."""
+    has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules())
+    if path == "plain" or (path == "folded" and not has_bn):  # nothing to fold: no copy
+        return net.eval()
+    out = fold_batchnorm(net)
+    if path == "channels_last":
+        out.to(memory_format=torch.channels_last)
+    elif path == "compiled":
+        # The trunk only (the encoders run numpy); frozen weights let inductor fold constants,
+        # dynamic shapes serve every batch size with one compilation.
+        out.trunk = torch.compile(out.trunk, dynamic=True, options={"freezing": True})
+    return out

@@ -1,7 +1,7 @@
 """Play two players against each other and measure the difference in strength.
 
-    python selfplay/arena.py --a alphabeta:2 --b random --games 100
-    python selfplay/arena.py --a policy:checkpoints/cpu_hc_long.pt --b alphabeta:3 --games 400 --json out.json
+    othello-arena --a alphabeta:2 --b random --games 100
+    othello-arena --a policy:checkpoints/cpu_hc_long.pt --b alphabeta:3 --games 400 --json out.json
 
 All games advance together, one ply per step, so each player sees the games
 waiting on it as one batch (one forward pass for a network player). Every
@@ -194,7 +194,8 @@ GAMES = Setting(int, 100, "number of games (default 100)", low=1, high=MAX_GAMES
 OPENING_PLIES = Setting(int, low=0, high=MAX_OPENING_PLIES, note="a game has at most 60 moves")
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--a", required=True, help=f"player A's spec ({SPEC_KINDS}); scores are A's")
@@ -210,6 +211,11 @@ def main(argv=None) -> int:
                         help="write every game played: FILE.csv (opening, colours, players, transcript, result) or FILE.ggf")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                         help="import MODULE first, for the player kinds it registers (repeatable)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     check_settings(args)
     for module in args.imports:

@@ -16,9 +16,9 @@ from othello_learn.models.batch import from_arrays, from_states
 from othello_learn.models.fastpath import default_device
 from othello_learn.models.nets import load_network
 
-from othello_learn.search import tree as T
-from othello_learn.search.gumbel import GumbelConfig, GumbelMCTS
-from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig
+from othello_learn.search.gumbel import GumbelConfig
+from othello_learn.search.mcts import Evaluator, MCTSConfig, make_search
+from othello_learn.search.output import PolicyOutput
 from othello_learn.players.base import MAX_SIMULATIONS, Player, spec_int
 
 
@@ -48,41 +48,27 @@ class SearchPlayer(Player):
         self.device = torch.device(device or default_device())
         self.evaluator = Evaluator(net.to(self.device), self.device)
         self.config = config
-        gumbel = isinstance(config, GumbelConfig)
-        self.name = f"gumbel:{config.simulations}:{config.considered}" if gumbel else f"mcts:{config.simulations}"
+        self.name = config.label
 
     def select(self, states, rng, moves=None):
-        moves = self._search(states.player, states.opponent, states.black_to_move, rng, states.history)[1]
-        return moves.cpu().numpy().astype(np.int64)
+        out = self._search(states.player, states.opponent, states.black_to_move, rng, states.history)
+        return out.action.cpu().numpy().astype(np.int64)
 
-    def _search(self, player, opponent, black_to_move, rng, history=None):
-        """(the searched trees, the move of each game)."""
+    def _search(self, player, opponent, black_to_move, rng, history=None) -> PolicyOutput:
         n = len(player)
         games = torch.arange(n, device=self.device)
         states = _states(from_arrays(player, opponent, black_to_move, history, self.device))
-        if isinstance(self.config, GumbelConfig):
-            tree = GumbelMCTS(self.evaluator, n, self.config)
-            tree.set_roots(games, states)
-            # No noise at evaluation; a jitter far below any score gap only breaks exact ties at random.
-            tree.search(games, gumbel=torch.from_numpy(rng.random((n, 65))).to(self.device) * 1e-9)
-            return tree, tree.choose_action(games)
-        tree = BatchedMCTS(self.evaluator, n, self.config)
-        tree.set_roots(games, states)
-        tree.search(games, noise=False)
-        jitter = torch.from_numpy(rng.random((n, 64))).to(self.device) * 1e-6
-        return tree, tree.choose_action(games, tiebreak=tree.tree.prior[games, 0, :64] + jitter)
+        search = make_search(self.evaluator, n, self.config)
+        search.set_roots(games, states)
+        return search.run(games, explore=False, rng=rng)  # no noise at evaluation; exact ties at random
 
     def analyse(self, player: int, opponent: int, black_to_move: bool, rng, history=None):
         """One position searched as ``select`` searches it: (its move, the root's visits [65] and
         each action's mean backed-up value [65], the side to move's view, NaN where unvisited).
         What an engine's hints show of the search, so that they agree with the move it plays."""
-        tree, action = self._search(np.array([player], dtype=np.uint64), np.array([opponent], dtype=np.uint64),
-                                    np.array([black_to_move]), rng, history)
-        games = torch.zeros(1, dtype=torch.long, device=self.device)
-        # value sums of the mover into each child: the root's side to move
-        visits, value_sum = (x[0] for x in T.child_stats(tree.tree, games, tree.tree.children[games, T.ROOT]))
-        q = torch.where(visits > 0, value_sum / visits.clamp(min=1), torch.full_like(visits, float("nan")))
-        return int(action[0]), visits.cpu().numpy(), q.double().cpu().numpy()
+        out = self._search(np.array([player], dtype=np.uint64), np.array([opponent], dtype=np.uint64),
+                           np.array([black_to_move]), rng, history)
+        return int(out.action[0]), out.visits[0].cpu().numpy(), out.q[0].double().cpu().numpy()
 
 
 def MCTSPlayer(net, simulations: int = 100, device=None, c_puct: float = 1.5) -> SearchPlayer:

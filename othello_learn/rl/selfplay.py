@@ -25,8 +25,7 @@ from othello.notation import PASS, format_transcript
 from othello.states import HISTORY, States
 
 from othello_learn.search.endgame import solve
-from othello_learn.search.gumbel import GumbelMCTS, make_search
-from othello_learn.search.mcts import Evaluator, MCTSConfig
+from othello_learn.search.mcts import Evaluator, MCTSConfig, make_search
 
 
 @dataclass
@@ -200,16 +199,10 @@ def play_games(evaluator: Evaluator, n_games: int, mcts: MCTSConfig = MCTSConfig
                                 pi.half().cpu(), moves_played[g].cpu(), value.half().cpu()))
                 movers, s = movers[~exact], s[~exact]
         if movers.numel():
-            search.search(movers, noise=True)
-            value = search.root_value(movers)
-            quit_ = (~no_resign[movers]) & (value < (cfg.resign_threshold if cfg.resign_threshold is not None else -2))
             # PUCT samples by visits for the first plies; Gumbel plays its winner (its noise samples).
-            action[movers] = search.choose_action(movers, sample=plies[movers] < cfg.temperature_plies)
-            if isinstance(search, GumbelMCTS):
-                pi = search.improved_policy(movers)[:, :64]
-            else:
-                visits = search.root_visits(movers)[:, :64]
-                pi = visits / visits.sum(1, keepdim=True).clamp(min=1)
+            out = search.run(movers, explore=True, sample=plies[movers] < cfg.temperature_plies)
+            value, action[movers], pi = out.value, out.action, out.action_weights[:, :64]
+            quit_ = (~no_resign[movers]) & (value < (cfg.resign_threshold if cfg.resign_threshold is not None else -2))
             records.append((movers.cpu(), s.player.cpu(), s.opponent.cpu(), s.history.cpu(),
                             s.black_to_move.cpu(), pi.half().cpu(), moves_played[movers].cpu(), value.half().cpu()))
             if quit_.any():

@@ -23,12 +23,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from othello.states import ACTIONS, PASS
+from othello.states import ACTIONS
 
 from othello_learn.search import tree as T
 from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig
+from othello_learn.search.output import PolicyOutput
 from othello_learn.settings import Setting
 
 TARGET_Q = ("rescaled", "absolute")  # GumbelConfig.target_q
@@ -57,6 +59,14 @@ class GumbelConfig(MCTSConfig):
     # after the run mends the search player as well. Hence the default.
     target_q: str = "rescaled"
     reuse_tree: bool = False  # sequential halving counts from an empty root: no reuse
+
+    @property
+    def search_class(self) -> type:
+        return GumbelMCTS
+
+    @property
+    def label(self) -> str:
+        return f"gumbel:{self.simulations}:{self.considered}"
 
     @property
     def considered(self) -> int:
@@ -195,9 +205,21 @@ class GumbelMCTS(BatchedMCTS):
         over nothing is NaN): its policy is all on ``PASS``, the move ``choose_action`` gives it."""
         root = torch.full_like(games, T.ROOT)
         legal, logits, n, sigma = self._stats(games, root, rescale=self.cfg.target_q == "rescaled")
-        policy = torch.softmax(logits + sigma, 1).float()
-        finished = self.tree.terminal[games, T.ROOT]
-        return torch.where(finished[:, None], (torch.arange(ACTIONS, device=policy.device) == PASS).float(), policy)
+        return T.pass_at_finished(self.tree, games, torch.softmax(logits + sigma, 1).float())
+
+    @torch.inference_mode()
+    def run(self, games: torch.Tensor, explore: bool, sample: torch.Tensor | None = None,
+            rng: np.random.Generator | None = None) -> PolicyOutput:
+        """``BatchedMCTS.run`` for Gumbel: the move is the sequential-halving winner and the target the
+        improved policy. ``explore`` samples the root's Gumbel noise, which samples the move, so ``sample``
+        does not apply; without it the noise is zero, or with ``rng`` a jitter (1e-9) far below any score
+        gap, which breaks only exact ties, at random."""
+        jitter = None
+        if not explore and rng is not None:
+            jitter = torch.from_numpy(rng.random((games.numel(), ACTIONS))).to(self.device) * 1e-9
+        self.search(games, noise=explore, gumbel=jitter)
+        visits, q = self._root_stats(games)
+        return PolicyOutput(self.choose_action(games), self.improved_policy(games), self.root_value(games), visits, q)
 
     def chosen_action(self, games: torch.Tensor) -> torch.Tensor:
         """The sequential-halving winner: among the most visited root actions,
@@ -221,9 +243,3 @@ def _top(score: torch.Tensor, allowed: torch.Tensor, k: torch.Tensor) -> torch.T
     order = torch.sort(score.masked_fill(~allowed, -math.inf), dim=1, descending=True, stable=True).indices
     rank = torch.empty_like(order).scatter_(1, order, torch.arange(score.shape[1], device=score.device).expand_as(order))
     return allowed & (rank < k[:, None])
-
-
-def make_search(evaluator: Evaluator, batch: int, config: MCTSConfig, generator=None) -> BatchedMCTS:
-    """The search a config asks for: Gumbel for a ``GumbelConfig``, PUCT otherwise."""
-    cls = GumbelMCTS if isinstance(config, GumbelConfig) else BatchedMCTS
-    return cls(evaluator, batch, config, generator)

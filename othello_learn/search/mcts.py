@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from othello import bitboard as bb
@@ -22,6 +23,7 @@ from othello_learn.models.batch import from_arrays
 from othello.states import States
 
 from othello_learn.search import tree as T
+from othello_learn.search.output import PolicyOutput
 from othello_learn.settings import Setting
 
 
@@ -43,6 +45,16 @@ class MCTSConfig:
         # no simulation picks no move: the search answered a1 at the start (a ValueError)
         Setting(int, low=1).check(self.simulations, "simulations")
 
+    @property
+    def search_class(self) -> type:
+        """The search these settings are for (``make_search`` builds it)."""
+        return BatchedMCTS
+
+    @property
+    def label(self) -> str:
+        """The search as a player spec names it, for the arena's tables."""
+        return f"mcts:{self.simulations}"
+
 
 class Evaluator:
     """Wraps a network: compact states -> (prior over 65 actions, value).
@@ -57,20 +69,22 @@ class Evaluator:
     ``min_fast_batch`` stay fp32 on the CPU, where the format conversions
     cost more than bf16 saves (docs/results/speed.md#the-fast-path-in-self-play).
 
-    The net itself is put in eval mode and, on that path, channels_last: it is the
-    caller's object, not a copy (a copy of every net a search is given would double
-    self-play's memory); train it afterwards through ``learner.train_network``, which sets
-    its own mode and format.
+    ``path`` (``fastpath.INFERENCE_PATHS``; "auto" picks by the device and precision, and
+    ``describe()`` says which) runs an inference-only copy of the net with its batch norms
+    folded into the convolutions, taken here: the same values to fp32 rounding (tested),
+    fewer operations. ``net`` stays the caller's object, put in eval mode and otherwise
+    unchanged; a net trained after this evaluator was made is not what it evaluates.
     """
 
-    def __init__(self, net, device=None, precision: str = "auto", min_fast_batch: int = 8):
+    def __init__(self, net, device=None, precision: str = "auto", min_fast_batch: int = 8, path: str = "auto"):
         from othello_learn.models import fastpath
 
         self.net = net.eval()
         self.device = torch.device(device) if device is not None else next(net.parameters()).device
         self.precision = precision = fastpath.resolve(precision, self.device)
         self.min_fast_batch = min_fast_batch if self.device.type == "cpu" else 0
-        fastpath.prepare(self.net, self.device, precision)
+        self.path = fastpath.inference_path(path, self.device, precision)
+        self.infer = fastpath.inference_copy(self.net, self.path)
         self._autocast = lambda: fastpath.autocast(self.device, precision)
         self.calls = 0
         self.positions = 0
@@ -82,9 +96,9 @@ class Evaluator:
         batch = from_arrays(player, opponent, black_to_move, history, legal=legal)
         if player.shape[0] >= self.min_fast_batch:
             with self._autocast():
-                out = self.net(batch)
+                out = self.infer(batch)
         else:
-            out = self.net(batch)
+            out = self.infer(batch)
         self.calls += 1
         self.positions += player.shape[0]
         prior = torch.softmax(out["policy"].float(), -1)
@@ -96,6 +110,12 @@ class Evaluator:
         prior = torch.cat([prior * ~must_pass[:, None], must_pass[:, None].float()], 1)
         value = out["value"].float() if "value" in out else torch.zeros(player.shape[0], device=player.device)
         return prior, value
+
+    def describe(self) -> str:
+        """How the network runs, in words: the path picked and its numbers."""
+        from othello_learn.models import fastpath
+
+        return f"{fastpath.describe(self.path, self.precision)} ({self.device.type})"  # as fastpath.auto_path
 
 
 def tree_capacity(config: MCTSConfig) -> int:
@@ -148,7 +168,34 @@ class BatchedMCTS:
         """The action to descend at (g, node), whose children are ``ch``; ``depth`` 0 is the root."""
         return puct_select(self.tree, g, node, ch, self.cfg.c_puct, self.cfg.fpu)
 
+    @torch.inference_mode()
+    def run(self, games: torch.Tensor, explore: bool, sample: torch.Tensor | None = None,
+            rng: np.random.Generator | None = None) -> PolicyOutput:
+        """Search ``games`` from their roots and give the move and the policy target: the one call
+        self-play and the players make, whichever the search (``GumbelMCTS.run`` is Gumbel's).
+
+        ``explore``: root noise (self-play; here Dirichlet noise, as ``dirichlet_weight`` says); without
+        it the search plays its best move (a player). ``sample`` [n] bool: the games whose move is drawn
+        in proportion to the root visits (temperature 1: self-play's first plies), the others play the
+        most visited. ``rng`` (numpy): exact ties broken as a player breaks them, here to the highest
+        prior and then at random; None: to the lowest square, as self-play's games always were."""
+        self.search(games, noise=explore)
+        visits, q = self._root_stats(games)
+        tiebreak = None
+        if rng is not None:
+            jitter = torch.from_numpy(rng.random((games.numel(), T.PASS))).to(self.device) * 1e-6
+            tiebreak = self.tree.prior[games, T.ROOT, :T.PASS] + jitter
+        action = T.finished_to_pass(self.tree, games, T.choose(visits, sample, self.gen, tiebreak))
+        weights = T.pass_at_finished(self.tree, games, visits / visits.sum(1, keepdim=True).clamp(min=1))
+        return PolicyOutput(action, weights, self.root_value(games), visits, q)
+
     # --------------------------------------------------------------- results
+    def _root_stats(self, games: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[n, 65] the root actions' visit counts and mean values (the root's side to move's view;
+        NaN where unvisited)."""
+        visits, value_sum = T.child_stats(self.tree, games, self.tree.children[games, T.ROOT])
+        return visits, torch.where(visits > 0, value_sum / visits.clamp(min=1), torch.full_like(visits, float("nan")))
+
     def root_visits(self, games: torch.Tensor) -> torch.Tensor:
         """[n, 65] visit counts of the root's children."""
         return T.root_visits(self.tree, games)
@@ -176,6 +223,12 @@ class BatchedMCTS:
         if not self.cfg.reuse_tree:
             return torch.ones(games.numel(), dtype=torch.bool, device=self.device)
         return T.reroot(self.tree, games, actions, room=self.cfg.simulations + 1)
+
+
+def make_search(evaluator: Evaluator, batch: int, config: MCTSConfig, generator=None) -> BatchedMCTS:
+    """The search ``config`` asks for: PUCT for an ``MCTSConfig``, Gumbel for a ``GumbelConfig`` (its
+    ``search_class``). The one way callers build a search, so none of them names a search's class."""
+    return config.search_class(evaluator, batch, config, generator)
 
 
 def puct_select(tree: T.Tree, g: torch.Tensor, node: torch.Tensor, ch: torch.Tensor, c_puct: float,

@@ -33,7 +33,7 @@ NO_ACTION = -1  # select's action for a descent that ended on a terminal node (n
 
 __all__ = ["ACTIONS", "PASS", "ROOT", "NO_PARENT", "UNEXPANDED", "NO_ACTION", "Tree", "new_tree", "set_roots",
            "evaluate", "select", "expand", "backup", "simulate", "child_stats", "child_visits", "root_visits",
-           "root_value", "choose", "finished_to_pass", "reroot", "node_bytes"]
+           "root_value", "choose", "finished_to_pass", "pass_at_finished", "reroot", "node_bytes"]
 
 
 @dataclass
@@ -282,6 +282,13 @@ def finished_to_pass(tree: Tree, games: torch.Tensor, action: torch.Tensor) -> t
     """``action`` with ``PASS`` at the roots that are finished games: with no legal action an
     argmax over their all-zero statistics read as square 0 (a1), a move that looks real."""
     return torch.where(tree.terminal[games, ROOT], PASS, action)
+
+
+def pass_at_finished(tree: Tree, games: torch.Tensor, policy: torch.Tensor) -> torch.Tensor:
+    """``policy`` [n, 65] with all of its weight on ``PASS`` at the roots that are finished games, the move
+    ``finished_to_pass`` gives them: their statistics are all zero (or NaN, a softmax over nothing)."""
+    finished = tree.terminal[games, ROOT]
+    return torch.where(finished[:, None], (torch.arange(ACTIONS, device=policy.device) == PASS).to(policy.dtype), policy)
 
 
 # ------------------------------------------------------------------ tree reuse

@@ -222,7 +222,7 @@ class LastCheckpoint(Checkpoint):
 
     Under DDP every save is a collective (only rank 0 writes, all wait for it), so the ranks
     decide together after each step: rank 0's clock says whether a save is due, and ``stops``
-    (``train.stops_around_lightning``'s) holds a stop a rank noted (``.pending``, its signal's
+    (``stops.stops_around_lightning``'s) holds a stop a rank noted (``.pending``, its signal's
     number); both are agreed in one all-reduce, then every rank saves, and stops, at the same
     step. An error mid-step (a rank lost) saves nothing: the ranks' states may differ there, and
     the run resumes from the last whole save."""

@@ -7,8 +7,8 @@ not be synced to be plotted. A resumed run writes a new CSV version (a new W&B
 run file) each time; all are joined, the later one winning a step both logged; after a
 ``--fresh``, only the new run's.
 
-    python train/curves.py runs/cpu_raw_long runs/cpu_hc_long --out results/cpu_long_curves.png
-    python train/curves.py runs/cpu_value_fast --metric val/value_loss --out value_loss.png
+    othello-curves runs/cpu_raw_long runs/cpu_hc_long --out results/cpu_long_curves.png
+    othello-curves runs/cpu_value_fast --metric val/value_loss --out value_loss.png
 """
 
 from __future__ import annotations
@@ -213,12 +213,18 @@ def plot(runs: list[Path], out: Path, metric: str = "val/acc") -> Path:
     return save_figure(fig, out)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path, help="run folders of train/train.py")
     ap.add_argument("--out", type=Path, required=True, help="PNG to write")
     ap.add_argument("--metric", default="val/acc", help="logged metric to plot (default: %(default)s)")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     check_plot_path(args.out, "--out")
     try:

@@ -1,9 +1,9 @@
 """Evaluate a move predictor on held-out WTHOR years: top-1 accuracy overall
 and per game phase, as a table, a PNG plot and JSON.
 
-    python train/evaluate.py --checkpoint checkpoints/cpu_hc_long.pt --years 2016 --json runs/eval/cpu_hc_long_2016.json
-    python train/evaluate.py --checkpoint checkpoints/cpu_raw_long.pt --years 2015-2016 --tta 8
-    python train/evaluate.py --checkpoint checkpoints/rl_hc_gen19.pt --years 2015 --calibrate --export calibrated.pt
+    othello-eval --checkpoint checkpoints/cpu_hc_long.pt --years 2016 --json runs/eval/cpu_hc_long_2016.json
+    othello-eval --checkpoint checkpoints/cpu_raw_long.pt --years 2015-2016 --tta 8
+    othello-eval --checkpoint checkpoints/rl_hc_gen19.pt --years 2015 --calibrate --export calibrated.pt
 
 The positions come from the built dataset (``--data``, as in training, so the
 figures are on exactly the positions the test split holds); ``--wthor-dir DIR``
@@ -33,26 +33,27 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from othello import bitboard as bb
 from othello_learn.cli import STOP_SIGNALS, ArgumentParser, bar_pacing, run_main, stop_signals_raise
 from othello_learn.settings import Setting
 from othello_learn.files import UserError, check_distinct, check_input, check_output, write_json
 from othello.symmetry import SQUARE_MAP, transform
-from othello_learn.data.dataset import WthorDataset, build, format_years, parse_years
-from othello_learn.models.batch import SYMMETRY_GROUPS, from_records, transform_batch
-from othello_learn.models.fastpath import autocast, default_device, prepare, resolve, usable_device
-from othello_learn.models.nets import (is_training_checkpoint, network_from_export, read_checkpoint, save_network,
-                                       temper_policy)
 from othello_learn.plots import check_plot_path, pyplot, save_figure
 from othello_learn import HOME, HOME_HELP
 
+# torch, pandas and the modules that import them load inside the functions, after the
+# arguments are parsed: --help and a bad flag answer in half a second, not three.
+if TYPE_CHECKING:
+    import torch
+
+    from othello_learn.data.dataset import WthorDataset
 
 
-@torch.no_grad()
+
 def predict(net, batch: dict, tta: int = 1) -> torch.Tensor:
     """Move probabilities (N, 64), optionally averaged over ``tta`` symmetries
     (1, 4: those keeping the start position, or 8).
@@ -61,18 +62,23 @@ def predict(net, batch: dict, tta: int = 1) -> torch.Tensor:
     the same probability; the untransformed view breaks such ties (a weight of
     1e-4), so the start position keeps the recorded convention (f5) and exact
     accuracy is not lost to the order of the squares."""
-    group = {len(g): g for g in SYMMETRY_GROUPS.values()}[tta]  # 1, 4 or 8 symmetries
-    if len(group) == 1:
-        return torch.softmax(net(batch)["policy"].float(), -1)
-    total = 0
-    for k in group:
-        b = transform_batch(batch, torch.full((batch["player"].shape[0],), k, device=batch["player"].device)) \
-            if k else batch
-        probs = torch.softmax(net(b)["policy"].float(), -1)
-        total = total + probs[:, torch.as_tensor(SQUARE_MAP[k], device=probs.device)]
-        if k == 0:
-            identity = probs
-    return (total / len(group) + 1e-4 * identity) / (1 + 1e-4)
+    import torch
+
+    from othello_learn.models.batch import SYMMETRY_GROUPS, transform_batch
+
+    with torch.no_grad():
+        group = {len(g): g for g in SYMMETRY_GROUPS.values()}[tta]  # 1, 4 or 8 symmetries
+        if len(group) == 1:
+            return torch.softmax(net(batch)["policy"].float(), -1)
+        total = 0
+        for k in group:
+            b = transform_batch(batch, torch.full((batch["player"].shape[0],), k, device=batch["player"].device)) \
+                if k else batch
+            probs = torch.softmax(net(b)["policy"].float(), -1)
+            total = total + probs[:, torch.as_tensor(SQUARE_MAP[k], device=probs.device)]
+            if k == 0:
+                identity = probs
+        return (total / len(group) + 1e-4 * identity) / (1 + 1e-4)
 
 
 def symmetric_hits(player, opponent, move, pred) -> np.ndarray:
@@ -89,6 +95,8 @@ def fit_temperature(logp: torch.Tensor, move: torch.Tensor) -> float:
     """The T that minimises the mean cross-entropy of softmax(logp / T) against the moves played:
     post-hoc temperature scaling (Guo et al., 2017). The loss is convex in 1/T, so a golden-section
     search over 1/T in [1/8, 8] finds it (40 steps: to about 1e-7)."""
+    import torch
+
     logp, move = logp.double(), move.long()
     picked = logp.gather(1, move[:, None]).squeeze(1)
 
@@ -117,6 +125,11 @@ def evaluate(net, positions: np.ndarray, batch_size: int = 2048, tta: int = 1, d
              precision: str = "32", calibrate: bool = False) -> dict:
     """``calibrate``: also fit the policy temperature on these positions (``fit_temperature``, on
     at most ~``CALIBRATION_POSITIONS`` of them, evenly spread) and report the cross-entropy at it."""
+    import torch
+
+    from othello_learn.models.batch import from_records
+    from othello_learn.models.fastpath import autocast, prepare, resolve
+
     precision = resolve(precision, device)
     net = prepare(net.to(device).eval(), device, precision)
     preds, top3, nll, kept = [], [], [], []
@@ -217,6 +230,8 @@ def plot(result: dict, path: Path, title: str) -> None:
 
 
 def open_dataset(path: Path) -> WthorDataset:
+    from othello_learn.data.dataset import WthorDataset
+
     try:
         return WthorDataset(path)
     except (OSError, ValueError) as e:
@@ -225,8 +240,8 @@ def open_dataset(path: Path) -> WthorDataset:
             from None
 
 
-def evaluate_command(argv=None) -> dict:
-    """The whole command; returns the result written to ``--json``."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser (the command reference in docs/ is generated from it)."""
     ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
@@ -242,7 +257,7 @@ def evaluate_command(argv=None) -> dict:
                                        choices=[1, 4, 8]).argument())
     ap.add_argument("--batch-size", **Setting(int, 2048, "positions a forward pass (default: %(default)s)", low=1)
                     .argument())
-    ap.add_argument("--device", default=default_device(),
+    ap.add_argument("--device",
                     help="torch device (default: cuda when there is a GPU, else cpu)")
     ap.add_argument("--precision", **Setting(str, "auto", choices=["auto", "32", "bf16"]).argument(
                     help="auto: bf16 autocast + channels_last where the device has fast bf16 (as in training), "
@@ -259,7 +274,19 @@ def evaluate_command(argv=None) -> dict:
                          "scaling); with --export, the exported net's logits are divided by T: the same 1-ply "
                          "moves, calibrated priors for a search. Calibrate on the validation year (--years 2015); it fits the "
                          "net's own logits, so --tta stays 1")
+    return ap
+
+
+def evaluate_command(argv=None) -> dict:
+    """The whole command; returns the result written to ``--json``."""
+    ap = build_parser()
     args = ap.parse_args(argv)
+    from othello_learn.data.dataset import build, format_years, parse_years
+    from othello_learn.models.fastpath import default_device, usable_device
+    from othello_learn.models.nets import (is_training_checkpoint, network_from_export, read_checkpoint, save_network,
+                                           temper_policy)
+
+    args.device = args.device or default_device()
     if args.calibrate and args.tta != 1:
         raise UserError(f"--calibrate fits the network's own logits: use it with --tta 1, not --tta {args.tta}")
 
