@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from othello import bitboard as bb  # noqa: E402
-from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
+from othello_learn.settings import at_least  # noqa: E402
 from othello_learn.files import UserError  # noqa: E402
 from othello.notation import wthor_to_square  # noqa: E402
 from othello_learn.data.dataset import find_wtb_files  # noqa: E402

@@ -25,7 +25,8 @@ import torch  # noqa: E402
 
 from benchmarks.encoders import machine, random_game_positions  # noqa: E402
 from othello import bitboard as bb  # noqa: E402
-from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
+from othello_learn.settings import at_least  # noqa: E402
 from othello.perft import perft  # noqa: E402
 
 BATCH_SIZES = (1, 64, 1024)

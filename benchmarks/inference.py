@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from othello import Position  # noqa: E402
-from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
+from othello_learn.settings import at_least  # noqa: E402
 from othello_learn.models.batch import from_arrays  # noqa: E402
 from othello_learn.models.nets import SIZE_LIMITS, NetConfig, build_network, load_network  # noqa: E402
 

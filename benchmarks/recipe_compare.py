@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
+from othello_learn.settings import Setting, at_least  # noqa: E402
 from othello_learn.files import UserError, atomic_write, check_input, check_output  # noqa: E402
 from othello_learn.data.dataset import WthorDataset  # noqa: E402
 from othello_learn.plots import check_plot_path  # noqa: E402
@@ -104,21 +105,18 @@ def main(argv=None) -> int:
                     help="base config (default: %(default)s)")
     ap.add_argument("--data", type=Path, default=REPO / "data" / "wthor", help="dataset folder (default: %(default)s)")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "compare", help="folder of the runs (default: %(default)s)")
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="NAME",
+    ap.add_argument("--variants", nargs="+", **Setting(str, list(VARIANTS), choices=list(VARIANTS)).argument(metavar="NAME"),
                     help=f"which to run (default: all: {', '.join(VARIANTS)})")
-    ap.add_argument("--positions", type=int, default=500_000, help="training positions per run (default: %(default)s)")
-    ap.add_argument("--val-positions", type=int, default=50_000, help="validation positions (default: %(default)s)")
-    ap.add_argument("--seeds", type=int, default=1, help="seeds per variant (default: %(default)s)")
-    ap.add_argument("--jobs", type=int, default=2, help="runs at a time (default: %(default)s)")
-    ap.add_argument("--threads", type=int, default=1, help="threads per run (default: %(default)s)")
+    ap.add_argument("--positions", type=at_least(1), default=500_000, help="training positions per run (default: %(default)s)")
+    ap.add_argument("--val-positions", type=at_least(1), default=50_000, help="validation positions (default: %(default)s)")
+    ap.add_argument("--seeds", type=at_least(1), default=1, help="seeds per variant (default: %(default)s)")
+    ap.add_argument("--jobs", type=at_least(1), default=2, help="runs at a time (default: %(default)s)")
+    ap.add_argument("--threads", type=at_least(1), default=1, help="threads per run (default: %(default)s)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="an override for every variant (before the variant's own)")
     ap.add_argument("--json", type=Path, help="write the results here")
     ap.add_argument("--plot", type=Path, help="write the validation curves here (PNG)")
     args = ap.parse_args(argv)
-    for flag in ("positions", "val_positions", "seeds", "jobs", "threads"):
-        if getattr(args, flag) < 1:
-            raise UserError(f"--{flag.replace('_', '-')}: must be at least 1, got {getattr(args, flag)}")
     if not args.config.is_file():
         raise UserError(f"--config {args.config}: no such file")
     check_input(args.data, "--data", folder=True)

@@ -37,8 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
 from othello_learn.files import check_output, write_json  # noqa: E402
+from othello_learn.settings import Setting, at_least  # noqa: E402
 from othello_learn.models import fastpath  # noqa: E402
 from othello_learn.models.encoders import ENCODERS  # noqa: E402
 from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS, NetConfig, build_network, load_network  # noqa: E402
@@ -96,11 +97,11 @@ def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--games", type=at_least(1), default=32, help="games played at once (default: %(default)s)")
     ap.add_argument("--simulations", type=at_least(1), default=32, help="per move (default: %(default)s)")
-    ap.add_argument("--arch", default="resnet", choices=sorted(ARCHITECTURES), help="(default: %(default)s)")
+    ap.add_argument("--arch", **Setting(str, "resnet", "(default: %(default)s)", choices=sorted(ARCHITECTURES)).argument())
     ap.add_argument("--blocks", type=at_least(1, most=SIZE_LIMITS["blocks"]), default=4,
                     help="depth (reference) or residual blocks (resnet) (default: %(default)s)")
     ap.add_argument("--width", type=at_least(1, most=SIZE_LIMITS["width"]), default=64, help="(default: %(default)s)")
-    ap.add_argument("--encoder", default="raw", choices=sorted(ENCODERS), help="(default: %(default)s)")
+    ap.add_argument("--encoder", **Setting(str, "raw", "(default: %(default)s)", choices=sorted(ENCODERS)).argument())
     ap.add_argument("--rounds", type=at_least(1), default=3, help="alternating rounds, medians reported "
                                                                   "(default: %(default)s)")
     ap.add_argument("--searches", type=_searches, default="puct,gumbel",

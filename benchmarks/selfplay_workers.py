@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
+from othello_learn.settings import at_least  # noqa: E402
 from othello_learn.files import UserError  # noqa: E402
 from othello_learn.models.fastpath import usable_device  # noqa: E402
 from othello_learn.rl.records import open_run  # noqa: E402

@@ -36,7 +36,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from othello_learn.cli import ArgumentParser, at_least, run_main  # noqa: E402
+from othello_learn.cli import ArgumentParser, run_main  # noqa: E402
+from othello_learn.settings import Setting, at_least  # noqa: E402
 from othello_learn.files import UserError, check_output, write_json  # noqa: E402
 from othello_learn.data.datamodule import WthorDataModule  # noqa: E402
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment  # noqa: E402
@@ -236,7 +237,7 @@ def main(argv=None) -> None:
     ap.add_argument("--compare", action="store_true", help="alternate fp32 eager NCHW baseline and the recipe")
     ap.add_argument("--profile", action="store_true", help="time each stage of the recipe's training step")
     ap.add_argument("--devices", type=at_least(1), default=1, help="with --strategy ddp: DDP processes to time")
-    ap.add_argument("--strategy", choices=["auto", "ddp"], default="auto",
+    ap.add_argument("--strategy", **Setting(str, "auto", choices=["auto", "ddp"]).argument(),
                     help="ddp: alternate rounds of one process and of --devices DDP processes")
     ap.add_argument("--json", type=Path, help="write the medians here")
     args = ap.parse_args(argv)

@@ -56,69 +56,6 @@ class ArgumentParser(argparse.ArgumentParser):
         return super().format_help().replace("``", "")
 
 
-def at_least(low: int | float, kind=int, above: bool = False, most: int | float | None = None):
-    """An argparse ``type``: a number of ``kind`` no smaller than ``low`` (with
-    ``above``, greater than it: a time budget of 0 minutes is as wrong as -1), and no
-    larger than ``most`` where given (a network size, whose typo would allocate until
-    memory runs out)."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
-        if not (value > low if above else value >= low):  # also refuses nan
-            raise argparse.ArgumentTypeError(f"must be {'above' if above else 'at least'} {low}, got {text}")
-        if value == float("inf"):  # a budget or interval that never comes
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-        if most is not None and value > most:
-            raise argparse.ArgumentTypeError(f"must be at most {most}, got {text}")
-        return value
-    return parse
-
-
-def type_ok(value, kind) -> bool:
-    """Whether a setting's ``value`` (from YAML, JSON or a config file) is of ``kind``: a type, None, or
-    a tuple of them. Stricter than isinstance where a slip would pass: true is no integer, and a
-    number may be an integer."""
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    for k in kinds:
-        if k is None and value is None:
-            return True
-        if k is bool and isinstance(value, bool):
-            return True
-        if k is int and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if k is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return True
-        if k in (str, dict) and isinstance(value, k):
-            return True
-    return False
-
-
-def type_name(kind) -> str:
-    """``kind`` in words, for an error: "an integer or null"."""
-    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a mapping",
-             None: "null"}
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join(names[k] for k in kinds)
-
-
-def seed_below(limit: int):
-    """An argparse ``type`` for a command's ``--seed``: 0 up to ``limit`` - 1, what its
-    generators take (``torch.manual_seed``: below 2**64; numpy's legacy seeding, which
-    Lightning's ``seed_everything`` uses: below 2**32); beyond it they fail with a traceback
-    after the work has been set up."""
-    def parse(text: str) -> int:
-        value = at_least(0)(text)
-        if value >= limit:
-            raise argparse.ArgumentTypeError(f"must be below 2**{limit.bit_length() - 1}, got {text}")
-        return value
-    return parse
-
-
-seed_arg = seed_below(2**64)
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a scheduler ending a job) raised where the main process
     is, so it unwinds as Ctrl-C does: nothing half-written, what is done kept.

@@ -406,7 +406,7 @@ def test_benchmarks_refuse_bad_input_in_one_line(capsys, name, argv, expected, n
      "argument --searches: expected a comma-separated list of puct and gumbel"),
     ("selfplay", ["--paths", "folded,fast"],
      "argument --paths: expected a comma-separated list of plain, folded, channels_last, compiled, bf16"),
-    ("selfplay", ["--encoder", "hc"], "argument --encoder: invalid choice: 'hc'"),
+    ("selfplay", ["--encoder", "hc"], "argument --encoder: expected one of handcrafted, raw, got 'hc'"),
     # NetConfig's ValueError, a traceback: a network size past nets.SIZE_LIMITS
     ("selfplay", ["--blocks", "2000"], "argument --blocks: must be at most 1000, got 2000"),
     ("inference", ["--depth", "1001"], "argument --depth: must be at most 1000, got 1001"),
@@ -599,7 +599,7 @@ MAY_IMPORT = {
     "rl": {"players", "search", "models"},
     "frontends": {"players", "search", "data", "models"},  # data: othello-solve --make-obf's expert games
 }
-SHARED = {"cli", "files", "lock", "run_folder", "plots", "tracking", "commands"}
+SHARED = {"cli", "files", "lock", "run_folder", "plots", "tracking", "commands", "settings"}
 
 
 def _imports(path):

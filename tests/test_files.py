@@ -107,7 +107,7 @@ def test_check_output_refuses_what_cannot_be_written_and_accepts_new_folders(tmp
 def test_at_least_bounds_and_refuses_nan(low, kind, above, good, bad):
     import argparse
 
-    from othello_learn.cli import at_least
+    from othello_learn.settings import at_least
 
     parse = at_least(low, kind, above=above)
     for text in good:
@@ -408,7 +408,7 @@ def test_a_session_given_a_swallowed_stop_ends_before_reading(module):
 def test_at_least_with_a_ceiling_allows_the_ceiling_itself():
     import argparse
 
-    from othello_learn.cli import at_least
+    from othello_learn.settings import at_least
 
     parse = at_least(1, most=1000)
     assert parse("1000") == 1000 and parse("1") == 1

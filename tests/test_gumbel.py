@@ -188,7 +188,7 @@ def test_the_absolute_target_changes_the_improved_policy_only(ev, sims=9, k=4, s
         *_, want_pi = reference_gumbel(Node(p, o, h, b, ev), sims, ev, noise[i].tolist(), k, target_rescale=False)
         assert policy[i].tolist() == pytest.approx(want_pi, abs=1e-6), f"position {i}"
     assert not torch.allclose(policy, rescaled.improved_policy(g), atol=1e-3)
-    with pytest.raises(ValueError, match="target_q must be one of rescaled, absolute"):
+    with pytest.raises(ValueError, match="^target_q: expected one of rescaled, absolute"):
         GumbelMCTS(ev, 1, GumbelConfig(simulations=4, target_q="sharp"))
 
 

@@ -294,7 +294,7 @@ def test_a_search_of_no_simulations_is_refused():
     from othello_learn.search.gumbel import GumbelConfig
 
     for config in (MCTSConfig, GumbelConfig):
-        with pytest.raises(ValueError, match="simulations must be at least 1, got 0"):
+        with pytest.raises(ValueError, match="^simulations: must be at least 1, got 0"):
             config(simulations=0)
 
 

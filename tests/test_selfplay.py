@@ -1335,9 +1335,9 @@ def test_state_and_records_edited_out_of_shape_are_named(run_copy, rl_run, capsy
     (run_copy / "state.json").write_text(json.dumps(state))
     config = json.loads((run_copy / "config.json").read_text())
     (run_copy / "config.json").write_text(json.dumps({**config, "search": "xyz"}))
-    assert "config.json: corrupt run settings (--search must be one of" in _broken(run_copy, capsys)
-    for key, value, said in (("games", "8", "--games must be an integer, got '8'"), ("lr", True, "--lr must be a number"),
-                             ("continuous", 1, "--continuous must be true or false, got 1")):
+    assert "config.json: corrupt run settings (--search: expected one of" in _broken(run_copy, capsys)
+    for key, value, said in (("games", "8", "--games: expected an integer, got '8'"), ("lr", True, "--lr: expected a number"),
+                             ("continuous", 1, "--continuous: expected true or false, got 1")):
         (run_copy / "config.json").write_text(json.dumps({**config, key: value}))  # the setting was not named
         assert f"config.json: corrupt run settings ({said}" in _broken(run_copy, capsys)
     (run_copy / "config.json").write_text(json.dumps(config))

@@ -1674,8 +1674,8 @@ def test_a_recorded_best_outside_the_runs_folder_is_never_taken_as_ours(tmp_path
 
 
 @pytest.mark.parametrize("overrides, expected", [
-    (["optim.lr=0"], "optim.lr: must be positive, got 0"),
-    (["optim.ema=1"], "optim.ema: must be in [0, 1)"),
+    (["optim.lr=0"], "optim.lr: must be above 0, got 0"),
+    (["optim.ema=1"], "optim.ema: must be below 1, got 1"), (["optim.ema=-0.1"], "optim.ema: must be at least 0"),
     (["optim.label_smoothing=1"], "optim.label_smoothing: must be below 1, got 1"),
     (["data.num_workers=-1"], "data.num_workers: must be at least 0, got -1"),
     (["data.num_workers=129"], "data.num_workers: must be at most 128, got 129"),  # 100000 processes hung
@@ -1740,20 +1740,18 @@ def test_the_combined_size_error_blames_the_layers_and_says_where_width_came_fro
 def test_every_integer_setting_has_a_ceiling_and_takes_it():
     """Each integer setting of the tables, typed or passed on to Lightning, is refused one past its
     maximum and takes the maximum itself."""
-    from othello_learn.train.config import INT_MAXIMA, MAX_INT, SCHEMA, TRAINER_TYPES, load_config
-    from othello_learn.models.nets import SIZE_LIMITS
+    from othello_learn.train.config import SETTINGS, load_config
 
-    maxima = {**{("model", k): v for k, v in SIZE_LIMITS.items()}, **INT_MAXIMA}
-    tables = [*SCHEMA.items(), ("trainer", TRAINER_TYPES)]
-    integers = [(section, key) for section, table in tables for key, kind in table.items()
-                if int in (kind if isinstance(kind, tuple) else (kind,))]
-    for section, key in integers:
-        high = maxima.get((section, key), MAX_INT)
+    maxima = {(section, key): setting.ceiling() for section, table in SETTINGS.items()
+              for key, setting in table.items() if int in (setting.kind if isinstance(setting.kind, tuple) else
+                                                           (setting.kind,))}
+    assert None not in maxima.values(), "every integer setting has a ceiling"
+    for (section, key), high in maxima.items():
         arch = ["model.arch=resnet", "model.width=1"] if key == "blocks" else ["model.width=1"]
         with pytest.raises(UserError) as refused:
             load_config(None, arch + [f"{section}.{key}={high + 1}"])
         assert str(refused.value).startswith(f"{section}.{key}: must be at most {high}, got {high + 1}")
-        if (section, key) in maxima and key != "precision":  # precision's range is its names
+        if key != "precision":  # precision's range is its names
             try:
                 load_config(None, arch + [f"{section}.{key}={high}"])
             except UserError as e:  # another check's refusal (a net too big, a batch count of an epoch)
@@ -1839,7 +1837,7 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     import argparse
     from types import SimpleNamespace
 
-    from othello_learn.cli import seed_arg, seed_below
+    from othello_learn.settings import seed_arg, seed_below
     from othello_learn.train.data_checks import check_dataset
 
     train_seed = seed_below(2**32)  # train's: Lightning's seed_everything

@@ -266,7 +266,7 @@ def test_a_tempered_network_divides_its_logits_and_keeps_its_moves():
         assert torch.equal(after["policy"].argmax(-1), before["policy"].argmax(-1))
         if "value" in before:
             assert torch.equal(after["value"], before["value"])
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="^the policy temperature: must be above 0, got 0.0$"):
         temper_policy(net, 0.0)
 
 
@@ -414,7 +414,7 @@ def test_weight_averaging_setting_is_checked(tmp_path):
     from othello_learn.files import UserError
     from othello_learn.train.train import train as train_main
 
-    with pytest.raises(UserError, match="optim.ema: must be in"):
+    with pytest.raises(UserError, match="optim.ema: must be below 1"):
         train_main(["--out", str(tmp_path / "r"), "--set", "optim.ema=1.5"])
 
 

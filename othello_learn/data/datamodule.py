@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from othello_learn.files import UserError
+from othello_learn.settings import Setting
 from othello_learn.models.batch import SYMMETRY_GROUPS, augment, from_records
 
 from .dataset import REFERENCE_SPLIT, WthorDataset, content_digest, parse_years
@@ -123,8 +124,7 @@ class WthorDataModule(L.LightningDataModule):
     ):
         super().__init__()
         data_dir = str(data_dir)  # checkpoints store hyperparameters; keep them plain (weights_only loading)
-        if symmetries not in SYMMETRY_GROUPS:
-            raise ValueError(f"symmetries must be one of {sorted(SYMMETRY_GROUPS)}, got {symmetries!r}")
+        Setting(str, choices=sorted(SYMMETRY_GROUPS)).check(symmetries, "symmetries")  # a ValueError
         self.save_hyperparameters()
         self.group = SYMMETRY_GROUPS[symmetries]
         self.data: WthorDataset | None = None

@@ -9,8 +9,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from othello_learn.cli import (STOP_SIGNALS, ArgumentParser, StopOnce, seed_arg, standard_input, stdout_to_devnull,
-                         stop_signals_raise)
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, StopOnce, standard_input, stdout_to_devnull, stop_signals_raise
+from othello_learn.settings import seed_arg
 from othello_learn.files import UserError
 from othello_learn.players.base import Player
 from othello_learn.players.specs import PlayerSpecError, make_program

@@ -52,8 +52,9 @@ from othello.game import Position
 from othello.notation import PASS, move_name, parse_square, square_name
 from othello.states import States
 from othello_learn import HOME, HOME_HELP
-from othello_learn.cli import STOP_SIGNALS, ArgumentParser, at_least, run_main, seed_arg, stop_signals_raise
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
 from othello_learn.files import UserError, atomic_write, check_distinct, check_input, check_output, write_json
+from othello_learn.settings import at_least, seed_arg
 from othello_learn.frontends.analysis import Analyst
 from othello_learn.frontends.session import session_player
 from othello_learn.players.base import Player, checked_moves

@@ -42,7 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from othello import bitboard as bb
-from othello_learn.cli import ArgumentParser, run_main, seed_arg, standard_input, STOP_SIGNALS, stop_signals_raise
+from othello_learn.cli import ArgumentParser, run_main, standard_input, STOP_SIGNALS, stop_signals_raise
+from othello_learn.settings import Setting, seed_arg
 from othello_learn.files import UserError, atomic_write, check_input, check_output
 from othello.formats import FormatError, play_with_passes
 from othello.game import Game, Position
@@ -444,12 +445,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--opponent",
                         help=f"the opponent's player spec ({SPEC_KINDS}); default {DEFAULT_OPPONENT}, or the "
                              "saved game's opponent with --start GAME.ggf")
-    parser.add_argument("--level", choices=tuple(LEVELS),
+    parser.add_argument("--level", **Setting(str, choices=tuple(LEVELS)).argument(
                         help="a named opponent instead of --opponent, weakest first: easy, medium (the default "
-                             "opponent), hard, max; each a spec of the shipped networks, listed below with its strength")
-    parser.add_argument("--colour", "--color", choices=("black", "white"),
+                             "opponent), hard, max; each a spec of the shipped networks, listed below with its "
+                             "strength"))
+    parser.add_argument("--colour", "--color", **Setting(str, choices=("black", "white")).argument(
                         help="your colour (black moves first); default black, or your colour in the saved game "
-                             "with --start GAME.ggf")
+                             "with --start GAME.ggf"))
     parser.add_argument("--show-policy", action="store_true",
                         help="show the network's probabilities (percent) on the legal squares on your turn")
     parser.add_argument("--hint-net", metavar="CKPT", help="network for hints and --show-policy "

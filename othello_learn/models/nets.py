@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import io
-import math
 import os
 import pickle
 import re
@@ -20,6 +19,7 @@ from torch import nn
 
 from othello import bitboard as bb
 from othello_learn.files import UserError, atomic_write, one_line
+from othello_learn.settings import Setting, SettingError, check_table
 
 from .encoders import ENCODERS
 
@@ -48,8 +48,7 @@ class MoveNet(nn.Module):
 
     def __init__(self, encoder: str):
         super().__init__()
-        if encoder not in ENCODERS:
-            raise ValueError(f"encoder must be one of {sorted(ENCODERS)}, got {encoder!r}")
+        NET_SETTINGS["encoder"].check(encoder, "encoder")
         self.encoder = encoder
         self.encode_fn, self.in_planes = ENCODERS[encoder]
 
@@ -144,6 +143,11 @@ class NetConfigError(UserError, ValueError):
 ARCH_ONLY = {"depth": "reference", "blocks": "resnet", "value_head": "resnet"}
 
 
+# Each setting's kind and range (a bool is no integer; a size's typo would allocate until memory runs out).
+NET_SETTINGS = {"arch": Setting(str, choices=sorted(ARCHITECTURES)), "encoder": Setting(str, choices=sorted(ENCODERS)),
+                **{key: Setting(int, low=1, high=high) for key, high in SIZE_LIMITS.items()}, "value_head": Setting(bool)}
+
+
 @dataclass(frozen=True)
 class NetConfig:
     """What a network is: stored with its weights (as a plain dict) so it can be rebuilt.
@@ -163,16 +167,10 @@ class NetConfig:
         othello_learn.train.config; a checkpoint's stored dict; the loop's --init random): a stored
         ``"value_head": "yes"`` or a bad encoder is an error naming the setting, not a net built
         wrong or a misleading misfit."""
-        if self.arch not in ARCHITECTURES:
-            raise NetConfigError(f"arch must be one of {', '.join(sorted(ARCHITECTURES))}, got {self.arch!r}")
-        if self.encoder not in ENCODERS:
-            raise NetConfigError(f"encoder must be one of {', '.join(sorted(ENCODERS))}, got {self.encoder!r}")
-        for key, high in SIZE_LIMITS.items():
-            value = getattr(self, key)
-            if type(value) is not int or not 1 <= value <= high:  # bool is an int; a typo's digits allocate until OOM
-                raise NetConfigError(f"{key} must be a whole number from 1 to {high}, got {value!r}")
-        if type(self.value_head) is not bool:
-            raise NetConfigError(f"value_head must be true or false, got {self.value_head!r}")
+        try:
+            check_table({key: getattr(self, key) for key in NET_SETTINGS}, NET_SETTINGS)
+        except SettingError as e:
+            raise NetConfigError(str(e)) from None
         layers = self.depth if self.arch == "reference" else 2 * self.blocks
         weights = 9 * self.width ** 2 * layers
         if weights > MAX_WEIGHTS:
@@ -405,8 +403,7 @@ def temper_policy(net: MoveNet, temperature: float) -> MoveNet:
     while a search reads softmax(logits / T) as its priors. Why: self-play trains the policy on
     search targets sharper than the prior, generation after generation, and a prior sure of
     more than it knows leaves a small search less to correct (``evaluate.py --calibrate``)."""
-    if not temperature > 0 or not math.isfinite(temperature):
-        raise ValueError(f"the policy temperature must be a positive number, got {temperature}")
+    Setting(float, low=0, low_open=True).check(temperature, "the policy temperature")  # a ValueError
     layer = net.policy_head[-1] if isinstance(net, ResNet) else net.head
     with torch.no_grad():
         layer.weight.div_(temperature)

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from othello_learn.cli import ArgumentParser, bar_pacing, run_main, STOP_SIGNALS, seed_arg, stop_signals_raise
+from othello_learn.cli import ArgumentParser, bar_pacing, run_main, STOP_SIGNALS, stop_signals_raise
+from othello_learn.settings import Setting, seed_arg
 from othello_learn.files import UserError, atomic_write, check_distinct, check_output, write_json
 from othello.notation import PASS, format_transcript
 from othello_learn.players.elo import MatchResult
@@ -85,8 +86,7 @@ def play_match(
 
 
 def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int, progress: bool) -> MatchResult:
-    if not 0 <= opening_plies <= MAX_OPENING_PLIES:
-        raise ValueError(f"opening_plies must be 0..{MAX_OPENING_PLIES}, got {opening_plies}")
+    OPENING_PLIES.check(opening_plies, "opening_plies")  # a ValueError, for a caller of the API
     rng_open, rng_a, rng_b = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     pairs = (games + 1) // 2
     openings = random_openings(pairs, opening_plies, rng_open)
@@ -186,6 +186,15 @@ def write_games(path: Path, result: MatchResult) -> None:
 # Command line
 
 
+# Every game is in memory at once with its moves (random against random: 200,000 games in 350 MB and
+# 20 s on one core); 10**11 games hung.
+MAX_GAMES = 1_000_000
+GAMES = Setting(int, 100, "number of games (default 100)", low=1, high=MAX_GAMES,
+                note="a match plays its games side by side, each keeping its moves; more would fill memory: "
+                     "run several with another --seed")
+OPENING_PLIES = Setting(int, low=0, high=MAX_OPENING_PLIES, note="a game has at most 60 moves")
+
+
 def import_plugin(module: str) -> None:
     """``--import``: a module name (``mypackage.players``), or a ``.py`` file, which a console
     script finds wherever it is run (the current folder is not on its import path)."""
@@ -210,10 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--a", required=True, help=f"player A's spec ({SPEC_KINDS}); scores are A's")
     parser.add_argument("--b", required=True, help="player B's spec, as --a")
-    parser.add_argument("--games", type=int, default=100, help="number of games (default 100)")
+    parser.add_argument("--games", **GAMES.argument())
     parser.add_argument("--json", type=Path, help="write the result here as JSON")
     parser.add_argument("--seed", type=seed_arg, default=0, help="seed of the openings and the players' draws (default 0)")
-    parser.add_argument("--opening-plies", type=int, default=None,
+    parser.add_argument("--opening-plies", **OPENING_PLIES.argument(),
                         help=f"random plies before the players take over (default {FEW_OPENING_PLIES}, or "
                              f"{MANY_OPENING_PLIES} for more than {2 * FEW_OPENINGS} games: one distinct opening a pair)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -274,20 +283,9 @@ def main(argv=None) -> int:
     return 0
 
 
-# Every game is in memory at once with its moves (random against random: 200,000 games in 350 MB and
-# 20 s on one core); 10**11 games hung.
-MAX_GAMES = 1_000_000
-
-
 def check_settings(args) -> None:
-    """Refuse numbers that would crash or mislead a match before any checkpoint
+    """Refuse output paths that would crash or mislead a match before any checkpoint
     is loaded or game played: a bad setting should cost a second, not a match."""
-    if not 1 <= args.games <= MAX_GAMES:
-        raise UserError(f"--games must be 1..{MAX_GAMES:,} (a match plays its games side by side, each keeping its "
-                        f"moves; more would fill memory: run several with another --seed), got {args.games}")
-    if args.opening_plies is not None and not 0 <= args.opening_plies <= MAX_OPENING_PLIES:
-        raise UserError(f"--opening-plies must be 0..{MAX_OPENING_PLIES} (a game has at most 60 moves), "
-                        f"got {args.opening_plies}")
     for flag, path, kinds in (("--json", args.json, (".json",)), ("--games-out", args.games_out, (".csv", ".ggf"))):
         if path is not None:
             check_output(path, flag, suffixes=kinds)

@@ -19,22 +19,19 @@ from othello.notation import PASS, square_name
 from othello.states import States
 from othello_learn.search.alphabeta import AlphaBetaSearch
 from othello_learn.search.endgame import MAX_EMPTIES, solve
+from othello_learn.settings import Setting
 
 _SQUARE_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
 
 
 def spec_int(text: str, what: str, least: int | None = None, most: int | None = None) -> int:
-    """A spec's number argument, or a ValueError saying which one is bad and why
-    (the registry turns it into one line naming the spec)."""
+    """A spec's number argument, checked as every setting is, or a ValueError saying which one is
+    bad and why (the registry turns it into one line naming the spec)."""
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"{what} must be an integer, got {text!r}") from None
-    if least is not None and value < least:
-        raise ValueError(f"{what} must be >= {least}, got {value}")
-    if most is not None and value > most:
-        raise ValueError(f"{what} must be <= {most}, got {value}")
-    return value
+        value = text  # refused as no integer
+    return Setting(int, low=least, high=most).check(value, what)
 
 
 MAX_SIMULATIONS = 100_000  # a search tree per game is allocated whole: beyond, a typo ends in an allocation error
@@ -232,8 +229,7 @@ class EndgamePlayer(Player):
     perfect one from there (a random one of the optimal moves, so games vary)."""
 
     def __init__(self, inner: Player, empties: int):
-        if not 0 <= empties <= MAX_EMPTIES:
-            raise ValueError(f"endgame empties must be 0..{MAX_EMPTIES}, got {empties}")
+        Setting(int, low=0, high=MAX_EMPTIES).check(empties, "endgame empties")
         self.inner, self.empties = inner, empties
         self.name = f"endgame:{empties}:{inner.name}"
         self.uses_moves, self.interactive = inner.uses_moves, inner.interactive

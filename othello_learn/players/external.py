@@ -42,6 +42,7 @@ from othello.game import Position
 from othello.notation import PASS, format_transcript, square_name
 
 from othello_learn.players.base import Player
+from othello_learn.settings import Setting
 
 
 class EngineError(UserError):
@@ -422,7 +423,9 @@ class GTPPlayer(ExternalPlayer):
         return self.command_ok(f"genmove {'black' if pos.black_to_move else 'white'}")
 
 
-_OPTIONS = {"timeout": (float, "a number of seconds or inf"), "depth": (int, "a whole number")}
+# nan too is refused: a read would never wait, or wait forever
+_OPTIONS = {"timeout": (Setting(float, low=0, low_open=True, infinite=True), "a number of seconds or inf"),
+            "depth": (Setting(int, low=0, low_open=True), "a whole number")}
 
 
 def _external(cls, allowed):
@@ -430,13 +433,12 @@ def _external(cls, allowed):
         opts = {}
         while args and "=" in args[0] and args[0].split("=", 1)[0] in allowed:
             key, value = args.pop(0).split("=", 1)
-            kind, expected = _OPTIONS[key]
+            setting, expected = _OPTIONS[key]
             try:
-                opts[key] = kind(value)
+                opts[key] = setting.kind(value)
             except ValueError:
                 raise ValueError(f"{key}={value!r}: expected {expected}") from None
-            if not opts[key] > 0:  # nan too: a read would never wait, or wait forever
-                raise ValueError(f"{key}={value}: must be more than 0")
+            setting.check(opts[key], key)  # a ValueError
         command = ":".join(args).strip()
         if not command:
             raise ValueError(f"expected {cls.protocol}:[option=value:]COMMAND")

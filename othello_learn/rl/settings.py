@@ -1,20 +1,20 @@
-"""The RL run's settings: ``RunConfig``, one field per ``othello-rl`` flag (``opt``: its help,
-limits, choices and whether a resumed run may change it), the parser built from it, and its
-checks before any work; a run folder keeps them as config.json."""
+"""The RL run's settings: ``RunConfig``, one field per ``othello-rl`` flag (``opt``: its
+``Setting``, with help, limits and choices, and whether a resumed run may change it), the parser
+built from it, and its checks before any work, in the one wording of ``othello_learn/settings.py``;
+a run folder keeps them as config.json."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from othello_learn.cli import ArgumentParser, type_name, type_ok
+from othello_learn.cli import ArgumentParser
 from othello_learn.files import UserError, check_output
 from othello_learn.models.encoders import ENCODERS
 from othello_learn.models.fastpath import default_device, device_memory, usable_device
@@ -28,6 +28,7 @@ from othello_learn.rl.selfplay import SAMPLE_BYTES, SAMPLES_PER_GAME
 from othello_learn.search.endgame import MAX_EMPTIES
 from othello_learn.search.gumbel import TARGET_Q
 from othello_learn.search.mcts import MCTSConfig, tree_capacity
+from othello_learn.settings import REQUIRED, Setting
 
 # The largest count a setting without a limit of its own may be: a typo's extra digits ended in an
 # OverflowError a generation in (numpy's seed spawning), after the run folder was made.
@@ -36,88 +37,90 @@ RANDOM_INIT = {"arch": "resnet", "encoder": "raw", "blocks": 6, "width": 64, "va
 DEFAULT_SEARCH = "puct"  # for a new run
 
 
-def opt(default=dataclasses.MISSING, help="", *, resumable=False, limits=None, choices=None, saved_default=None):
-    """A RunConfig field. ``resumable``: a resumed run may change it; the others
-    define the run (a change would replay or skip games, or train another net).
-    ``limits``: (lowest, highest, the lowest is allowed), None = unbounded.
+def opt(default=REQUIRED, help="", *, resumable=False, saved_default=None, kind=None, **limits):
+    """A RunConfig field, its ``Setting`` of ``kind`` (by default its default's type) with
+    ``limits`` (``low``, ``high``, ``choices``, ...). ``resumable``: a resumed run may change it;
+    the others define the run (a change would replay or skip games, or train another net).
     ``saved_default``: what a run folder saved before the field existed used."""
-    meta = {"help": help, "resumable": resumable, "limits": limits, "choices": choices, "saved_default": saved_default}
-    return field(default=default, metadata=meta)
+    kind = kind or type(default)
+    if kind is int and "low" in limits and "high" not in limits:  # past numpy's and torch's sizes
+        limits["high"] = COUNT_CEILING
+    return Setting(kind, default, help, **limits).field(resumable=resumable, saved_default=saved_default)
 
 
 @dataclass
 class RunConfig:
-    init: str = opt(help="exported network with a value head (a .pt: checkpoints/best_*.pt, a training run's "
-                         "model.pt), or 'random'")
-    out: Path = opt(help="run folder (resumed if it exists)", resumable=True)
-    generations: int = opt(10, "run until this many generations are done", resumable=True, limits=(1, None, True))
+    init: str = opt(kind=str, help="exported network with a value head (a .pt: checkpoints/best_*.pt, a training "
+                                   "run's model.pt), or 'random'")
+    out: Path = opt(kind=Path, help="run folder (resumed if it exists)", resumable=True)
+    generations: int = opt(10, "run until this many generations are done", resumable=True, low=1)
     # at most as many games as the arena plays in one match (its MAX_GAMES); check_memory says whether they fit
-    games: int = opt(2048, "self-play games per generation", limits=(1, MAX_GAMES, True))
+    games: int = opt(2048, "self-play games per generation", low=1, high=MAX_GAMES)
     # A part is one file of --parallel games: a change mid-generation would replay or skip games.
-    parallel: int = opt(512, "games played at once (one part file each)", limits=(1, MAX_GAMES, True))
-    simulations: int = opt(100, "MCTS simulations per move in self-play", limits=(1, MAX_SIMULATIONS, True))
+    parallel: int = opt(512, "games played at once (one part file each)", low=1, high=MAX_GAMES)
+    simulations: int = opt(100, "MCTS simulations per move in self-play", low=1, high=MAX_SIMULATIONS)
     # On a CPU the tree search runs in one thread between network calls: processes of one thread each
     # keep every core busy where one process of N threads leaves them waiting (1.40x games/hour on 2 cores:
     # benchmarks/selfplay_workers.py).
     workers: int = opt(0, "self-play processes, each playing whole parts on its share of the CPU threads "
                        "(0: one per thread on a CPU, 1 on a GPU; never more than the parts left)", resumable=True,
-                       limits=(0, None, True))
+                       low=0)
     search: typing.Optional[str] = opt(None, "self-play and gating search (default: the run's own; "
                                        f"{DEFAULT_SEARCH} for a new run). gumbel: Gumbel AlphaZero, the policy "
-                                       "target is the improved policy", choices=["puct", "gumbel"],
+                                       "target is the improved policy", choices=["puct", "gumbel"], kind=(str, None),
                                        saved_default="puct")
     gumbel_considered: int = opt(0, "root moves sampled by Gumbel-top-k (0: simulations / 4, between 2 and 16)",
-                                 resumable=True, limits=(0, None, True))
+                                 resumable=True, low=0)
     policy_target: str = opt("rescaled", "with --search gumbel, how the improved-policy target reads Q: rescaled "
                              "(min-max over the moves, the paper's) or absolute ((Q + 1) / 2: the target sharpens "
                              "in proportion to the values' differences, so the prior turns over-confident more "
                              "slowly; measured: a weaker 1-ply policy, and no better a search once calibrated)",
                              choices=list(TARGET_Q), saved_default="rescaled")
-    c_puct: float = opt(1.5, "PUCT exploration constant", resumable=True, limits=(0, None, False))
+    c_puct: float = opt(1.5, "PUCT exploration constant", resumable=True, low=0, low_open=True)
     dirichlet_weight: float = opt(0.25, "share of Dirichlet noise in the root priors", resumable=True,
-                                  limits=(0, 1, True))
+                                  low=0, high=1)
     dirichlet_alpha_scale: float = opt(10.0, "alpha = this / number of legal moves", resumable=True,
-                                       limits=(0, None, False))
-    temperature_plies: int = opt(12, "plies played by visit-count sampling", resumable=True, limits=(0, None, True))
+                                       low=0, low_open=True)
+    temperature_plies: int = opt(12, "plies played by visit-count sampling", resumable=True, low=0)
     no_tree_reuse: bool = opt(False, "start each move's search from scratch", resumable=True)
     resign_threshold: float = opt(-0.9, "the first generation's threshold, recalibrated after each generation "
                                   "(a resumed run keeps its calibrated one)", resumable=True,
-                                  limits=(-1, 1, True))
+                                  low=-1, high=1)
     no_resign: bool = opt(False, "never resign", resumable=True)
-    no_resign_fraction: float = opt(0.1, "share of games always played out", resumable=True, limits=(0, 1, True))
+    no_resign_fraction: float = opt(0.1, "share of games always played out", resumable=True, low=0, high=1)
     solve_empties: int = opt(0, "in self-play, solve positions with at most this many empty squares exactly: "
                              "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game, mostly its first "
-                             "solve)", resumable=True, limits=(0, MAX_EMPTIES, True))
-    window: int = opt(4, "generations of games in the replay window", limits=(1, None, True))
-    train_steps: int = opt(1000, "training steps per generation", limits=(1, None, True))
-    batch_size: int = opt(512, "training batch size", limits=(1, MAX_BATCH, True))
-    lr: float = opt(3e-4, "learning rate", resumable=True, limits=(0, None, False))
-    l2: float = opt(1e-4, "L2 weight decay", resumable=True, limits=(0, None, True))
+                             "solve)", resumable=True, low=0, high=MAX_EMPTIES)
+    window: int = opt(4, "generations of games in the replay window", low=1)
+    train_steps: int = opt(1000, "training steps per generation", low=1)
+    batch_size: int = opt(512, "training batch size", low=1, high=MAX_BATCH)
+    lr: float = opt(3e-4, "learning rate", resumable=True, low=0, low_open=True)
+    l2: float = opt(1e-4, "L2 weight decay", resumable=True, low=0)
     value_weight: float = opt(1.0, "weight of the value loss beside the policy loss (AlphaZero: 1; below 1 the value "
                               "head moves more slowly towards the replay window's few thousand game results)",
-                              resumable=True, limits=(0, None, True), saved_default=1.0)
+                              resumable=True, low=0, saved_default=1.0)
     keep_optimizer: bool = opt(False, "carry Adam's moments from one generation's training to the next (KataGo's "
                                "loop keeps its optimizer), instead of a fresh Adam each generation", resumable=True,
                                saved_default=False)
-    gate_games: int = opt(200, "games of the gating match", resumable=True, limits=(1, MAX_GAMES, True))
+    gate_games: int = opt(200, "games of the gating match", resumable=True, low=1, high=MAX_GAMES)
     gate_simulations: int = opt(50, "simulations per move in gating matches", resumable=True,
-                                limits=(1, MAX_SIMULATIONS, True))
+                                low=1, high=MAX_SIMULATIONS)
     gate_threshold: float = opt(0.55, "score the candidate needs to become the best", resumable=True,
-                                limits=(0, 1, True))
+                                low=0, high=1)
     continuous: bool = opt(False, "no gating: the trainee is always the best")
     eval_vs: typing.Optional[str] = opt(None, "also play the candidate network's 1-ply policy against this spec "
-                                        "each generation (default: no such match)", resumable=True)
-    eval_games: int = opt(100, "games of the --eval-vs match", resumable=True, limits=(1, MAX_GAMES, True))
+                                        "each generation (default: no such match)", resumable=True, kind=(str, None))
+    eval_games: int = opt(100, "games of the --eval-vs match", resumable=True, low=1, high=MAX_GAMES)
     arch_blocks: int = opt(RANDOM_INIT["blocks"], "residual blocks, with --init random",
-                           limits=(1, SIZE_LIMITS["blocks"], True))
-    arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", limits=(1, SIZE_LIMITS["width"], True))
+                           low=1, high=SIZE_LIMITS["blocks"])
+    arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", low=1, high=SIZE_LIMITS["width"])
     arch_encoder: str = opt(RANDOM_INIT["encoder"], "input encoder, with --init random", choices=sorted(ENCODERS))
     grow_blocks: int = opt(0, "residual blocks added on top of the --init network, starting as identities: it plays "
-                           "as before, with depth for self-play to fill", limits=(0, None, True), saved_default=0)
+                           "as before, with depth for self-play to fill", low=0, saved_default=0)
     grow_width: int = opt(0, "channels added to every layer of the --init network, read with weight 0 at first: it "
-                          "plays as before, with width for self-play to fill", limits=(0, None, True), saved_default=0)
+                          "plays as before, with width for self-play to fill", low=0, saved_default=0)
     device: str = opt(default_device(), "torch device", resumable=True)
-    seed: int = opt(0, "root of every generation's seeds", limits=(0, 2**64 - 1, True))
+    seed: int = opt(0, "root of every generation's seeds", low=0, high=2**64, high_open=True)
     logger: str = opt("wandb", "per-generation statistics to W&B, or none", resumable=True, choices=["wandb", "none"])
     wandb_online: bool = opt(False, "stream to your W&B account instead of offline files", resumable=True)
     wandb_project: str = opt("othello-learn-rl", "W&B project", resumable=True)
@@ -129,21 +132,16 @@ class RunConfig:
         description and the rest the epilog."""
         description, _, epilog = doc.partition("\n\n")
         ap = ArgumentParser(description=description, formatter_class=_Help, epilog=epilog or None)
-        hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            m, flag = f.metadata, "--" + f.name.replace("_", "-")
-            helptext = m["help"] + ("" if m["resumable"] else " (fixed)")
-            kind = hints[f.name]
-            if kind is bool:
-                ap.add_argument(flag, action="store_true", help=helptext)
-                continue
-            kind = next((t for t in typing.get_args(kind) if t is not type(None)), kind)  # Optional[X] -> X
+            setting, flag = f.metadata["setting"], "--" + f.name.replace("_", "-")
+            helptext = setting.help + ("" if f.metadata["resumable"] else " (fixed)")
+            # ranges and choices are checked by check(), as a run folder's config.json is
+            kw = setting.argument(checked=False, help=helptext)
             if f.default is dataclasses.MISSING:
-                ap.add_argument(flag, type=kind, required=True, help=helptext)
-            else:
-                # choices are checked by check(), which says what is wrong in one line
-                metavar = "{" + ",".join(m["choices"]) + "}" if m["choices"] else None
-                ap.add_argument(flag, type=kind, default=f.default, metavar=metavar, help=helptext)
+                kw.update(required=True, default=None)
+            if setting.kind is Path:
+                kw["type"] = Path  # the parser's own reading of a path (an empty one refused)
+            ap.add_argument(flag, **kw)
         return ap
 
     @classmethod
@@ -241,30 +239,12 @@ class RunConfig:
                                 f"{have / 2**30:,.1f} GiB of memory; give smaller ones")
 
     def check_values(self) -> None:
-        """Each setting within its limits and choices (``check`` without what needs the machine:
-        also asked of a run's config.json, which a hand edit could have put out of range)."""
+        """Each setting of its type, within its limits and choices (``check`` without what needs the
+        machine: also asked of a run's config.json, which a hand edit could have put out of range)."""
         for f in dataclasses.fields(self):
-            v, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
-            # (a hand-edited config.json: "8" for 8 failed in the limits' arithmetic, naming no setting)
-            name = {"typing.Optional[str]": "str"}.get(f.type, f.type)
-            kind = {"int": int, "float": float, "bool": bool, "str": str}.get(name)
-            if v is not None and kind is not None and not type_ok(v, kind):
-                raise UserError(f"{flag} must be {type_name(kind)}, got {v!r}")
-            if f.metadata["limits"] is not None and v is not None:
-                low, high, low_ok = f.metadata["limits"]
-                if high is None and isinstance(v, int) and v > COUNT_CEILING:  # past numpy's and torch's sizes
-                    raise UserError(f"{flag} must be at most {COUNT_CEILING}, got {v}")
-                finite = not isinstance(v, float) or math.isfinite(v)  # (an int of 400 digits overflows isfinite)
-                if not finite or (v < low if low_ok else v <= low) or (high is not None and v > high):
-                    if not finite:
-                        raise UserError(f"{flag} must be a finite number, got {v}")
-                    if high is not None:
-                        want = f"between {low} and {high}"
-                    else:
-                        want = f"at least {low}" if low_ok else f"more than {low}"
-                    raise UserError(f"{flag} must be {want}, got {v}")
-            if f.metadata["choices"] and v is not None and v not in f.metadata["choices"]:
-                raise UserError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
+            value = getattr(self, f.name)
+            if value is not None:  # a setting not given (--search: the run's own)
+                f.metadata["setting"].check(value, "--" + f.name.replace("_", "-"))
 
 
 def eval_opponent(spec: str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from othello import bitboard as bb
 from othello.stability import stable_discs
+from othello_learn.settings import Setting
 
 # Square weights of the classical Othello programs: corners good, the squares
 # that give a corner away (X and C squares) bad, edges mildly good.
@@ -108,8 +109,7 @@ class AlphaBetaSearch:
     """
 
     def __init__(self, depth: int = 3):
-        if not 1 <= depth <= MAX_ALPHABETA_DEPTH:
-            raise ValueError(f"alpha-beta depth must be 1..{MAX_ALPHABETA_DEPTH}, got {depth}")
+        Setting(int, low=1, high=MAX_ALPHABETA_DEPTH).check(depth, "alpha-beta depth")  # a ValueError
         self.depth = depth
         self.nodes = 0
 

@@ -31,6 +31,7 @@ from othello.states import ACTIONS
 from othello_learn.search import tree as T
 from othello_learn.search.mcts import BatchedMCTS, Evaluator, MCTSConfig
 from othello_learn.search.output import PolicyOutput
+from othello_learn.settings import Setting
 
 TARGET_Q = ("rescaled", "absolute")  # GumbelConfig.target_q
 LOW_LOGIT = -1e9  # floor of g + logits + sigma, so a zero prior still ranks among the considered
@@ -112,8 +113,7 @@ class GumbelMCTS(BatchedMCTS):
     def __init__(self, evaluator: Evaluator, batch: int, config: GumbelConfig = GumbelConfig(), generator=None):
         if not isinstance(config, GumbelConfig):
             config = GumbelConfig(**dataclasses.asdict(config))
-        if config.target_q not in TARGET_Q:
-            raise ValueError(f"target_q must be one of {', '.join(TARGET_Q)}, got {config.target_q!r}")
+        Setting(str, choices=TARGET_Q).check(config.target_q, "target_q")  # a ValueError
         super().__init__(evaluator, batch, dataclasses.replace(config, reuse_tree=False), generator)
         self.gumbel = torch.zeros(batch, ACTIONS, dtype=torch.float64, device=self.device)
         self.remaining = torch.zeros(batch, ACTIONS, dtype=torch.bool, device=self.device)  # root actions still in

@@ -24,6 +24,7 @@ from othello.states import States
 
 from othello_learn.search import tree as T
 from othello_learn.search.output import PolicyOutput
+from othello_learn.settings import Setting
 
 
 @dataclass
@@ -41,8 +42,8 @@ class MCTSConfig:
     reuse_tree: bool = True
 
     def __post_init__(self):
-        if self.simulations < 1:  # no simulation picks no move: the search answered a1 at the start
-            raise ValueError(f"simulations must be at least 1, got {self.simulations}")
+        # no simulation picks no move: the search answered a1 at the start (a ValueError)
+        Setting(int, low=1).check(self.simulations, "simulations")
 
     @property
     def search_class(self) -> type:

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from othello_learn import HOME, HOME_HELP
-from othello_learn.cli import ArgumentParser, at_least, seed_below
+from othello_learn.cli import ArgumentParser
+from othello_learn.settings import Setting, seed_below
 from othello_learn.train.config import Origin, check_config, config_argument, gpu_recipe_warning, read_config
 
 
@@ -25,11 +26,8 @@ def gpu_in_use(accelerator) -> bool:
             or (torch.backends.mps.is_available() and name in ("auto", "gpu", "mps")))
 
 
-def _budget_minutes(text: str) -> float:
-    value = at_least(0, float, above=True)(text)
-    if value > 10**7:  # 19 years; 1e308 minutes passed as finite, then overflowed in the timer
-        raise argparse.ArgumentTypeError(f"must be at most 10000000 (19 years), got {text}")
-    return value
+# 19 years at most: 1e308 minutes passed as finite, then overflowed in the timer
+BUDGET_MINUTES = Setting(float, low=0, low_open=True, high=10**7, note="19 years")
 
 
 def _devices(text: str):
@@ -87,36 +85,37 @@ def build_parser(doc: str) -> ArgumentParser:
     p.add_argument("--data", type=Path, default=HOME / "data" / "wthor",
                    help="dataset folder from data_tools/wthor.py (default: data/wthor in " + HOME_HELP + ")")
     p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, logs, model.pt, metrics.json")
-    p.add_argument("--logger", default="wandb", choices=["wandb", "csv", "none"],
-                   help="wandb (offline unless --wandb-online), csv or none (default: wandb)")
+    p.add_argument("--logger", **Setting(str, "wandb", "wandb (offline unless --wandb-online), csv or none (default: "
+                                         "wandb)", choices=["wandb", "csv", "none"]).argument())
     p.add_argument("--wandb-online", action="store_true", help="log to your W&B account instead of offline files")
     p.add_argument("--wandb-project", default="othello-learn", help="W&B project (default: othello-learn)")
-    p.add_argument("--max-epochs", type=at_least(-1), help="overrides trainer.max_epochs (-1: no limit)")
-    p.add_argument("--max-steps", type=at_least(-1), help="overrides trainer.max_steps")
-    p.add_argument("--max-minutes", type=_budget_minutes,
-                   help="time budget of the training (validation included); the LR schedule ends with it")
-    p.add_argument("--batch-size", type=at_least(1), help="overrides data.batch_size")
-    p.add_argument("--train-positions", type=at_least(1), help="train on a random subset of this many positions")
+    p.add_argument("--max-epochs", **Setting(low=-1, help="overrides trainer.max_epochs (-1: no limit)").argument())
+    p.add_argument("--max-steps", **Setting(low=-1, help="overrides trainer.max_steps").argument())
+    p.add_argument("--max-minutes", **BUDGET_MINUTES.argument(
+        help="time budget of the training (validation included); the LR schedule ends with it"))
+    p.add_argument("--batch-size", **Setting(low=1, help="overrides data.batch_size").argument())
+    p.add_argument("--train-positions", **Setting(low=1, help="train on a random subset of this many positions")
+                   .argument())
     p.add_argument("--accelerator", default="auto", help="as in Lightning: cpu, gpu, ... (default: auto)")
     p.add_argument("--devices", type=_devices, default=1, metavar="N|[I,...]",
                    help="devices of each node: a count (default 1), or their indices, [N] for device N alone "
                         "(e.g. the GPU with index N); more than one trains data-parallel (--strategy ddp)")
-    p.add_argument("--strategy", default="auto", choices=["auto", "ddp"],
+    p.add_argument("--strategy", **Setting(str, "auto", choices=["auto", "ddp"]).argument(),
                    help="ddp: one process per device, each on its share of every batch (data.batch_size is the "
                         "global batch); auto: ddp for several devices or nodes (default: auto)")
-    p.add_argument("--num-nodes", type=at_least(1), default=1,
+    p.add_argument("--num-nodes", **Setting(int, 1, low=1).argument(),
                    help="machines of a DDP run, each started by torchrun or SLURM with these same flags (default: 1)")
-    p.add_argument("--ddp-timeout", type=at_least(0, float, above=True), default=10.0, metavar="MINUTES",
+    p.add_argument("--ddp-timeout", **Setting(float, 10.0, low=0, low_open=True).argument(), metavar="MINUTES",
                    help="how long a DDP process waits for the others before it stops with an error: one that "
                         "died or hangs (default: 10)")
     p.add_argument("--precision", help="32-true, bf16-mixed, ... or auto (overrides trainer.precision; default auto: "
                    "bf16 autocast + channels_last where the CPU or GPU has fast bf16, else fp32)")
     p.add_argument("--seed", type=seed_below(2**32), default=0,
                    help="seed of the data order, subsets and initial weights (default: 0)")
-    p.add_argument("--checkpoint-every", type=at_least(1), default=2000,
-                   help="steps between saves of OUT/checkpoints/last.ckpt (default: 2000)")
-    p.add_argument("--checkpoint-minutes", type=at_least(0, float, above=True), default=5.0,
-                   help="also save last.ckpt when this long has passed since the last save (default 5)")
+    p.add_argument("--checkpoint-every", **Setting(int, 2000, "steps between saves of OUT/checkpoints/last.ckpt "
+                                                   "(default: 2000)", low=1).argument())
+    p.add_argument("--checkpoint-minutes", **Setting(float, 5.0, "also save last.ckpt when this long has passed since "
+                                                     "the last save (default 5)", low=0, low_open=True).argument())
     p.add_argument("--init", type=Path, metavar="NET.pt",
                    help="start from this exported network's weights (a shipped checkpoint or a run's model.pt) "
                         "instead of random ones; its settings fill the model section, which may add residual "

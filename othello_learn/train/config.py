@@ -6,17 +6,16 @@ a traceback an hour in. ``train.py`` reads it; the benchmarks read the shipped r
 from __future__ import annotations
 
 import argparse
-
 import datetime
-import math
+import importlib
 import re
 from collections.abc import Hashable
 from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello_learn.cli import type_name, type_ok
 from othello_learn.files import NestingError, UserError, one_line, parse_nested
+from othello_learn.settings import Setting, SettingError, check_table
 
 
 class _Loader(yaml.SafeLoader):
@@ -94,23 +93,96 @@ def _yaml(text: str):
 
 SECTIONS = ("model", "optim", "data", "trainer")
 
-# The settings of each section and their types (None: optional): model is
-# othello_learn.models.nets.NetConfig's fields, optim MovePredictor's other arguments, data
-# WthorDataModule's (restated so that --help needs no torch; a test keeps them in step).
+
+def _from(module: str, name: str, order=sorted):
+    """A setting's choices or ceiling from its home, read when a check needs it: those modules
+    import torch, and ``--help`` needs none."""
+    return lambda: order(getattr(importlib.import_module(module), name))
+
+
+def _size(key: str):
+    """A network size's ceiling (``NetConfig``'s): beyond it a typo's extra digits would allocate
+    until memory runs out, then end in a traceback."""
+    return lambda: _from("othello_learn.models.nets", "SIZE_LIMITS", dict)()[key]
+
+
+def _years(value) -> str | None:
+    from othello_learn.data.dataset import parse_years
+
+    try:
+        parse_years(str(value))
+    except (ValueError, UserError) as e:
+        return str(e)
+    return None
+
+
+def _batches(zero: bool):
+    """Lightning's count of batches, or fraction of an epoch: its own checks end in a traceback
+    (val_check_interval=0: a modulo by zero a step in) or in words that do not fit (-1 "has to
+    be ... an int")."""
+    def rule(value) -> str | None:
+        if isinstance(value, int) and value < (0 if zero else 1) or isinstance(value, float) and not (
+                (0 <= value if zero else 0 < value) and value <= 1):
+            return (f"must be a whole number of batches (at least {0 if zero else 1}) or a fraction of an epoch "
+                    f"({'0.0' if zero else 'above 0'} to 1.0), got {value!r}")
+        return None
+    return rule
+
+
+def _time_budget(value) -> str | None:
+    """Lightning builds a timedelta of a mapping after the set-up, or an OverflowError."""
+    if isinstance(value, dict):
+        try:
+            datetime.timedelta(**value)
+        except (TypeError, ValueError, OverflowError) as e:
+            return f"not a time budget such as {{hours: 2}} ({one_line(e)})"
+    return None
+
+
+def _trains(value) -> str | None:
+    return "0 trains nothing: give at least 1, or -1 for no limit" if value == 0 else None
+
+
+# Loader processes: each one a Python with torch; more than the largest machines' cores only waits.
+MAX_WORKERS = 128
+# Every integer setting's ceiling: a typo's extra digits would allocate until memory runs out, end in
+# Lightning's OverflowError (accumulate_grad_batches=99999999999999999999) or set a run that never ends.
+MAX_BATCHES = 10**9  # steps and batches: more than any run here takes by far
+MAX_INT = 2**31 - 1  # any other integer, a Lightning setting not typed here (min_steps, ...): its counters' int32
 YEARS = (str, int)
-SCHEMA = {
-    "model": {"arch": str, "encoder": str, "depth": int, "width": int, "blocks": int, "value_head": bool},
-    "optim": {"lr": float, "weight_decay": float, "scheduler": str, "value_weight": float, "label_smoothing": float,
-              "ema": float},
-    "data": {"batch_size": int, "symmetries": str, "train_years": YEARS, "val_years": YEARS, "test_years": YEARS,
-             "train_positions": (int, None), "val_positions": (int, None), "num_workers": int},
+# Every setting of each section: model is othello_learn.models.nets.NetConfig's fields, optim
+# MovePredictor's other arguments, data WthorDataModule's (restated so that --help needs no torch;
+# a test keeps them in step); their defaults are those classes'.
+SETTINGS = {
+    "model": {"arch": Setting(str, choices=_from("othello_learn.models.nets", "ARCHITECTURES")),
+              "encoder": Setting(str, choices=_from("othello_learn.models.encoders", "ENCODERS")),
+              "depth": Setting(int, low=1, high=_size("depth")), "width": Setting(int, low=1, high=_size("width")),
+              "blocks": Setting(int, low=1, high=_size("blocks")), "value_head": Setting(bool)},
+    "optim": {"lr": Setting(float, low=0, low_open=True), "weight_decay": Setting(float, low=0),
+              "scheduler": Setting(str, choices=_from("othello_learn.train.module", "SCHEDULERS", list)),
+              "value_weight": Setting(float, low=0), "label_smoothing": Setting(float, low=0, high=1, high_open=True),
+              "ema": Setting(float, low=0, high=1, high_open=True)},  # 0: off
+    "data": {"batch_size": Setting(int, low=1, high=2**20),
+             "symmetries": Setting(str, choices=_from("othello_learn.models.batch", "SYMMETRY_GROUPS")),
+             **{key: Setting(YEARS, high=MAX_INT, rule=_years) for key in ("train_years", "val_years", "test_years")},
+             "train_positions": Setting((int, None), low=1, high=2**40),
+             "val_positions": Setting((int, None), low=1, high=2**40), "num_workers": Setting(int, low=0, high=MAX_WORKERS)},
+    # the trainer settings we check; the others go to Lightning as they are (if finite)
+    "trainer": {"max_epochs": Setting(int, low=-1, high=10**6, rule=_trains),
+                "max_steps": Setting(int, low=-1, high=MAX_BATCHES, rule=_trains),
+                "log_every_n_steps": Setting(int, low=1, high=MAX_BATCHES),
+                "val_check_interval": Setting((int, float), high=MAX_BATCHES, rule=_batches(zero=False)),
+                "enable_progress_bar": Setting(bool), "enable_model_summary": Setting(bool),
+                "max_time": Setting((dict, str, None), rule=_time_budget), "precision": Setting((str, int), high=MAX_INT),
+                "gradient_clip_val": Setting((float, None), low=0),
+                "accumulate_grad_batches": Setting(int, low=1, high=10_000),
+                "limit_train_batches": Setting((int, float), high=MAX_BATCHES, rule=_batches(zero=False)),
+                "limit_val_batches": Setting((int, float), high=MAX_BATCHES, rule=_batches(zero=True)),
+                "check_val_every_n_epoch": Setting((int, None), low=1, high=10**6),
+                "num_sanity_val_steps": Setting(int, low=-1, high=MAX_BATCHES), "deterministic": Setting(bool)},
 }
-# Trainer settings we check the type of; the others go to Lightning as they are.
-TRAINER_TYPES = {"max_epochs": int, "max_steps": int, "log_every_n_steps": int, "val_check_interval": (int, float),
-                 "enable_progress_bar": bool, "enable_model_summary": bool, "max_time": (dict, str, None),
-                 "precision": (str, int), "gradient_clip_val": (float, None), "accumulate_grad_batches": int,
-                 "limit_train_batches": (int, float), "limit_val_batches": (int, float),
-                 "check_val_every_n_epoch": (int, None), "num_sanity_val_steps": int, "deterministic": bool}
+SCHEMA = {section: {key: setting.kind for key, setting in SETTINGS[section].items()}
+          for section in ("model", "optim", "data")}  # the types, for the README's check and its tests
 TRAINER_OWN = ("default_root_dir", "accelerator", "devices", "logger", "callbacks", "use_distributed_sampler",
                "plugins", "enable_checkpointing", "strategy", "num_nodes")  # set by train.py (its Trainer(...) call)
 
@@ -242,107 +314,29 @@ def load_config(path: Path | None, overrides: list[str]) -> dict:
     return cfg
 
 
-# Loader processes: each one a Python with torch; more than the largest machines' cores only waits.
-MAX_WORKERS = 128
-# Every integer setting's ceiling: a typo's extra digits would allocate until memory runs out, end in
-# Lightning's OverflowError (accumulate_grad_batches=99999999999999999999) or set a run that never ends.
-MAX_BATCHES = 10**9  # steps and batches: more than any run here takes by far
-INT_MAXIMA = {("data", "batch_size"): 2**20, ("data", "train_positions"): 2**40, ("data", "val_positions"): 2**40,
-              ("data", "num_workers"): MAX_WORKERS, ("trainer", "max_epochs"): 10**6,
-              ("trainer", "max_steps"): MAX_BATCHES, ("trainer", "log_every_n_steps"): MAX_BATCHES,
-              ("trainer", "val_check_interval"): MAX_BATCHES, ("trainer", "accumulate_grad_batches"): 10_000,
-              ("trainer", "limit_train_batches"): MAX_BATCHES, ("trainer", "limit_val_batches"): MAX_BATCHES,
-              ("trainer", "check_val_every_n_epoch"): 10**6, ("trainer", "num_sanity_val_steps"): MAX_BATCHES}
-MAX_INT = 2**31 - 1  # any other integer, a Lightning setting not typed here (min_steps, ...): its counters' int32
-
-
 def check_config(cfg: dict, origin: dict | None = None) -> None:
-    """Every setting known, of its type and in range, before any work starts."""
-    from othello_learn.models.batch import SYMMETRY_GROUPS
-    from othello_learn.data.dataset import parse_years
-    from othello_learn.models.encoders import ENCODERS
-    from othello_learn.models.nets import ARCHITECTURES, SIZE_LIMITS, NetConfig, NetConfigError
+    """Every setting known, of its type and in range (``SETTINGS``), before any work starts."""
+    from othello_learn.models.nets import NetConfig, NetConfigError
     from othello_learn.train.module import SCHEDULERS
 
     origin = origin or {}
 
     def fail(section, key, problem):
-        where = origin.get((section, key))
-        raise UserError(f"{section}.{key}: {problem}" + (f" ({where})" if where else ""))
+        raise SettingError(f"{section}.{key}", problem, origin.get((section, key)))
 
-    known = {**SCHEMA, "trainer": dict.fromkeys(_trainer_keys())}
+    known = {**SETTINGS, "trainer": dict.fromkeys(_trainer_keys())}
     for section in SECTIONS:
-        for key, value in cfg[section].items():
+        for key in cfg[section]:
             if key not in known[section]:
                 fail(section, key, f"unknown setting; the {section} settings are: {', '.join(sorted(known[section]))}")
-            kind = SCHEMA.get(section, TRAINER_TYPES).get(key)
-            if kind is not None and not type_ok(value, kind):
-                fail(section, key, f"expected {type_name(kind)}, got {value!r}")
-            if isinstance(value, float) and not math.isfinite(value):  # nan passes every bound below
-                fail(section, key, f"must be a finite number, got {value!r}")
-    choices = {("model", "arch"): sorted(ARCHITECTURES), ("model", "encoder"): sorted(ENCODERS),
-               ("optim", "scheduler"): SCHEDULERS, ("data", "symmetries"): sorted(SYMMETRY_GROUPS)}
-    for (section, key), allowed in choices.items():
-        if key in cfg[section] and cfg[section][key] not in allowed:
-            fail(section, key, f"expected one of {', '.join(allowed)}, got {cfg[section][key]!r}")
-    minimum = {("model", "depth"): 1, ("model", "width"): 1, ("model", "blocks"): 1, ("data", "batch_size"): 1,
-               ("data", "train_positions"): 1, ("data", "val_positions"): 1, ("data", "num_workers"): 0,
-               ("optim", "weight_decay"): 0, ("optim", "value_weight"): 0, ("optim", "label_smoothing"): 0,
-               ("trainer", "max_epochs"): -1, ("trainer", "max_steps"): -1, ("trainer", "gradient_clip_val"): 0}
-    for (section, key), low in minimum.items():
-        value = cfg[section].get(key)
-        if value is not None and value < low:
-            fail(section, key, f"must be at least {low}, got {value!r}")
-    # a typo's extra digits would allocate until memory runs out, then end in a traceback (or, for
-    # the loader's workers, start 100000 processes and hang): every integer has a ceiling
-    maximum = {**{("model", key): high for key, high in SIZE_LIMITS.items()}, **INT_MAXIMA}
-    for section in SECTIONS:
-        for key, value in cfg[section].items():
-            high = maximum.get((section, key), MAX_INT)
-            if isinstance(value, int) and not isinstance(value, bool) and value > high:
-                fail(section, key, f"must be at most {high}, got {value!r}")
+        check_table(cfg[section], SETTINGS[section], f"{section}.", lambda key, s=section: origin.get((s, key)),
+                    other=Setting(object, high=MAX_INT))  # a Lightning setting we pass on: finite, in int32
     try:  # and together (NetConfig's MAX_WEIGHTS): each size within its limit can still be terabytes
         NetConfig.from_dict(cfg["model"])
     except NetConfigError as e:
         layers = "depth" if cfg["model"].get("arch", "reference") == "reference" else "blocks"
         width = origin.get(("model", "width"))  # the other setting to blame, with where it came from
         fail("model", layers, f"{e}" + (f" (width {width})" if width else ""))
-    budget = cfg["trainer"].get("max_time")
-    if isinstance(budget, dict):  # Lightning builds a timedelta of it after the set-up, or an OverflowError
-        try:
-            datetime.timedelta(**budget)
-        except (TypeError, ValueError, OverflowError) as e:
-            fail("trainer", "max_time", f"not a time budget such as {{hours: 2}} ({one_line(e)})")
-    for key in ("max_epochs", "max_steps"):
-        if cfg["trainer"].get(key) == 0:
-            fail("trainer", key, "0 trains nothing: give at least 1, or -1 for no limit")
-    # Lightning's own checks end in a traceback (val_check_interval=0: a modulo by zero a step in) or
-    # in words that do not fit (-1 "has to be ... an int"): a count of batches, or a fraction of them
-    for key, zero in (("val_check_interval", False), ("limit_train_batches", False), ("limit_val_batches", True)):
-        value = cfg["trainer"].get(key)
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, int) and value < (0 if zero else 1) or isinstance(value, float) and not (
-                (0 <= value if zero else 0 < value) and value <= 1):
-            fail("trainer", key, f"must be a whole number of batches (at least {0 if zero else 1}) or a fraction "
-                 f"of an epoch ({'0.0' if zero else 'above 0'} to 1.0), got {value!r}")
-    for key, low in (("accumulate_grad_batches", 1), ("log_every_n_steps", 1), ("check_val_every_n_epoch", 1),
-                     ("num_sanity_val_steps", -1)):
-        value = cfg["trainer"].get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value < low:
-            fail("trainer", key, f"must be at least {low}, got {value!r}")
-    if cfg["optim"].get("lr", 1.0) <= 0:
-        fail("optim", "lr", f"must be positive, got {cfg['optim']['lr']!r}")
-    if not 0 <= cfg["optim"].get("ema", 0.0) < 1:
-        fail("optim", "ema", f"must be in [0, 1) (0: off; e.g. 0.999), got {cfg['optim']['ema']!r}")
-    if cfg["optim"].get("label_smoothing", 0.0) >= 1:
-        fail("optim", "label_smoothing", f"must be below 1, got {cfg['optim']['label_smoothing']!r}")
-    for key in ("train_years", "val_years", "test_years"):
-        if key in cfg["data"]:
-            try:
-                parse_years(str(cfg["data"][key]))
-            except (ValueError, UserError) as e:
-                fail("data", key, str(e))
     _check_applicable(cfg, origin, fail)
     t = cfg["trainer"]
     if (t.get("max_epochs") == -1 and t.get("max_steps", -1) == -1 and t.get("max_time") is None

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from othello import bitboard as bb
-from othello_learn.cli import STOP_SIGNALS, ArgumentParser, at_least, bar_pacing, run_main, stop_signals_raise
+from othello_learn.cli import STOP_SIGNALS, ArgumentParser, bar_pacing, run_main, stop_signals_raise
+from othello_learn.settings import Setting
 from othello_learn.files import UserError, check_distinct, check_input, check_output, write_json
 from othello.symmetry import SQUARE_MAP, transform
 from othello_learn.plots import check_plot_path
@@ -214,16 +215,16 @@ def build_parser() -> argparse.ArgumentParser:
                     "the dataset, or have its file in --wthor-dir (default: %(default)s)")
     ap.add_argument("--json", type=Path, help="write the result here (its folder is created)")
     ap.add_argument("--plot", type=Path, help="PNG of accuracy by phase (default: beside --json)")
-    ap.add_argument("--tta", type=int, default=1, choices=[1, 4, 8],
-                    help="symmetries averaged at test time (default: %(default)s)")
-    ap.add_argument("--batch-size", type=at_least(1), default=2048,
-                    help="positions a forward pass (default: %(default)s)")
+    ap.add_argument("--tta", **Setting(int, 1, "symmetries averaged at test time (default: %(default)s)",
+                                       choices=[1, 4, 8]).argument())
+    ap.add_argument("--batch-size", **Setting(int, 2048, "positions a forward pass (default: %(default)s)", low=1)
+                    .argument())
     ap.add_argument("--device",
                     help="torch device (default: cuda when there is a GPU, else cpu)")
-    ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16"],
+    ap.add_argument("--precision", **Setting(str, "auto", choices=["auto", "32", "bf16"]).argument(
                     help="auto: bf16 autocast + channels_last where the device has fast bf16 (as in training), "
-                         "else fp32; 32: fp32 (default: %(default)s)")
-    ap.add_argument("--limit", type=at_least(1),
+                         "else fp32; 32: fp32 (default: %(default)s)"))
+    ap.add_argument("--limit", type=Setting(low=1).parse,
                     help="evaluate only the first N positions, in file order: the years' first games, not a sample "
                          "(smoke tests)")
     ap.add_argument("--export", type=Path, metavar="NET.pt",

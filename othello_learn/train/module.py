@@ -10,6 +10,7 @@ from lightning.pytorch.callbacks import EMAWeightAveraging, Timer
 from torchmetrics.classification import MulticlassAccuracy
 
 from othello_learn.files import UserError
+from othello_learn.settings import Setting
 from othello_learn.models.fastpath import prepare
 from othello_learn.models.losses import move_losses
 from othello_learn.models.nets import (MoveNet, NetConfig, build_network, is_training_checkpoint, network_from_export,
@@ -161,8 +162,7 @@ class MovePredictor(L.LightningModule):
                                  {"params": no_decay, "weight_decay": 0.0}], lr=hp.lr)
         if hp.scheduler == "none":
             return opt
-        if hp.scheduler not in SCHEDULERS:
-            raise ValueError(f"scheduler must be {', '.join(SCHEDULERS)}, got {hp.scheduler!r}")
+        Setting(str, choices=SCHEDULERS).check(hp.scheduler, "scheduler")  # a ValueError
         warmup = 0.05 if hp.scheduler == "onecycle" else 0.0
 
         def factor(step: int) -> float:
