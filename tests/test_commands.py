@@ -640,3 +640,12 @@ def test_no_module_of_the_loop_or_the_training_passes_400_lines():
             for path in (REPO / "othello_learn" / part).rglob("*.py")
             if (n := len(path.read_text().splitlines())) > 400}
     assert not long, long
+
+
+def test_each_subpackage_lists_its_modules():
+    """``__all__`` of each part of othello_learn names exactly its modules: the package docstring's map
+    of the part stays true as modules come and go."""
+    for part in MAY_IMPORT:
+        package = importlib.import_module(f"othello_learn.{part}")
+        modules = {p.stem for p in Path(package.__file__).parent.glob("*.py")} - {"__init__"}
+        assert sorted(package.__all__) == sorted(modules), part

@@ -711,7 +711,7 @@ def test_an_empty_checkpoints_folder_beside_the_users_files_is_no_run(dataset_di
     assert {p.name: p.read_text() for p in out.iterdir() if p.is_file()} == mine
     assert not any((out / "checkpoints").iterdir())
 
-    from othello_learn.train.run_folder import RUN_CONFIG_MARK
+    from othello_learn.train.run_files import RUN_CONFIG_MARK
 
     run = tmp_path / "run"
     train(_args(dataset_dir, run, "--max-steps", "1"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello_learn.files import UserError, parse_nested
-from othello_learn.train.run_folder import batches_per_step
+from othello_learn.train.run_files import batches_per_step
 
 
 def _damaged_state(ckpt: dict) -> str | None:

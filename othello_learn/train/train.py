@@ -31,7 +31,7 @@ from othello_learn.train.data_checks import check_dataset, check_global_batch, c
 from othello_learn.train.lightning_logs import HeldInfo, drop_lightning_tips, ignore_lightning_noise, stop_reason
 from othello_learn.train.loggers import log_test_results, make_logger
 from othello_learn.train.resume import check_resumable, check_same_accumulation, earlier_test
-from othello_learn.train.run_folder import (CHECKPOINT_NAME, RUN_FILES, check_run_folder, mark_fresh_start,
+from othello_learn.train.run_files import (CHECKPOINT_NAME, RUN_FILES, check_run_folder, mark_fresh_start,
                                            run_config_text)
 from othello_learn.train.stops import SavedInterrupt, interrupts_reraised, ranks_stop_together, stops_around_lightning
 
