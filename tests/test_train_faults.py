@@ -352,12 +352,12 @@ def test_validation_on_a_time_budget_comes_first_and_a_stop_in_it_resumes_with_i
     """--val-every-minutes validates between the step-based ones (the recipes' 2,000 steps were
     45 minutes on a CPU), on training time counted across a resume: a run stopped in such a
     validation does it again, and never saved at its step before it. A clock of one minute a step."""
-    from othello_learn.train import checkpoints
+    from othello_learn.train import validation
     from othello_learn.train.module import MovePredictor
     from othello_learn.train.train import main
 
     now = [0.0]
-    monkeypatch.setattr(checkpoints.ValidateOnTime, "_clock", staticmethod(lambda: now[0]))
+    monkeypatch.setattr(validation.ValidateOnTime, "_clock", staticmethod(lambda: now[0]))
     out = tmp_path / "run"
     args = _args(dataset_dir, out, "--max-steps", "12", "--checkpoint-every", "7", "--val-every-minutes", "4",
                  "--set", "trainer.val_check_interval=1.0")
@@ -1655,7 +1655,7 @@ def test_last_checkpoint_saves_by_steps_by_time_and_only_with_something_new(tmp_
 
 
 def test_validate_at_end_stops_after_the_last_batch_of_the_last_epoch_or_max_steps():
-    from othello_learn.train.checkpoints import ValidateAtEnd
+    from othello_learn.train.validation import ValidateAtEnd
 
     callback = ValidateAtEnd()
     trainer, _ = _fake_trainer(max_steps=-1, max_epochs=2, current_epoch=1, num_training_batches=5,

@@ -74,8 +74,8 @@ def fit(args, stops) -> dict:
 
     from othello_learn.lock import RunLock
     from othello_learn.models.nets import save_network
-    from othello_learn.train.checkpoints import (BestCheckpoint, LastCheckpoint, TrainingProgressBar, ValidateAtEnd,
-                                                ValidateOnTime)
+    from othello_learn.train.checkpoints import BestCheckpoint, LastCheckpoint, TrainingProgressBar
+    from othello_learn.train.validation import ValidateAtEnd, ValidateOnTime
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
     cfg, origin, init = settings(args)
