@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -159,6 +160,12 @@ class Setting:
 
 
 REQUIRED = object()  # a field's default that makes it required
+
+
+def imported(module: str, name: str, then: Callable[[Any], Any] = lambda value: value) -> Callable[[], Any]:
+    """A setting's ceiling or choices read from its home when a check needs it (``then`` of
+    ``module.name``): those homes import torch or numpy, and ``--help`` needs neither."""
+    return lambda: then(getattr(importlib.import_module(module), name))
 
 
 def check_table(values: dict, table: dict, prefix: str = "", where: Callable[[str], str | None] = lambda key: None,

@@ -116,6 +116,38 @@ def test_help_and_bad_flags_do_not_import_lightning():
     assert proc.stdout.strip().splitlines()[-1] == "[]"  # (the help texts come first)
 
 
+def test_the_loop_help_and_bad_flags_do_not_import_torch():
+    """``othello-rl --help`` took seconds: its settings' defaults and limits came from modules that
+    import torch, and so did the loop's stages; they are read once a run starts now."""
+    code = ("import sys\n"
+            "from othello_learn.rl import loop\n"
+            "for argv in (['--help'], ['--out', 'x'], ['--init', 'random', '--out', 'x', '--games', 'many']):\n"
+            "    try:\n"
+            "        loop.main(argv)\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "print(sorted(m for m in ('lightning', 'torch', 'numpy', 'pandas') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_loop_settings_restated_for_its_help_match_their_homes():
+    import dataclasses
+
+    from othello_learn.models.encoders import ENCODERS
+    from othello_learn.models.fastpath import default_device
+    from othello_learn.rl import settings
+    from othello_learn.search.gumbel import TARGET_Q
+
+    assert settings.ENCODER_NAMES == tuple(sorted(ENCODERS)) and settings.POLICY_TARGETS == TARGET_Q
+    cfg = settings.RunConfig.from_args(["--init", "random", "--out", "x"])
+    assert cfg.device == default_device()  # the default, set once torch is there
+    for f in dataclasses.fields(cfg):  # every ceiling read from its home
+        setting = f.metadata["setting"]
+        assert setting.ceiling() is None or isinstance(setting.ceiling(), (int, float)), f.name
+
+
 def test_evaluating_an_exported_network_does_not_import_lightning(dataset_dir, tmp_path, monkeypatch):
     """An exported .pt needs no Lightning (seconds to import, most of a small evaluation's
     time); only a training checkpoint's .ckpt does. The LightningModule's module is made

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from othello_learn.files import UserError
+from othello_learn.models import fastpath
 from othello_learn.rl import elo_plot
 from othello_learn.rl import loop as rl_loop
 from othello_learn.rl import records as rl_records
@@ -157,7 +158,7 @@ def test_a_generation_that_cannot_fit_in_memory_is_refused_before_any_work(tmp_p
     def no_work(cfg):
         raise AssertionError("the run began")
 
-    monkeypatch.setattr(rl_settings, "device_memory", lambda device: 8 * 2**30, raising=False)  # (raising: the old code)
+    monkeypatch.setattr(fastpath, "device_memory", lambda device: 8 * 2**30)
     monkeypatch.setattr(rl_loop, "open_run", no_work)
     out = tmp_path / "rl"
     argv = ["--init", "random", "--out", str(out), "--device", "cpu", "--logger", "none", "--quiet"]

@@ -348,6 +348,46 @@ def test_raising_max_steps_continues_an_epoch_that_max_steps_cut_short(dataset_d
     assert train(_args(dataset_dir, out, "--max-epochs", "1", "--max-steps", "2000", *small))["global_step"] == full
 
 
+def test_validation_on_a_time_budget_comes_first_and_a_stop_in_it_resumes_with_it(dataset_dir, tmp_path, monkeypatch):
+    """--val-every-minutes validates between the step-based ones (the recipes' 2,000 steps were
+    45 minutes on a CPU), on training time counted across a resume: a run stopped in such a
+    validation does it again, and never saved at its step before it. A clock of one minute a step."""
+    from othello_learn.train import validation
+    from othello_learn.train.module import MovePredictor
+    from othello_learn.train.train import main
+
+    now = [0.0]
+    monkeypatch.setattr(validation.ValidateOnTime, "_clock", staticmethod(lambda: now[0]))
+    out = tmp_path / "run"
+    args = _args(dataset_dir, out, "--max-steps", "12", "--checkpoint-every", "7", "--val-every-minutes", "4",
+                 "--set", "trainer.val_check_interval=1.0")
+    original_step, original_val, validated = MovePredictor.training_step, MovePredictor.validation_step, []
+
+    def a_minute_a_step(self, batch, batch_idx):
+        now[0] += 60
+        return original_step(self, batch, batch_idx)
+
+    def stopped_in_the_validation_at_8(self, batch, batch_idx):
+        validated.append((self.trainer.global_step, batch_idx))
+        if self.trainer.global_step == 8 and batch_idx == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original_val(self, batch, batch_idx)
+
+    monkeypatch.setattr(MovePredictor, "training_step", a_minute_a_step)
+    monkeypatch.setattr(MovePredictor, "validation_step", stopped_in_the_validation_at_8)
+    assert run_main(main, args) == 143
+    assert sorted({s for s, _ in validated}) == [4, 8]  # every 4 minutes: steps 4 and 8
+    assert _step(out / "checkpoints" / "last.ckpt") == 7  # the periodic save; none at 8 before its validation
+    validated[:] = []
+    monkeypatch.setattr(MovePredictor, "validation_step",
+                        lambda self, batch, batch_idx: (validated.append((self.trainer.global_step, batch_idx)),
+                                                        original_val(self, batch, batch_idx))[1])
+    assert run_main(main, args) == 0
+    batches = max(i for _, i in validated) + 1
+    # 8 again (3 minutes before the stop, 1 after), 12 at the end (ValidateAtEnd)
+    assert validated == [(8, i) for i in range(batches)] + [(12, i) for i in range(batches)]
+
+
 def test_the_progress_bar_of_a_mid_epoch_resume_shows_its_epoch_length_and_place(dataset_dir, tmp_path, monkeypatch):
     """Lightning skips on_train_epoch_start for the epoch it resumes: the bar read
     "Training: 7/?" (no epoch, no length, no time left) until the next epoch began."""
@@ -1615,7 +1655,7 @@ def test_last_checkpoint_saves_by_steps_by_time_and_only_with_something_new(tmp_
 
 
 def test_validate_at_end_stops_after_the_last_batch_of_the_last_epoch_or_max_steps():
-    from othello_learn.train.checkpoints import ValidateAtEnd
+    from othello_learn.train.validation import ValidateAtEnd
 
     callback = ValidateAtEnd()
     trainer, _ = _fake_trainer(max_steps=-1, max_epochs=2, current_epoch=1, num_training_batches=5,
@@ -1937,6 +1977,30 @@ def test_a_setting_lightning_refuses_leaves_no_run_folder_or_wandb_run(dataset_d
     errors = [line for line in err.splitlines() if "error:" in line]
     assert code == 2 and len(errors) == 1 and "Traceback" not in err and "wandb" not in err, err
     assert not out.exists()
+
+
+def test_the_progress_bar_shows_the_running_training_loss(dataset_dir, tmp_path, monkeypatch):
+    """The bar showed no training loss (only the held-out one, after the first validation, 2,000
+    steps in): it shows the mean of the last steps' losses, as the module logs them."""
+    from othello_learn.train import checkpoints
+    from othello_learn.train.train import train
+
+    monkeypatch.setattr(checkpoints.TrainingProgressBar, "LOSS_WINDOW", 3)
+    shown, losses = [], {}  # the bar asks more than once a step
+    original = checkpoints.TrainingProgressBar.get_metrics
+
+    def record(self, trainer, pl_module):
+        items = original(self, trainer, pl_module)
+        if trainer.training and "train/loss_step" in trainer.progress_bar_metrics:
+            losses[trainer.global_step] = float(trainer.progress_bar_metrics["train/loss_step"])
+            shown.append(dict(items))
+        return items
+
+    monkeypatch.setattr(checkpoints.TrainingProgressBar, "get_metrics", record)
+    train(_args(dataset_dir, tmp_path / "run", "--max-steps", "5", "--set", "trainer.enable_progress_bar=true"))
+    assert len(shown) >= 5 and all("train/loss_step" not in items for items in shown)
+    assert sorted(losses) == [1, 2, 3, 4, 5]
+    assert shown[-1]["train/loss"] == pytest.approx((losses[3] + losses[4] + losses[5]) / 3)
 
 
 def test_the_resumed_progress_bar_is_drawn_at_its_place_before_the_next_batch(dataset_dir, tmp_path, capsys,

@@ -111,13 +111,19 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     table = json.loads(next(runs[-1].glob("files/media/table/test/phases_*.table.json")).read_text())
     assert table["columns"] == ["moves", "accuracy"] and table["data"][0][0] == "1-12"
     # the learning curve reads W&B's own run files: one validation per epoch, across the resume
-    from othello_learn.train.curves import load_curve
+    from othello_learn.train.curves import load_curve, wandb_history
 
     # (W&B's service process writes these files; a prefix is all a reader may count on right after finish)
     curve = load_curve(out)
     expected = [steps_per_epoch * 64, 2 * steps_per_epoch * 64]
     assert 1 <= len(curve) and curve["positions"].tolist() == expected[: len(curve)]
     assert curve["val/acc"].between(0, 1).all()
+    # W&B's own step is the global step: it numbered each process's rows from 0, so the resumed
+    # run's folder restarted at 0, over the first's steps when synced with --append (docs/training.md)
+    steps = [[row["_step"] for row in wandb_history(next(run.glob("run-*.wandb")))] for run in runs]
+    assert steps[0] and steps[1] and max(steps[0]) < min(steps[1]), steps
+    rows = [row for run in runs for row in wandb_history(next(run.glob("run-*.wandb")))]
+    assert all(row["_step"] == row["trainer/global_step"] for row in rows if "trainer/global_step" in row)
 
     net = load_network(out / "model.pt")
     assert net.config == NetConfig("resnet", blocks=1, width=8, value_head=True)

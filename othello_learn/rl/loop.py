@@ -15,21 +15,58 @@ its state, saved every minute); Ctrl-C (exit status 130), SIGTERM (143) or a clo
 terminal (SIGHUP, 129) says which generation the rerun resumes from.
 Settings marked (fixed) define the run and cannot change on resume.
 Per-generation statistics go to OUT/stats, W&B (offline by default) and OUT/elo.png.
+
+A first try, small enough to see every stage (two generations of 32 games; measured 1.5 to 3
+minutes on a 2-core CPU shared with other jobs):
+
+    othello-rl --init random --out runs/try --generations 2 --games 32 --parallel 32 \\
+        --simulations 8 --train-steps 20 --gate-games 16 --gate-simulations 8
+
+The defaults are a real run: about 35 minutes a generation for a 4x64 net (--init
+checkpoints/best_value.pt) on a 2-core CPU with bf16 (about twice that without), scaled from
+docs/results/selfplay.md (~7,000 games/hour at 64 simulations, so 2,048 games at 100 take
+~27 minutes; 200 training steps in 45 s, so 1,000 take ~4; the 200-game gate ~2).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+import typing
 from pathlib import Path
 
 from othello_learn.cli import run_main, say_stopped, stop_signals_raise, stop_status
 from othello_learn.files import UserError
 from othello_learn.lock import RunLock
-from othello_learn.rl.records import NEW_RUN_FILES, committed_generation, open_run, remove_killed_writes
 from othello_learn.rl.settings import RunConfig
-from othello_learn.rl.stages import Logger, commit, gate, publish, self_play, train
-from othello_learn.rl.workers import LOOP_STOP_SIGNALS
 from othello_learn.run_folder import take_back_new_run
+
+# What the loop runs, imported once a run starts: these modules import torch (seconds), which
+# --help and a refused flag need not wait for. Module attributes all the same (rl_loop.self_play),
+# for callers and for tests that replace one.
+_STAGES = {"othello_learn.rl.records": ("NEW_RUN_FILES", "committed_generation", "open_run", "remove_killed_writes"),
+           "othello_learn.rl.stages": ("Logger", "commit", "gate", "publish", "self_play", "train"),
+           "othello_learn.rl.workers": ("LOOP_STOP_SIGNALS",)}
+if typing.TYPE_CHECKING:  # the same names, for readers and linters
+    from othello_learn.rl.records import NEW_RUN_FILES, committed_generation, open_run, remove_killed_writes
+    from othello_learn.rl.stages import Logger, commit, gate, publish, self_play, train
+    from othello_learn.rl.workers import LOOP_STOP_SIGNALS
+
+
+def __getattr__(name: str):
+    for module, names in _STAGES.items():
+        if name in names:
+            value = globals()[name] = getattr(importlib.import_module(module), name)
+            return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _import_stages() -> None:
+    """The stages as this module's globals, where not set already (a test's replacement stays)."""
+    for names in _STAGES.values():
+        for name in names:
+            if name not in globals():
+                __getattr__(name)
 
 
 def build_parser():
@@ -39,6 +76,7 @@ def build_parser():
 
 def main(argv=None) -> int:
     cfg = RunConfig.from_args(argv, __doc__)
+    _import_stages()
     # The first stop signal unwinds as Ctrl-C does (workers stopped); later ones, until the
     # message below is out, are ignored.
     with stop_signals_raise(LOOP_STOP_SIGNALS) as stop:
@@ -56,6 +94,7 @@ def main(argv=None) -> int:
 
 def run(cfg: RunConfig) -> dict:
     """Play, train, gate and commit generations until ``--generations`` are done; the final state."""
+    _import_stages()
     cfg.check()
     new = not cfg.out.exists()
     set_up = ()  # what a new run refused before its first generation takes back with OUT

@@ -12,23 +12,25 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from othello_learn.cli import ArgumentParser
 from othello_learn.files import UserError, check_output
-from othello_learn.models.encoders import ENCODERS
-from othello_learn.models.fastpath import default_device, device_memory, usable_device
-from othello_learn.models.nets import SIZE_LIMITS
-from othello_learn.players.arena import MAX_GAMES
-from othello_learn.players.base import MAX_SIMULATIONS
-from othello_learn.players.network import check_considered
-from othello_learn.players.specs import make_program
-from othello_learn.rl.learner import MAX_BATCH
-from othello_learn.rl.selfplay import SAMPLE_BYTES, SAMPLES_PER_GAME
-from othello_learn.search.endgame import MAX_EMPTIES
-from othello_learn.search.gumbel import TARGET_Q
-from othello_learn.search.mcts import MCTSConfig, tree_capacity
-from othello_learn.settings import REQUIRED, Setting
+from othello_learn.settings import REQUIRED, Setting, imported
+
+if typing.TYPE_CHECKING:
+    import torch
+
+# The settings' ceilings are read from their homes at the check, and two lists of choices (which
+# --help shows) are restated here: those homes import torch, which --help needs not wait for (a
+# test keeps these in step).
+ENCODER_NAMES = ("handcrafted", "raw")  # sorted(models.encoders.ENCODERS)
+POLICY_TARGETS = ("rescaled", "absolute")  # search.gumbel.TARGET_Q
+MAX_GAMES = imported("othello_learn.players.arena", "MAX_GAMES")
+MAX_SIMULATIONS = imported("othello_learn.players.base", "MAX_SIMULATIONS")
+
+
+def _size(key: str):
+    return imported("othello_learn.models.nets", "SIZE_LIMITS", lambda limits: limits[key])
+
 
 # The largest count a setting without a limit of its own may be: a typo's extra digits ended in an
 # OverflowError a generation in (numpy's seed spawning), after the run folder was made.
@@ -75,7 +77,7 @@ class RunConfig:
                              "(min-max over the moves, the paper's) or absolute ((Q + 1) / 2: the target sharpens "
                              "in proportion to the values' differences, so the prior turns over-confident more "
                              "slowly; measured: a weaker 1-ply policy, and no better a search once calibrated)",
-                             choices=list(TARGET_Q), saved_default="rescaled")
+                             choices=list(POLICY_TARGETS), saved_default="rescaled")
     c_puct: float = opt(1.5, "PUCT exploration constant", resumable=True, low=0, low_open=True)
     dirichlet_weight: float = opt(0.25, "share of Dirichlet noise in the root priors", resumable=True,
                                   low=0, high=1)
@@ -90,10 +92,11 @@ class RunConfig:
     no_resign_fraction: float = opt(0.1, "share of games always played out", resumable=True, low=0, high=1)
     solve_empties: int = opt(0, "in self-play, solve positions with at most this many empty squares exactly: "
                              "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game, mostly its first "
-                             "solve)", resumable=True, low=0, high=MAX_EMPTIES)
+                             "solve)", resumable=True, low=0,
+                             high=imported("othello_learn.search.endgame", "MAX_EMPTIES"))
     window: int = opt(4, "generations of games in the replay window", low=1)
     train_steps: int = opt(1000, "training steps per generation", low=1)
-    batch_size: int = opt(512, "training batch size", low=1, high=MAX_BATCH)
+    batch_size: int = opt(512, "training batch size", low=1, high=imported("othello_learn.rl.learner", "MAX_BATCH"))
     lr: float = opt(3e-4, "learning rate", resumable=True, low=0, low_open=True)
     l2: float = opt(1e-4, "L2 weight decay", resumable=True, low=0)
     value_weight: float = opt(1.0, "weight of the value loss beside the policy loss (AlphaZero: 1; below 1 the value "
@@ -112,19 +115,26 @@ class RunConfig:
                                         "each generation (default: no such match)", resumable=True, kind=(str, None))
     eval_games: int = opt(100, "games of the --eval-vs match", resumable=True, low=1, high=MAX_GAMES)
     arch_blocks: int = opt(RANDOM_INIT["blocks"], "residual blocks, with --init random",
-                           low=1, high=SIZE_LIMITS["blocks"])
-    arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", low=1, high=SIZE_LIMITS["width"])
-    arch_encoder: str = opt(RANDOM_INIT["encoder"], "input encoder, with --init random", choices=sorted(ENCODERS))
+                           low=1, high=_size("blocks"))
+    arch_width: int = opt(RANDOM_INIT["width"], "channels, with --init random", low=1, high=_size("width"))
+    arch_encoder: str = opt(RANDOM_INIT["encoder"], "input encoder, with --init random", choices=list(ENCODER_NAMES))
     grow_blocks: int = opt(0, "residual blocks added on top of the --init network, starting as identities: it plays "
                            "as before, with depth for self-play to fill", low=0, saved_default=0)
     grow_width: int = opt(0, "channels added to every layer of the --init network, read with weight 0 at first: it "
                           "plays as before, with width for self-play to fill", low=0, saved_default=0)
-    device: str = opt(default_device(), "torch device", resumable=True)
+    device: typing.Optional[str] = opt(None, "torch device (default: cuda where torch sees a GPU, else cpu)",
+                                       resumable=True, kind=(str, None))  # None: set at once (__post_init__)
     seed: int = opt(0, "root of every generation's seeds", low=0, high=2**64, high_open=True)
     logger: str = opt("wandb", "per-generation statistics to W&B, or none", resumable=True, choices=["wandb", "none"])
     wandb_online: bool = opt(False, "stream to your W&B account instead of offline files", resumable=True)
     wandb_project: str = opt("othello-learn-rl", "W&B project", resumable=True)
     quiet: bool = opt(False, "no progress bars", resumable=True)
+
+    def __post_init__(self):
+        if self.device is None:  # the default, known only to torch: not imported for --help
+            from othello_learn.models.fastpath import default_device
+
+            self.device = default_device()
 
     @classmethod
     def parser(cls, doc: str = "") -> argparse.ArgumentParser:
@@ -182,6 +192,9 @@ class RunConfig:
     def check(self) -> None:
         """Refuse any setting that would hang (``--simulations 0``), crash later or
         train on nonsense, before anything is loaded, played or written."""
+        from othello_learn.models.fastpath import usable_device
+        from othello_learn.players.network import check_considered
+
         self.check_values()
         for flag, sims in (("--simulations", self.simulations), ("--gate-simulations", self.gate_simulations)):
             try:
@@ -213,10 +226,15 @@ class RunConfig:
         most 60 samples of SAMPLE_BYTES each) and the search trees (--parallel games of
         ``tree_capacity`` nodes in each self-play process at once; a gating match's --gate-games).
         Sizes each within its limit can still be terabytes together."""
+        import torch
+
+        from othello_learn.models import fastpath
+        from othello_learn.rl.selfplay import SAMPLE_BYTES, SAMPLES_PER_GAME
+        from othello_learn.search.mcts import MCTSConfig, tree_capacity
         from othello_learn.search.tree import node_bytes
 
-        ram = device_memory(torch.device("cpu"))
-        memory = device_memory(device)
+        ram = fastpath.device_memory(torch.device("cpu"))
+        memory = fastpath.device_memory(device)
         if None in (ram, memory) or None in (self.games, self.parallel, self.window):  # (a resume's unset)
             return
         node = node_bytes()
@@ -250,6 +268,8 @@ class RunConfig:
 def eval_opponent(spec: str):
     """The --eval-vs player: a program, since the loop runs unattended (a human
     would be asked for moves a whole generation in, and end the run on a quit)."""
+    from othello_learn.players.specs import make_program
+
     return make_program(spec, "in the loop (it runs unattended)")
 
 
@@ -278,6 +298,8 @@ def self_play_workers(requested: int, dev: torch.device, parts: int) -> tuple[in
     is one single-threaded process per thread torch would use on a CPU, and
     one process on a GPU. Threads are shared out so the total stays that of
     this process (OMP_NUM_THREADS)."""
+    import torch
+
     total = torch.get_num_threads()
     wanted = requested or (total if dev.type == "cpu" else 1)
     workers = max(1, min(wanted, parts))

@@ -116,6 +116,10 @@ def build_parser(doc: str) -> ArgumentParser:
                                                    "(default: 2000)", low=1).argument())
     p.add_argument("--checkpoint-minutes", **Setting(float, 5.0, "also save last.ckpt when this long has passed since "
                                                      "the last save (default 5)", low=0, low_open=True).argument())
+    p.add_argument("--val-every-minutes", **Setting(float, 10.0, "also validate when this long has passed since the "
+                                                    "last validation, whichever comes first with "
+                                                    "trainer.val_check_interval; 0: by steps only (default 10)",
+                                                    low=0, high=10**7).argument())
     p.add_argument("--init", type=Path, metavar="NET.pt",
                    help="start from this exported network's weights (a shipped checkpoint or a run's model.pt) "
                         "instead of random ones; its settings fill the model section, which may add residual "

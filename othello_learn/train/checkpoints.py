@@ -12,12 +12,13 @@ shows a run resumed mid-epoch as one that never stopped, and what is left of its
 
 from __future__ import annotations
 
+import collections
 import math
 import sys
 import time
 from pathlib import Path
 
-from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint, Timer, TQDMProgressBar
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, Timer, TQDMProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
@@ -109,11 +110,16 @@ class TrainingProgressBar(TQDMProgressBar):
     counting only the batches trained since (the long recipes are resumed across sessions).
     In a log file (Lightning draws on stdout; not a terminal) a bar is redrawn at most once a
     minute and at its end, as ``bar_pacing`` paces the other commands' bars (Lightning redraws
-    by an explicit refresh, which tqdm's own pacing does not hold back)."""
+    by an explicit refresh, which tqdm's own pacing does not hold back). The training loss
+    (``train/loss``) is the mean of the last ``LOSS_WINDOW`` steps': one step's is too noisy to
+    read a trend from, and an epoch's mean comes only at its end."""
+
+    LOSS_WINDOW = 50
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._pace = bar_pacing(sys.stdout).get("mininterval", 0.0)
+        self._losses: collections.deque = collections.deque(maxlen=self.LOSS_WINDOW)
 
     def _paced(self, bar):
         """``bar`` with its redraws held to one a ``_pace``, its count kept current (a redraw
@@ -171,30 +177,22 @@ class TrainingProgressBar(TQDMProgressBar):
             if bar is not None:
                 bar.close()
 
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        loss = trainer.progress_bar_metrics.get("train/loss_step")  # the module's, logged with prog_bar
+        if loss is not None:
+            self._losses.append(float(loss))
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
     def get_metrics(self, trainer, pl_module) -> dict:
         items = super().get_metrics(trainer, pl_module)
+        if self._losses and items.pop("train/loss_step", None) is not None:
+            items["train/loss"] = sum(self._losses) / len(self._losses)
         timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
         left = None if timer is None else timer.time_remaining()
         if left is not None:
             m, s = divmod(max(0, round(left)), 60)
             items["budget"] = f"{m // 60}:{m % 60:02d}:{s:02d}"
         return items
-
-
-class ValidateAtEnd(Callback):
-    """Validate after the last step of training when the interval would not: with
-    ``val_check_interval`` a number of batches, a run ending on ``max_steps`` or at the end
-    of its last epoch left its last stretch (the end of the annealed schedule) unvalidated,
-    so the best checkpoint and model.pt could be older than the trained net. Lightning
-    validates after the step at which ``should_stop`` is set (a time budget's end already
-    is); on an interval's own step it validates once, as before."""
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        steps_done = trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps
-        last_epoch = trainer.max_epochs not in (None, -1) and trainer.current_epoch + 1 >= trainer.max_epochs
-        epoch_done = batch_idx + 1 >= trainer.num_training_batches
-        if steps_done or (last_epoch and epoch_done):
-            trainer.should_stop = True
 
 
 def _validates_now(trainer) -> bool:

@@ -24,7 +24,7 @@ def make_logger(kind: str, out: Path, name: str, online: bool, project: str, fre
         # Checkpoints go up as artifacts only when online: offline they are already in OUT.
         # mode said to wandb.init itself: its settings read WANDB_MODE once a process, so after another
         # W&B run in the same process (the loop's, a notebook's) an offline run asked for a login
-        logger = WandbLogger(project=project, name=name, save_dir=str(out), offline=not online,
+        logger = _global_step_logger(WandbLogger)(project=project, name=name, save_dir=str(out), offline=not online,
                              id=wandb_run_id(out, fresh), resume="allow", log_model=online,
                              **({} if online else {"mode": "offline"}))
         # Lightning hands wandb.init anonymous=None, which wandb >= 0.19 warns of on every run ("has no
@@ -34,6 +34,24 @@ def make_logger(kind: str, out: Path, name: str, online: bool, project: str, fre
             del init_args["anonymous"]
         return logger
     raise UserError(f"--logger must be wandb, csv or none, got {kind!r}")
+
+
+def _global_step_logger(base):
+    """Lightning's WandbLogger with W&B's own step (``_step``) set to the global step. W&B
+    numbers a run's rows from 0 in each process: a resumed offline run's second folder restarted
+    at 0, and syncing it with ``--append`` after the first (W&B does not merge same-id offline
+    folders by itself) landed on steps the first had taken. On the global step the folders
+    are disjoint in steps and append in order (docs/training.md)."""
+    from lightning.pytorch.utilities import rank_zero_only
+
+    class GlobalStepWandbLogger(base):
+        @rank_zero_only
+        def log_metrics(self, metrics, step=None) -> None:
+            if step is None:
+                return super().log_metrics(metrics, step)
+            self.experiment.log({**metrics, "trainer/global_step": step}, step=step)
+
+    return GlobalStepWandbLogger
 
 
 def wandb_run_id(out: Path, fresh: bool = False) -> str:

@@ -93,7 +93,7 @@ class MovePredictor(L.LightningModule):
                      sync_dist=sync)
         self.log(f"{split}/policy_loss", parts["policy_loss"], batch_size=n, on_step=split == "train", on_epoch=True,
                  sync_dist=sync)
-        self.log(f"{split}/loss", loss, batch_size=n, prog_bar=split != "train", on_step=split == "train",
+        self.log(f"{split}/loss", loss, batch_size=n, prog_bar=True, on_step=split == "train",
                  on_epoch=True, sync_dist=sync)
         m = self.metrics[split + "_"]
         for name, metric in m.items():

@@ -74,7 +74,8 @@ def fit(args, stops) -> dict:
 
     from othello_learn.lock import RunLock
     from othello_learn.models.nets import save_network
-    from othello_learn.train.checkpoints import BestCheckpoint, LastCheckpoint, TrainingProgressBar, ValidateAtEnd
+    from othello_learn.train.checkpoints import BestCheckpoint, LastCheckpoint, TrainingProgressBar
+    from othello_learn.train.validation import ValidateAtEnd, ValidateOnTime
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
 
     cfg, origin, init = settings(args)
@@ -109,6 +110,7 @@ def fit(args, stops) -> dict:
         saver = LastCheckpoint(last, args.checkpoint_every, args.checkpoint_minutes * 60, stops=stops)
         trainer_cfg = {"log_every_n_steps": 50, **cfg["trainer"]}
         callbacks = ([ValidateAtEnd(), best, saver]
+                     + ([ValidateOnTime(args.val_every_minutes * 60)] if args.val_every_minutes > 0 else [])
                      + ([LearningRateMonitor("step")] if args.logger != "none" and rank == 0 else [])
                      + ([TrainingProgressBar()] if trainer_cfg.get("enable_progress_bar", True) else []))
         auto_precision = str(trainer_cfg.get("precision", "auto")) == "auto"
