@@ -13,7 +13,6 @@ from othello_learn.models import fastpath
 from othello_learn.rl import elo_plot
 from othello_learn.rl import loop as rl_loop
 from othello_learn.rl import records as rl_records
-from othello_learn.rl import settings as rl_settings
 from othello_learn.rl import stages as rl_stages
 from othello_learn.rl import workers as rl_workers
 from othello_learn.rl.records import generation_seeds

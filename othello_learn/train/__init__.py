@@ -2,4 +2,4 @@
 ``recipes/`` (a checkout's ``train/configs/`` points there)."""
 
 __all__ = ["train", "arguments", "config", "data_checks", "resume", "stops", "checkpoints", "module", "metrics",
-           "loggers", "lightning_logs", "run_files", "evaluate", "phase_report", "curves"]
+           "loggers", "lightning_logs", "run_files", "validation", "evaluate", "phase_report", "curves"]
