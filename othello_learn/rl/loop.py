@@ -25,6 +25,7 @@ from pathlib import Path
 from othello_learn.cli import run_main, say_stopped, stop_signals_raise, stop_status
 from othello_learn.files import UserError
 from othello_learn.lock import RunLock
+from othello_learn.rl.ray_backend import ray_session
 from othello_learn.rl.records import NEW_RUN_FILES, committed_generation, open_run, remove_killed_writes
 from othello_learn.rl.settings import RunConfig
 from othello_learn.rl.stages import Logger, commit, gate, publish, self_play, train
@@ -74,11 +75,12 @@ def run(cfg: RunConfig) -> dict:
                 set_up = NEW_RUN_FILES
                 raise
             try:
-                for gen in range(state["generation"] + 1, cfg.generations + 1):
-                    self_play(cfg, gen)  # the best network's games: games/gen_N.npz
-                    train(cfg, gen)  # the trainee on the replay window: nets/gen_N.pt
-                    gate(cfg, gen)  # candidate against the best: stats/gen_N_gate.json
-                    state = commit(cfg, gen, log)  # promote, recalibrate resignation: state.json
+                with ray_session(cfg):  # --backend ray: one Ray session for the run, closed however it ends
+                    for gen in range(state["generation"] + 1, cfg.generations + 1):
+                        self_play(cfg, gen)  # the best network's games: games/gen_N.npz
+                        train(cfg, gen)  # the trainee on the replay window: nets/gen_N.pt
+                        gate(cfg, gen)  # candidate against the best: stats/gen_N_gate.json
+                        state = commit(cfg, gen, log)  # promote, recalibrate resignation: state.json
             finally:
                 log.finish()
             return state

@@ -62,6 +62,14 @@ class RunConfig:
     workers: int = opt(0, "self-play processes, each playing whole parts on its share of the CPU threads "
                        "(0: one per thread on a CPU, 1 on a GPU; never more than the parts left)", resumable=True,
                        limits=(0, None, True))
+    backend: str = opt("processes", "who plays the self-play parts: --workers local processes, or --workers Ray actors "
+                       "(ray: pip install -e '.[ray]'; a local Ray unless --ray-address)", resumable=True,
+                       choices=["processes", "ray"], saved_default="processes")
+    ray_address: typing.Optional[str] = opt(None, "with --backend ray, the cluster to join ('auto': the one `ray start` "
+                                            "made on this node; default: start a local Ray, stopped at the end)",
+                                            resumable=True)
+    gpus_per_worker: float = opt(0.0, "with --backend ray, the GPUs each actor takes (0.25: four actors a GPU; 0: "
+                                 "actors on CPUs)", resumable=True, limits=(0, None, True), saved_default=0.0)
     search: typing.Optional[str] = opt(None, "self-play and gating search (default: the run's own; "
                                        f"{DEFAULT_SEARCH} for a new run). gumbel: Gumbel AlphaZero, the policy "
                                        "target is the improved policy", choices=["puct", "gumbel"],
@@ -203,6 +211,13 @@ class RunConfig:
         if self.init != "random" and given:  # it was ignored, yet recorded as fixed, so a resume without it was refused
             raise UserError(f"{given[0]} shapes the network of --init random; --init {self.init} brings its own "
                             f"(--grow-blocks / --grow-width add to it)")
+        if self.backend != "ray" and (self.ray_address is not None or self.gpus_per_worker):
+            flag = "--ray-address" if self.ray_address is not None else "--gpus-per-worker"
+            raise UserError(f"{flag} is for --backend ray (this run's is {self.backend})")
+        if self.backend == "ray":
+            from othello_learn.rl.ray_backend import import_ray
+
+            import_ray()
         if self.eval_vs:
             try:
                 eval_opponent(self.eval_vs).check()

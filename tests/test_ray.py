@@ -1,0 +1,124 @@
+"""--backend ray: Ray actors play the self-play parts that worker processes play, the same games
+part for part, written by the driver; a dead actor's part played again, a stop resumed, a run of
+two generations. One local Ray (2 CPUs) is shared by this module's tests: it takes seconds to start."""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from othello_learn.files import UserError
+from othello_learn.rl import loop as rl_loop
+from othello_learn.rl import ray_backend
+from othello_learn.rl.selfplay import SelfPlayGames
+from test_selfplay import LOOP
+
+ray = pytest.importorskip("ray")
+RAY = ["--backend", "ray", "--workers", "2", "--logger", "none"]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """One local Ray for the module, on loopback, importing this checkout; the code joins it
+    rather than starting its own (and leaves it up)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    root = str(ray_backend.Path(ray_backend.__file__).resolve().parents[2])
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+             configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": root}})
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    """Generation 1's games by one worker process, one thread (the actors run one each)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path_factory.mktemp("p") / "rl"), "--logger", "none"])
+        rl_loop.open_run(cfg)
+        return SelfPlayGames.load(rl_loop.self_play(cfg, 1))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _same(a: SelfPlayGames, b: SelfPlayGames) -> None:
+    for f in dataclasses.fields(SelfPlayGames):
+        np.testing.assert_array_equal(getattr(a, f.name), getattr(b, f.name), err_msg=f.name)
+
+
+def _stage(tmp_path, name: str):
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path / name)] + RAY)
+    rl_loop.open_run(cfg)
+    return cfg
+
+
+def test_ray_actors_play_the_games_one_process_plays(ray_cluster, one_process, tmp_path):
+    cfg = _stage(tmp_path, "rl")
+    _same(one_process, SelfPlayGames.load(rl_loop.self_play(cfg, 1)))
+    stats = json.loads((cfg.out / "stats" / "gen_0001_selfplay.json").read_text())
+    assert stats["workers"] == 2 and not (cfg.out / "games" / "gen_0001").exists()
+    assert ray.is_initialized() and ray_backend._open is None, "the caller's Ray is left up, the actors not"
+
+
+def test_a_killed_actors_part_is_played_again(ray_cluster, one_process, tmp_path, monkeypatch, capsys):
+    real, killed = ray_backend._wait, []
+
+    def kill_one(refs):
+        if not killed:  # mid-generation: both actors are playing their first part
+            killed.append(ray_backend._open.actors[0])
+            ray.kill(killed[0])
+        return real(refs)
+
+    monkeypatch.setattr(ray_backend, "_wait", kill_one)
+    cfg = _stage(tmp_path, "rl")
+    _same(one_process, SelfPlayGames.load(rl_loop.self_play(cfg, 1)))
+    assert killed and "a Ray actor died" in capsys.readouterr().err
+
+
+def test_a_stopped_generation_keeps_its_finished_parts_and_plays_only_the_rest(ray_cluster, one_process, tmp_path,
+                                                                              monkeypatch):
+    real, calls = ray_backend._wait, []
+
+    def stopped_after_a_part(refs):
+        calls.append(len(refs))
+        if any((tmp_path / "rl" / "games" / "gen_0001").glob("part_*.npz")):
+            raise KeyboardInterrupt
+        return real(refs)
+
+    monkeypatch.setattr(ray_backend, "_wait", stopped_after_a_part)
+    cfg = _stage(tmp_path, "rl")
+    with pytest.raises(KeyboardInterrupt):
+        rl_loop.self_play(cfg, 1)
+    kept = list((cfg.out / "games" / "gen_0001").glob("part_*.npz"))
+    assert len(kept) == 1 and ray_backend._open is None
+    calls.clear()
+    monkeypatch.setattr(ray_backend, "_wait", lambda refs: (calls.append(len(refs)), real(refs))[1])
+    _same(one_process, SelfPlayGames.load(rl_loop.self_play(cfg, 1)))
+    assert calls == [1], "the one part left, played by one actor"
+
+
+def test_a_two_generation_run_on_ray(ray_cluster, tmp_path, capsys):
+    out = tmp_path / "rl"
+    assert rl_loop.main(LOOP + ["--out", str(out)] + RAY) == 0
+    state = json.loads((out / "state.json").read_text())
+    assert state["generation"] == 2 and (out / "best.pt").exists()
+    assert ray_backend._open is None and ray.is_initialized()
+
+
+def test_ray_flags_need_the_ray_backend(tmp_path):
+    for extra in (["--ray-address", "auto"], ["--gpus-per-worker", "0.5"]):
+        cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path / "rl")] + extra)
+        with pytest.raises(UserError, match=f"{extra[0]} is for --backend ray"):
+            cfg.check()
+
+
+def test_the_ray_backend_without_ray_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # as if not installed
+    cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path / "rl")] + RAY)
+    with pytest.raises(UserError, match=r'pip install -e "\.\[ray\]"'):
+        cfg.check()
+    assert not (tmp_path / "rl").exists()
