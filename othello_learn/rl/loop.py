@@ -28,7 +28,7 @@ from othello_learn.lock import RunLock
 from othello_learn.rl.ray_backend import ray_session
 from othello_learn.rl.records import NEW_RUN_FILES, committed_generation, open_run, remove_killed_writes
 from othello_learn.rl.settings import RunConfig
-from othello_learn.rl.stages import Logger, commit, gate, publish, self_play, train
+from othello_learn.rl.stages import Logger, commit, gate, play_ahead, publish, self_play, train
 from othello_learn.rl.workers import LOOP_STOP_SIGNALS
 from othello_learn.run_folder import take_back_new_run
 
@@ -78,6 +78,8 @@ def run(cfg: RunConfig) -> dict:
                 with ray_session(cfg):  # --backend ray: one Ray session for the run, closed however it ends
                     for gen in range(state["generation"] + 1, cfg.generations + 1):
                         self_play(cfg, gen)  # the best network's games: games/gen_N.npz
+                        if cfg.async_ and gen < cfg.generations:
+                            play_ahead(cfg, gen + 1)  # the actors play on while this generation trains and gates
                         train(cfg, gen)  # the trainee on the replay window: nets/gen_N.pt
                         gate(cfg, gen)  # candidate against the best: stats/gen_N_gate.json
                         state = commit(cfg, gen, log)  # promote, recalibrate resignation: state.json

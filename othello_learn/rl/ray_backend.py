@@ -16,8 +16,10 @@ import hashlib
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from othello_learn.files import UserError, describe_os_error
@@ -25,6 +27,7 @@ from othello_learn.files import UserError, describe_os_error
 MAX_TRIES = 3  # plays of one part before the stage gives up: an actor dying that often is no accident
 
 _open = None  # the RayPool of the ray_session now open, if any
+busy_seconds = 0.0  # what actors of this process's sessions spent playing the parts written (a measure)
 
 
 def import_ray():
@@ -44,6 +47,8 @@ class _SelfPlayActor:
         self.device, self.key, self.evaluator = torch.device(device), None, None
 
     def play(self, key: str, net: bytes, search, sp, n: int, seed: int):
+        """The part's games and the seconds they took (loading a new network included)."""
+        start = time.perf_counter()
         from othello_learn.rl.records import COMMITTED, load_net
         from othello_learn.rl.selfplay import play_games
         from othello_learn.search.mcts import Evaluator
@@ -54,7 +59,7 @@ class _SelfPlayActor:
                 path.write_bytes(net)
                 self.evaluator = Evaluator(load_net(path, self.device, COMMITTED).to(self.device), self.device)
             self.key = key
-        return play_games(self.evaluator, n, search, sp, seed=seed, progress=False)
+        return play_games(self.evaluator, n, search, sp, seed=seed, progress=False), time.perf_counter() - start
 
 
 class RayPool:
@@ -62,6 +67,7 @@ class RayPool:
 
     def __init__(self, cfg):
         self.cfg, self.actors, self.started = cfg, [], False
+        self.ahead = None  # --async: (generation, thread, stop, its error) of the parts played ahead
 
     def connect(self, workers: int) -> None:
         ray = import_ray()
@@ -72,11 +78,8 @@ class RayPool:
         try:
             if self.cfg.ray_address:
                 ray.init(address=self.cfg.ray_address, **common)
-            else:  # a local Ray on loopback, its workers importing this checkout's code
-                root = str(Path(__file__).resolve().parents[2])
-                path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-                ray.init(num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False,
-                         _node_ip_address="127.0.0.1", runtime_env={"env_vars": {"PYTHONPATH": path}}, **common)
+            else:
+                start_local_ray(max(workers, os.cpu_count() or 1), **common)
         except ConnectionError as e:
             raise UserError(f"--ray-address {self.cfg.ray_address}: {e}") from None
         self.started = True
@@ -111,6 +114,30 @@ class RayPool:
                 ray.shutdown()
 
 
+def start_local_ray(num_cpus: int, **options) -> None:
+    """A Ray on this machine alone: on loopback (Ray binds the machine's address otherwise, for nodes
+    that could join; its switch for that is the one it uses on macOS and Windows, read by the processes
+    it starts and, in this one, at its import), no dashboard, usage statistics off, its workers
+    importing this checkout's code (an installed copy may be another version)."""
+    import ray
+    from ray._private import ray_constants
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    switch, before = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+    cluster, ray_constants.ENABLE_RAY_CLUSTER, os.environ[switch] = ray_constants.ENABLE_RAY_CLUSTER, False, "0"
+    try:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}},
+                 **options)
+    finally:  # for this process's later connections
+        ray_constants.ENABLE_RAY_CLUSTER = cluster
+        if before is None:
+            del os.environ[switch]
+        else:
+            os.environ[switch] = before
+
+
 @contextlib.contextmanager
 def ray_session(cfg):
     """The run's Ray pool while the block runs (nested: the open one); nothing of it is left after."""
@@ -122,57 +149,117 @@ def ray_session(cfg):
     try:
         yield _open
     finally:
-        pool, _open = _open, None
-        pool.close()
+        try:
+            finish_ahead()  # --async: the parts played ahead stop (those written are kept)
+        finally:
+            pool, _open = _open, None
+            pool.close()
 
 
 def _wait(refs: list):
-    """The first of ``refs`` to finish (apart so a test can kill an actor while the parts play)."""
-    return import_ray().wait(refs, num_returns=1)[0]
+    """The first of ``refs`` to finish, if one does within a second (apart so a test can kill an
+    actor while the parts play)."""
+    return import_ray().wait(refs, num_returns=1, timeout=1.0)[0]
 
 
-def play_parts_on_ray(cfg, best: Path, search, sp, todo: list, workers: int, threads: int) -> None:
-    """Each (path, games, seed) of ``todo`` played by ``workers`` actors and written here as it returns."""
+class Best:
+    """The network the next part is played with, as the actors get it: its hash (an actor reloads
+    on a new one), its bytes in the object store, and its generation (recorded in each game)."""
+
+    def __init__(self, path: Path, network: int):
+        data = path.read_bytes()
+        self.path, self.network = path, network
+        self.key, self.ref = hashlib.sha256(data).hexdigest(), import_ray().put(data)
+
+
+def play_parts_on_ray(cfg, best: Path, network: int, search, sp, todo: list, workers: int, threads: int) -> None:
+    """Each (path, games, seed) of ``todo`` played by ``workers`` actors with the network at ``best``
+    (generation ``network``'s) and written here as it returns."""
+    with ray_session(cfg) as pool:
+        pool.connect(workers)
+        now = Best(best, network)
+        _dispatch(pool, cfg, lambda: now, search, sp, todo, workers, threads, progress=not cfg.quiet)
+
+
+def _dispatch(pool, cfg, best, search, sp, todo: list, workers: int, threads: int, progress: bool,
+              stop=None) -> None:
+    """``todo``'s parts dealt to the pool's actors, each with the network ``best()`` names as it
+    starts, and written as it returns; until done or ``stop`` is set."""
     from tqdm.auto import tqdm
 
     from othello_learn.cli import bar_pacing
 
-    with ray_session(cfg) as pool:
-        ray = import_ray()
-        pool.connect(workers)
-        data = best.read_bytes()
-        key, net = hashlib.sha256(data).hexdigest(), ray.put(data)
-        idle, queue, pending, tries = list(pool.take(workers, threads)), list(todo), {}, {}
-        bar = tqdm(total=sum(n for _, n, _ in todo), unit="game", desc=f"self-play ({workers} Ray actors)",
-                   disable=cfg.quiet, file=sys.stderr, **bar_pacing())
+    ray = import_ray()
+    idle, queue, pending, tries = list(pool.take(workers, threads)), list(todo), {}, {}
+    bar = tqdm(total=sum(n for _, n, _ in todo), unit="game", desc=f"self-play ({workers} Ray actors)",
+               disable=not progress, file=sys.stderr, **bar_pacing())
+    try:
+        while (queue or pending) and not (stop is not None and stop.is_set()):
+            while queue and idle:
+                part, actor, now = queue.pop(0), idle.pop(0), best()
+                pending[actor.play.remote(now.key, now.ref, search, sp, part[1], part[2])] = (part, actor, now)
+            for ref in _wait(list(pending)):
+                part, actor, now = pending.pop(ref)
+                try:
+                    games, seconds = ray.get(ref)
+                except ray.exceptions.RayActorError as e:  # died: killed, out of memory, its node lost
+                    tries[part] = tries.get(part, 0) + 1
+                    if tries[part] >= MAX_TRIES:
+                        raise UserError(f"{part[0].name}: its Ray actor died {MAX_TRIES} times ({type(e).__name__}):"
+                                        " rerun the same command to play the missing parts (finished parts "
+                                        "are kept), with fewer --workers if they ran out of memory") from None
+                    print(f"self-play: a Ray actor died ({type(e).__name__}); {part[0].name} is played again",
+                          file=sys.stderr)
+                    idle.append(pool.replace(actor, threads))
+                    queue.insert(0, part)
+                    continue
+                except ray.exceptions.RayTaskError as e:  # raised in the actor: the same error here
+                    cause = e.cause
+                    if isinstance(cause, (UserError, OSError)):
+                        why = describe_os_error(cause) if isinstance(cause, OSError) else cause
+                        raise UserError(f"self-play actor: {why}") from None
+                    raise
+                games.network = np.full(len(games.winner), now.network, np.int32)
+                games.save(part[0])
+                global busy_seconds
+                busy_seconds += seconds
+                bar.update(part[1])
+                idle.append(actor)
+    finally:  # a stop or an error: the parts still playing are dropped unwritten (the session kills the actors)
+        bar.close()
+
+
+def play_ahead(cfg, gen: int, parts: list, sp, search, workers: int, threads: int, best) -> None:
+    """--async: generation ``gen``'s ``parts`` played in the background (a thread of this process
+    dealing them to the actors) while this generation trains and gates; ``best()`` is read as each
+    part starts, so a commit's new best network plays the parts from then on."""
+    import threading
+
+    pool = _open
+    pool.connect(workers)
+    stop, failed = threading.Event(), []
+
+    def run():
         try:
-            while queue or pending:
-                while queue and idle:
-                    part, actor = queue.pop(0), idle.pop(0)
-                    pending[actor.play.remote(key, net, search, sp, part[1], part[2])] = (part, actor)
-                for ref in _wait(list(pending)):
-                    part, actor = pending.pop(ref)
-                    try:
-                        games = ray.get(ref)
-                    except ray.exceptions.RayActorError as e:  # died: killed, out of memory, its node lost
-                        tries[part] = tries.get(part, 0) + 1
-                        if tries[part] >= MAX_TRIES:
-                            raise UserError(f"{part[0].name}: its Ray actor died {MAX_TRIES} times ({type(e).__name__}):"
-                                            " rerun the same command to play the missing parts (finished parts "
-                                            "are kept), with fewer --workers if they ran out of memory") from None
-                        print(f"self-play: a Ray actor died ({type(e).__name__}); {part[0].name} is played again",
-                              file=sys.stderr)
-                        idle.append(pool.replace(actor, threads))
-                        queue.insert(0, part)
-                        continue
-                    except ray.exceptions.RayTaskError as e:  # raised in the actor: the same error here
-                        cause = e.cause
-                        if isinstance(cause, (UserError, OSError)):
-                            why = describe_os_error(cause) if isinstance(cause, OSError) else cause
-                            raise UserError(f"self-play actor: {why}") from None
-                        raise
-                    games.save(part[0])
-                    bar.update(part[1])
-                    idle.append(actor)
-        finally:  # a stop or an error: the parts still playing are dropped unwritten (the session kills the actors)
-            bar.close()
+            _dispatch(pool, cfg, best, search, sp, parts, workers, threads, progress=False, stop=stop)
+        except BaseException as e:  # noqa: BLE001 - raised again in the main thread (finish_ahead)
+            failed.append(e)
+
+    thread = threading.Thread(target=run, name=f"self-play ahead (generation {gen})", daemon=True)
+    pool.ahead = (gen, thread, stop, failed)
+    thread.start()
+
+
+def finish_ahead(gen: int | None = None) -> None:
+    """Wait for the parts played ahead (for generation ``gen``; None: stop them, as the run ends)
+    and raise what stopped them."""
+    pool = _open
+    if pool is None or pool.ahead is None:
+        return
+    ahead_gen, thread, stop, failed = pool.ahead
+    if gen is None or gen != ahead_gen:
+        stop.set()
+    thread.join()
+    pool.ahead = None
+    if failed and gen is not None:
+        raise failed[0]

@@ -96,6 +96,17 @@ class RunConfig:
     solve_empties: int = opt(0, "in self-play, solve positions with at most this many empty squares exactly: "
                              "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game, mostly its first "
                              "solve)", resumable=True, limits=(0, MAX_EMPTIES, True))
+    # A generation stays --games games, its training, its gate and its commit (state.json): with --async the
+    # next generation's parts are played while this one trains and gates (docs/selfplay.md#asynchronous-self-play).
+    async_: bool = opt(False, "with --backend ray, the actors play the next generation's parts with the newest "
+                       "best network while this one trains and gates (reloaded as a commit promotes another); its "
+                       "training takes --train-ratio training samples per new sample instead of --train-steps",
+                       resumable=True, saved_default=False)
+    # 2: the shipped CPU recipe's ratio (200 steps of 512 on 1024 games of about 55 positions: 1.8), so a
+    # position is trained on about twice while in the window; KataGo and EfficientZero throttle likewise.
+    train_ratio: float = opt(2.0, "with --async, training samples per new self-play sample (the steps of a "
+                             "generation: this x its positions / --batch-size)", resumable=True,
+                             limits=(0, None, False), saved_default=2.0)
     window: int = opt(4, "generations of games in the replay window", limits=(1, None, True))
     train_steps: int = opt(1000, "training steps per generation", limits=(1, None, True))
     batch_size: int = opt(512, "training batch size", limits=(1, MAX_BATCH, True))
@@ -139,19 +150,19 @@ class RunConfig:
         ap = ArgumentParser(description=description, formatter_class=_Help, epilog=epilog or None)
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            m, flag = f.metadata, "--" + f.name.replace("_", "-")
+            m, flag = f.metadata, _flag(f.name)
             helptext = m["help"] + ("" if m["resumable"] else " (fixed)")
             kind = hints[f.name]
             if kind is bool:
-                ap.add_argument(flag, action="store_true", help=helptext)
+                ap.add_argument(flag, action="store_true", dest=f.name, help=helptext)
                 continue
             kind = next((t for t in typing.get_args(kind) if t is not type(None)), kind)  # Optional[X] -> X
             if f.default is dataclasses.MISSING:
-                ap.add_argument(flag, type=kind, required=True, help=helptext)
+                ap.add_argument(flag, type=kind, required=True, dest=f.name, help=helptext)
             else:
                 # choices are checked by check(), which says what is wrong in one line
                 metavar = "{" + ",".join(m["choices"]) + "}" if m["choices"] else None
-                ap.add_argument(flag, type=kind, default=f.default, metavar=metavar, help=helptext)
+                ap.add_argument(flag, type=kind, default=f.default, metavar=metavar, dest=f.name, help=helptext)
         return ap
 
     @classmethod
@@ -214,6 +225,8 @@ class RunConfig:
         if self.backend != "ray" and (self.ray_address is not None or self.gpus_per_worker):
             flag = "--ray-address" if self.ray_address is not None else "--gpus-per-worker"
             raise UserError(f"{flag} is for --backend ray (this run's is {self.backend})")
+        if self.async_ and self.backend != "ray":
+            raise UserError("--async plays on Ray actors: add --backend ray (pip install -e \".[ray]\")")
         if self.backend == "ray":
             from othello_learn.rl.ray_backend import import_ray
 
@@ -259,7 +272,7 @@ class RunConfig:
         """Each setting within its limits and choices (``check`` without what needs the machine:
         also asked of a run's config.json, which a hand edit could have put out of range)."""
         for f in dataclasses.fields(self):
-            v, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
+            v, flag = getattr(self, f.name), _flag(f.name)
             # (a hand-edited config.json: "8" for 8 failed in the limits' arithmetic, naming no setting)
             name = {"typing.Optional[str]": "str"}.get(f.type, f.type)
             kind = {"int": int, "float": float, "bool": bool, "str": str}.get(name)
@@ -280,6 +293,11 @@ class RunConfig:
                     raise UserError(f"{flag} must be {want}, got {v}")
             if f.metadata["choices"] and v is not None and v not in f.metadata["choices"]:
                 raise UserError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
+
+
+def _flag(name: str) -> str:
+    """A field's flag: ``async_`` (a Python keyword without its underscore) is ``--async``."""
+    return "--" + name.rstrip("_").replace("_", "-")
 
 
 def eval_opponent(spec: str):

@@ -35,16 +35,17 @@ def _search_config(cfg: RunConfig):
                       dirichlet_alpha_scale=cfg.dirichlet_alpha_scale, reuse_tree=not cfg.no_tree_reuse)
 
 
-def play_parts(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo: list) -> int:
+def play_parts(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo: list, network: int = 0) -> int:
     """Each (path, games, seed) of ``todo`` played by the network at ``best`` and saved as it
     finishes: in this process, or dealt out to ``--workers`` processes or Ray actors
-    (``self_play_workers``). How many played them."""
+    (``self_play_workers``). ``network``: the generation whose best network ``best`` is (the Ray
+    backend records it in each game; the stage, for the others). How many played them."""
     dev = torch.device(cfg.device)
     workers, threads = self_play_workers(cfg.workers, dev, len(todo))
     if cfg.backend == "ray":  # actors, on this machine or a cluster's nodes
         from othello_learn.rl.ray_backend import play_parts_on_ray
 
-        play_parts_on_ray(cfg, best, _search_config(cfg), sp, todo, workers, threads)
+        play_parts_on_ray(cfg, best, network, _search_config(cfg), sp, todo, workers, threads)
     elif workers <= 1:
         _play_into(Evaluator(load_net(best, dev, COMMITTED).to(dev), dev), _search_config(cfg), sp, todo,
                    progress=not cfg.quiet)
