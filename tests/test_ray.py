@@ -4,6 +4,7 @@ two generations. One local Ray (2 CPUs) is shared by this module's tests: it tak
 
 import dataclasses
 import json
+import os
 import time
 
 import numpy as np
@@ -164,3 +165,37 @@ def test_async_needs_the_ray_backend(tmp_path):
     cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path / "rl"), "--async"])
     with pytest.raises(UserError, match="--async plays on Ray actors: add --backend ray"):
         cfg.check()
+
+
+@pytest.mark.xdist_group("ray_cluster")
+def test_a_stop_to_the_process_group_ends_a_local_ray_run_cleanly(tmp_path):
+    """SIGTERM to the whole group (as Ctrl-C at a terminal sends SIGINT): Ray's core had taken SIGTERM
+    over (exit 134, a crash report) and its processes died under the driver (exit 1). Now: the
+    loop's exit status and line, the finished parts kept, no process of the run left."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    out = tmp_path / "rl"
+    proc = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "loop.py"), *LOOP, "--out", str(out), *RAY,
+                             "--games", "12", "--simulations", "16"],  # 4 parts: 2 still to play after the first
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        for _ in range(1200):
+            if any((out / "games" / "gen_0001").glob("part_*.npz")) or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()[1]
+        os.killpg(proc.pid, signal.SIGTERM)
+        err = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143 and "terminated; rerun the same command to resume from generation 1" in err, err
+    assert list((out / "games" / "gen_0001").glob("part_*.npz"))
+    time.sleep(2)  # Ray's processes are killed at its shutdown: none of the session left
+    left = subprocess.run(["ps", "-o", "pid=", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert not left, left

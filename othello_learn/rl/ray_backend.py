@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -75,6 +77,15 @@ class RayPool:
             return
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         common = {"logging_level": "warning", "log_to_driver": False, "configure_logging": False}
+        # Ray's core takes SIGTERM over as it starts (a crash report, exit 134): the loop's own handlers
+        # are put back, so a stop still unwinds as Ctrl-C does (parts kept, actors killed, exit 143).
+        # Ray's processes start with the stop signals blocked (they inherit the mask): a signal to the
+        # whole process group (Ctrl-C at the terminal) killed them under the driver, which Ray's core
+        # then ended with exit status 1 before it could stop; the driver's shutdown ends them instead.
+        stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        handlers = ({sig: signal.getsignal(sig) for sig in stops}
+                    if threading.current_thread() is threading.main_thread() else {})
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
         try:
             if self.cfg.ray_address:
                 ray.init(address=self.cfg.ray_address, **common)
@@ -82,6 +93,11 @@ class RayPool:
                 start_local_ray(max(workers, os.cpu_count() or 1), **common)
         except ConnectionError as e:
             raise UserError(f"--ray-address {self.cfg.ray_address}: {e}") from None
+        finally:  # one that came meanwhile is delivered here, to the loop's handler
+            for sig, handler in handlers.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         self.started = True
 
     def take(self, workers: int, threads: int) -> list:
@@ -94,8 +110,9 @@ class RayPool:
 
     def replace(self, actor, threads: int):
         """A fresh actor in a dead one's place."""
-        import_ray().kill(actor)
         ray = import_ray()
+        with contextlib.suppress(Exception):  # dead already, most often
+            ray.kill(actor)
         remote = ray.remote(num_cpus=1, num_gpus=self.cfg.gpus_per_worker or 0)(_SelfPlayActor)
         fresh = remote.remote(self.cfg.device, threads)
         self.actors[self.actors.index(actor)] = fresh
@@ -107,7 +124,8 @@ class RayPool:
             return
         try:
             for actor in self.actors:  # nothing queued plays on
-                ray.kill(actor)
+                with contextlib.suppress(Exception):  # one already gone (its node lost) leaves the others to kill
+                    ray.kill(actor)
         finally:
             self.actors = []
             if self.started:  # a local Ray's processes stop with it; a cluster's stay up for its next driver
@@ -233,8 +251,6 @@ def play_ahead(cfg, gen: int, parts: list, sp, search, workers: int, threads: in
     """--async: generation ``gen``'s ``parts`` played in the background (a thread of this process
     dealing them to the actors) while this generation trains and gates; ``best()`` is read as each
     part starts, so a commit's new best network plays the parts from then on."""
-    import threading
-
     pool = _open
     pool.connect(workers)
     stop, failed = threading.Event(), []
