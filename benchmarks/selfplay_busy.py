@@ -13,7 +13,6 @@ synchronous runs take the steps the first ``--async`` run's ratio gave (round 1 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile

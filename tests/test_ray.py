@@ -1,6 +1,7 @@
 """--backend ray: Ray actors play the self-play parts that worker processes play, the same games
 part for part, written by the driver; a dead actor's part played again, a stop resumed, a run of
-two generations. One local Ray (2 CPUs) is shared by this module's tests: it takes seconds to start."""
+two generations, --async, a stop to the process group. One local Ray (2 CPUs) is shared by this
+module's tests (it takes seconds to start); the last test's command starts its own."""
 
 import dataclasses
 import json
@@ -171,7 +172,7 @@ def test_async_needs_the_ray_backend(tmp_path):
 def test_a_stop_to_the_process_group_ends_a_local_ray_run_cleanly(tmp_path):
     """SIGTERM to the whole group (as Ctrl-C at a terminal sends SIGINT): Ray's core had taken SIGTERM
     over (exit 134, a crash report) and its processes died under the driver (exit 1). Now: the
-    loop's exit status and line, the finished parts kept, no process of the run left."""
+    loop's stop status and line, the finished parts kept, no process of the run left."""
     import signal
     import subprocess
     import sys
@@ -194,8 +195,11 @@ def test_a_stop_to_the_process_group_ends_a_local_ray_run_cleanly(tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 143 and "terminated; rerun the same command to resume from generation 1" in err, err
+    # 143, or 130 where Ray's processes got the signal first and Ray's core interrupted the driver
+    said = {143: "terminated", 130: "interrupted"}.get(proc.returncode)
+    assert said and f"{said}; rerun the same command to resume from generation 1" in err, err
     assert list((out / "games" / "gen_0001").glob("part_*.npz"))
     time.sleep(2)  # Ray's processes are killed at its shutdown: none of the session left
-    left = subprocess.run(["ps", "-o", "pid=", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(["ps", "-o", "pid=", "-s", str(proc.pid)], capture_output=True, text=True,
+                          check=False).stdout.split()  # ps exits 1 when it lists none
     assert not left, left

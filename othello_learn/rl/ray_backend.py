@@ -81,7 +81,8 @@ class RayPool:
         # are put back, so a stop still unwinds as Ctrl-C does (parts kept, actors killed, exit 143).
         # Ray's processes start with the stop signals blocked (they inherit the mask): a signal to the
         # whole process group (Ctrl-C at the terminal) killed them under the driver, which Ray's core
-        # then ended with exit status 1 before it could stop; the driver's shutdown ends them instead.
+        # then ended with exit status 1 before it could stop; the driver's shutdown ends them instead
+        # (one that unblocks them and dies first makes Ray's core interrupt the driver: a Ctrl-C stop).
         stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
         handlers = ({sig: signal.getsignal(sig) for sig in stops}
                     if threading.current_thread() is threading.main_thread() else {})
