@@ -21,7 +21,7 @@ SHARED_WTHOR = Path(os.environ.get("OTHELLO_WTHOR_DIR") or REPO.parent / "shared
 # Module fixtures worth seconds, run once: the tests that share one run on one xdist worker
 # (pyproject's "--dist loadgroup"), not each worker building its own. A name used by fixtures of
 # several modules is given as MODULE::NAME.
-SHARED_ONCE = ("rl_run", "reference_positions", "selfplay_games", "test_selfplay.py::games", "test_wthor.py::games")
+SHARED_ONCE = ("ray_cluster", "rl_run", "reference_positions", "selfplay_games", "test_selfplay.py::games", "test_wthor.py::games")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks

@@ -508,7 +508,7 @@ def test_the_dataset_benchmark_without_wthor_files_says_how_to_give_them(capsys,
 
 @pytest.mark.parametrize("name, flag", [
     ("loader", "--batches"), ("selfplay", "--games"), ("train_throughput", "--steps"), ("inference", "--rounds"),
-    ("build_dataset", "--repeats"), ("selfplay_workers", "--games"), ("engine", "--calls"),
+    ("build_dataset", "--repeats"), ("selfplay_workers", "--games"), ("selfplay_busy", "--games"), ("engine", "--calls"),
 ])
 def test_benchmarks_refuse_a_count_of_zero_before_any_work(capsys, name, flag):
     """A count of 0 ended in a ZeroDivisionError or an UnboundLocalError after the set-up."""

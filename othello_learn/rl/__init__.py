@@ -1,6 +1,6 @@
 """Reinforcement learning from self-play: batched self-play games (``selfplay``), training the
 network on them (``learner``), and the AlphaZero loop over a run folder (``loop``): its settings
 (``settings``), the run folder's files (``records``), the self-play worker processes
-(``workers``), the four stages and publishing (``stages``), and the Elo plot (``elo_plot``)."""
+(``workers``) or Ray actors (``ray_backend``), the four stages and publishing (``stages``), and the Elo plot (``elo_plot``)."""
 
-__all__ = ["selfplay", "learner", "settings", "records", "workers", "stages", "loop", "elo_plot"]
+__all__ = ["selfplay", "learner", "settings", "records", "workers", "ray_backend", "stages", "loop", "elo_plot"]

@@ -45,11 +45,13 @@ from othello_learn.run_folder import take_back_new_run
 # --help and a refused flag need not wait for. Module attributes all the same (rl_loop.self_play),
 # for callers and for tests that replace one.
 _STAGES = {"othello_learn.rl.records": ("NEW_RUN_FILES", "committed_generation", "open_run", "remove_killed_writes"),
-           "othello_learn.rl.stages": ("Logger", "commit", "gate", "publish", "self_play", "train"),
-           "othello_learn.rl.workers": ("LOOP_STOP_SIGNALS",)}
+           "othello_learn.rl.stages": ("Logger", "commit", "gate", "play_ahead", "publish", "self_play", "train"),
+           "othello_learn.rl.workers": ("LOOP_STOP_SIGNALS",),
+           "othello_learn.rl.ray_backend": ("ray_session",)}
 if typing.TYPE_CHECKING:  # the same names, for readers and linters
     from othello_learn.rl.records import NEW_RUN_FILES, committed_generation, open_run, remove_killed_writes
-    from othello_learn.rl.stages import Logger, commit, gate, publish, self_play, train
+    from othello_learn.rl.ray_backend import ray_session
+    from othello_learn.rl.stages import Logger, commit, gate, play_ahead, publish, self_play, train
     from othello_learn.rl.workers import LOOP_STOP_SIGNALS
 
 
@@ -113,11 +115,14 @@ def run(cfg: RunConfig) -> dict:
                 set_up = NEW_RUN_FILES
                 raise
             try:
-                for gen in range(state["generation"] + 1, cfg.generations + 1):
-                    self_play(cfg, gen)  # the best network's games: games/gen_N.npz
-                    train(cfg, gen)  # the trainee on the replay window: nets/gen_N.pt
-                    gate(cfg, gen)  # candidate against the best: stats/gen_N_gate.json
-                    state = commit(cfg, gen, log)  # promote, recalibrate resignation: state.json
+                with ray_session(cfg):  # --backend ray: one Ray session for the run, closed however it ends
+                    for gen in range(state["generation"] + 1, cfg.generations + 1):
+                        self_play(cfg, gen)  # the best network's games: games/gen_N.npz
+                        if cfg.async_ and gen < cfg.generations:
+                            play_ahead(cfg, gen + 1)  # the actors play on while this generation trains and gates
+                        train(cfg, gen)  # the trainee on the replay window: nets/gen_N.pt
+                        gate(cfg, gen)  # candidate against the best: stats/gen_N_gate.json
+                        state = commit(cfg, gen, log)  # promote, recalibrate resignation: state.json
             finally:
                 log.finish()
             return state

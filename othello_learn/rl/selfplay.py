@@ -68,6 +68,9 @@ class SelfPlayGames:
     # game's ``length`` plies; so a run's games can be replayed and inspected.
     # None for files written before it was recorded (they still load).
     moves: np.ndarray | None = None
+    # Per game: the generation whose best network played it (nets/gen_N.pt: N), int32. With --async
+    # a generation's parts may be played by the networks of two generations. None in older files.
+    network: np.ndarray | None = None
 
     def save(self, path) -> None:
         """Atomically: a killed run never leaves a truncated generation under ``path``."""
@@ -85,8 +88,8 @@ class SelfPlayGames:
     # the dtype kind of each field: unsigned, signed or unsigned integer, bool, float
     _KINDS = {"player": "u", "opponent": "u", "history": "iu", "black_to_move": "b", "policy": "f", "outcome": "iu",
               "ply": "iu", "game": "iu", "value": "f", "winner": "iu", "disc_diff": "iu", "resigned": "b",
-              "no_resign": "b", "length": "iu", "moves": "iu"}
-    _PER_GAME = ("winner", "disc_diff", "resigned", "no_resign", "length", "moves")
+              "no_resign": "b", "length": "iu", "moves": "iu", "network": "iu"}
+    _PER_GAME = ("winner", "disc_diff", "resigned", "no_resign", "length", "moves", "network")
 
     def check(self) -> None:
         """A ValueError naming the first field out of shape: arrays that do not line up (a sample
@@ -119,7 +122,7 @@ class SelfPlayGames:
         offsets = np.cumsum([0] + [len(p.winner) for p in parts[:-1]])
         fields = {}
         for k in cls.__dataclass_fields__:
-            if k == "moves":
+            if k in ("moves", "network"):
                 continue
             arrays = [getattr(p, k) + off if k == "game" else getattr(p, k) for p, off in zip(parts, offsets)]
             fields[k] = np.concatenate(arrays)
@@ -127,6 +130,8 @@ class SelfPlayGames:
             width = max(p.moves.shape[1] for p in parts)
             fields["moves"] = np.concatenate(
                 [np.pad(p.moves, ((0, 0), (0, width - p.moves.shape[1])), constant_values=-1) for p in parts])
+        if parts and all(p.network is not None for p in parts):  # as moves: one part without, none for the whole
+            fields["network"] = np.concatenate([p.network for p in parts])
         return cls(**fields)
 
     def game_moves(self, i: int) -> list[int]:

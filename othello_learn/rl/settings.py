@@ -67,6 +67,14 @@ class RunConfig:
     workers: int = opt(0, "self-play processes, each playing whole parts on its share of the CPU threads "
                        "(0: one per thread on a CPU, 1 on a GPU; never more than the parts left)", resumable=True,
                        low=0)
+    backend: str = opt("processes", "who plays the self-play parts: --workers local processes, or --workers Ray actors "
+                       "(ray: pip install -e '.[ray]'; a local Ray unless --ray-address)", resumable=True,
+                       choices=["processes", "ray"], saved_default="processes")
+    ray_address: typing.Optional[str] = opt(None, "with --backend ray, the cluster to join ('auto': the one `ray start` "
+                                            "made on this node; default: start a local Ray, stopped at the end)",
+                                            resumable=True, kind=(str, None))
+    gpus_per_worker: float = opt(0.0, "with --backend ray, the GPUs each actor takes (0.25: four actors a GPU; 0: "
+                                 "actors on CPUs)", resumable=True, low=0, saved_default=0.0)
     search: typing.Optional[str] = opt(None, "self-play and gating search (default: the run's own; "
                                        f"{DEFAULT_SEARCH} for a new run). gumbel: Gumbel AlphaZero, the policy "
                                        "target is the improved policy", choices=["puct", "gumbel"], kind=(str, None),
@@ -94,6 +102,17 @@ class RunConfig:
                              "perfect moves, exact targets (0: off; 10 costs about 0.04 s a game, mostly its first "
                              "solve)", resumable=True, low=0,
                              high=imported("othello_learn.search.endgame", "MAX_EMPTIES"))
+    # A generation stays --games games, its training, its gate and its commit (state.json): with --async the
+    # next generation's parts are played while this one trains and gates (docs/selfplay.md#asynchronous-self-play).
+    async_: bool = opt(False, "with --backend ray, the actors play the next generation's parts with the newest "
+                       "best network while this one trains and gates (reloaded as a commit promotes another); its "
+                       "training takes --train-ratio training samples per new sample instead of --train-steps",
+                       resumable=True, saved_default=False)
+    # 2: the shipped CPU recipe's ratio (200 steps of 512 on 1024 games of about 55 positions: 1.8), so a
+    # position is trained on about twice while in the window; KataGo and EfficientZero throttle likewise.
+    train_ratio: float = opt(2.0, "with --async, training samples per new self-play sample (the steps of a "
+                             "generation: this x its positions / --batch-size)", resumable=True,
+                             low=0, low_open=True, saved_default=2.0)
     window: int = opt(4, "generations of games in the replay window", low=1)
     train_steps: int = opt(1000, "training steps per generation", low=1)
     batch_size: int = opt(512, "training batch size", low=1, high=imported("othello_learn.rl.learner", "MAX_BATCH"))
@@ -143,7 +162,7 @@ class RunConfig:
         description, _, epilog = doc.partition("\n\n")
         ap = ArgumentParser(description=description, formatter_class=_Help, epilog=epilog or None)
         for f in dataclasses.fields(cls):
-            setting, flag = f.metadata["setting"], "--" + f.name.replace("_", "-")
+            setting, flag = f.metadata["setting"], _flag(f.name)
             helptext = setting.help + ("" if f.metadata["resumable"] else " (fixed)")
             # ranges and choices are checked by check(), as a run folder's config.json is
             kw = setting.argument(checked=False, help=helptext)
@@ -151,7 +170,7 @@ class RunConfig:
                 kw.update(required=True, default=None)
             if setting.kind is Path:
                 kw["type"] = Path  # the parser's own reading of a path (an empty one refused)
-            ap.add_argument(flag, **kw)
+            ap.add_argument(flag, dest=f.name, **kw)
         return ap
 
     @classmethod
@@ -214,6 +233,15 @@ class RunConfig:
         if self.init != "random" and given:  # it was ignored, yet recorded as fixed, so a resume without it was refused
             raise UserError(f"{given[0]} shapes the network of --init random; --init {self.init} brings its own "
                             f"(--grow-blocks / --grow-width add to it)")
+        if self.backend != "ray" and (self.ray_address is not None or self.gpus_per_worker):
+            flag = "--ray-address" if self.ray_address is not None else "--gpus-per-worker"
+            raise UserError(f"{flag} is for --backend ray (this run's is {self.backend})")
+        if self.async_ and self.backend != "ray":
+            raise UserError("--async plays on Ray actors: add --backend ray (pip install -e \".[ray]\")")
+        if self.backend == "ray":
+            from othello_learn.rl.ray_backend import import_ray
+
+            import_ray()
         if self.eval_vs:
             try:
                 eval_opponent(self.eval_vs).check()
@@ -262,7 +290,12 @@ class RunConfig:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if value is not None:  # a setting not given (--search: the run's own)
-                f.metadata["setting"].check(value, "--" + f.name.replace("_", "-"))
+                f.metadata["setting"].check(value, _flag(f.name))
+
+
+def _flag(name: str) -> str:
+    """A field's flag: ``async_`` (a Python keyword without its underscore) is ``--async``."""
+    return "--" + name.rstrip("_").replace("_", "-")
 
 
 def eval_opponent(spec: str):

@@ -5,11 +5,13 @@ off the run (best.pt, elo.png) and the per-generation statistics (``Logger``, W&
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from othello_learn.files import UserError, atomic_write, describe_os_error, write_json
@@ -23,7 +25,7 @@ from othello_learn.rl.learner import OptimizerStateError, TrainingDiverged, poli
 from othello_learn.rl.records import (COMMITTED, REDONE, REPLAYED, _a_threshold, _part_paths, _paths, _window_paths,
                                       generation_seeds, load_games, load_net, read_json, read_state)
 from othello_learn.rl.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate
-from othello_learn.rl.settings import RunConfig, eval_opponent
+from othello_learn.rl.settings import RunConfig, eval_opponent, self_play_workers
 from othello_learn.rl.workers import play_parts
 from othello_learn.tracking import start_wandb
 
@@ -58,6 +60,10 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
     ``--parallel`` games (by ``--workers`` processes at once): a part on disk is
     never played again, the merged file on disk means the stage is done."""
     p = _paths(cfg, gen)
+    if cfg.backend == "ray":  # --async: the parts played ahead while the generation before trained
+        from othello_learn.rl.ray_backend import finish_ahead
+
+        finish_ahead(gen)
     state = read_state(cfg.out / "state.json")
     if p["parts"].is_symlink():  # its parts would be adopted as played, then deleted where it points
         raise UserError(f"{p['parts']}: a link, not a folder of this run's self-play parts: remove the link "
@@ -77,22 +83,24 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
             load_net(cfg.out / state["trainee"], torch.device("cpu"), COMMITTED)
         if cfg.keep_optimizer and _optimizer_file(cfg, state).exists():  # the Adam state the training goes on from
             _trainee_optimizer(cfg, state)
-        sp = SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=threshold,
-                            no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
-        seeds = generation_seeds(cfg, gen)["self_play"]
-        parts = [(path, min(cfg.parallel, cfg.games - start), seeds[k])
-                 for k, (path, start) in enumerate(zip(_part_paths(cfg, p), range(0, cfg.games, cfg.parallel)))]
+        sp = _self_play_config(cfg, threshold)
+        parts = _generation_parts(cfg, gen)
         kept = {path: load_games(path, REPLAYED) for path, _, _ in parts if path.exists()}  # checked before playing
         todo = [(path, n, seed) for path, n, seed in parts if path not in kept]
         t0 = time.time()
-        workers = play_parts(cfg, best, sp, todo)  # which parts is decided here; who plays them, there
+        network = _net_generation(state["best"])
+        workers = play_parts(cfg, best, sp, todo, network)  # which parts is decided here; who plays them, there
         seconds = time.time() - t0
         played = sum(n for _, n, _ in todo)
         merged = [kept[path] if path in kept else load_games(path, REPLAYED) for path, _, _ in parts]
+        for games in merged:  # played here by the best network (the Ray backend's parts say which played them)
+            if games.network is None:
+                games.network = np.full(len(games.winner), network, np.int32)
         # The record before the merged games, whose file ends the stage: written after them, a kill
         # between the two lost it for good. A rerun that plays nothing keeps the one there.
         if played or not p["self_play"].exists():
             write_json(p["self_play"], {"seconds": seconds, "games_played": played, "workers": workers,
+                                        "networks": sorted({int(n) for g in merged for n in np.unique(g.network)}),
                                         "games_per_hour": played / seconds * 3600 if played and seconds > 1 else None,
                                         "resign_threshold": threshold})
         SelfPlayGames.concat(merged).save(p["games"])
@@ -104,6 +112,51 @@ def self_play(cfg: RunConfig, gen: int) -> Path:
         except OSError:  # something we did not write is in there: leave it
             pass
     return p["games"]
+
+
+def _self_play_config(cfg: RunConfig, threshold: float | None) -> SelfPlayConfig:
+    return SelfPlayConfig(temperature_plies=cfg.temperature_plies, resign_threshold=threshold,
+                          no_resign_fraction=cfg.no_resign_fraction, solve_empties=cfg.solve_empties)
+
+
+def _generation_parts(cfg: RunConfig, gen: int) -> list:
+    """Generation ``gen``'s self-play parts: (path, games, seed) each."""
+    seeds = generation_seeds(cfg, gen)["self_play"]
+    return [(path, min(cfg.parallel, cfg.games - start), seeds[k]) for k, (path, start)
+            in enumerate(zip(_part_paths(cfg, _paths(cfg, gen)), range(0, cfg.games, cfg.parallel)))]
+
+
+def _net_generation(name: str) -> int:
+    """The generation of a run's net, ``nets/gen_N.pt`` (read_state checked the name)."""
+    return int(Path(name).stem.removeprefix("gen_"))
+
+
+def play_ahead(cfg: RunConfig, gen: int) -> None:
+    """--async: generation ``gen``'s missing parts started on the Ray actors, in the background, with
+    the best network at the time each part starts (state.json is read then: a commit's promotion
+    reaches the next part); ``self_play(cfg, gen)`` waits for them and plays what is left."""
+    from othello_learn.rl import ray_backend
+    from othello_learn.rl.workers import _search_config
+
+    if _paths(cfg, gen)["games"].exists():
+        return
+    state = read_state(cfg.out / "state.json")
+    threshold = None if cfg.no_resign else calibrated_threshold(state, cfg)  # the calibration before this commit
+    todo = [part for part in _generation_parts(cfg, gen) if not part[0].exists()]
+    if not todo:
+        return
+    workers, threads = self_play_workers(cfg.workers, torch.device(cfg.device), len(todo))
+    cache = {}
+
+    def best():
+        name = read_state(cfg.out / "state.json")["best"]
+        if name not in cache:
+            cache.clear()
+            cache[name] = ray_backend.Best(cfg.out / name, _net_generation(name))
+        return cache[name]
+
+    ray_backend.play_ahead(cfg, gen, todo, _self_play_config(cfg, threshold), _search_config(cfg), workers,
+                           threads, best)
 
 
 def train(cfg: RunConfig, gen: int) -> Path:
@@ -121,7 +174,8 @@ def train(cfg: RunConfig, gen: int) -> Path:
     trainee = load_net(cfg.out / state["trainee"], dev, COMMITTED).to(dev)
     inherited = _trainee_optimizer(cfg, state) if cfg.keep_optimizer else None
     try:  # a kill mid-training loses at most a minute of it: the rerun goes on from nets/gen_N.training
-        stats = train_network(trainee, SelfPlayGames.concat(window), cfg.train_steps, cfg.batch_size, cfg.lr,
+        steps = _train_steps(cfg, window[-1])
+        stats = train_network(trainee, SelfPlayGames.concat(window), steps, cfg.batch_size, cfg.lr,
                               cfg.l2, dev, seed=generation_seeds(cfg, gen)["train"], progress=not cfg.quiet,
                               state_path=p["train_state"], value_weight=cfg.value_weight,
                               optimizer_state=inherited, optimizer_out=p["optimizer"] if cfg.keep_optimizer else None)
@@ -132,7 +186,7 @@ def train(cfg: RunConfig, gen: int) -> Path:
     except OptimizerStateError as e:  # the file belongs to another network (a hand-copied nets/ folder)
         raise UserError(f"{_optimizer_file(cfg, state)}: {e}: delete it to train generation {gen} with a fresh "
                         f"Adam") from e
-    stats["inherited_optimizer"] = inherited is not None
+    stats["steps"], stats["inherited_optimizer"] = steps, inherited is not None
     stats["window_positions"] = int(sum(len(w.player) for w in window))
     stats.update(policy_sharpness(trainee, window[-1], seed=generation_seeds(cfg, gen)["train"], device=dev))
     # may change on resume: each generation records its own
@@ -141,6 +195,11 @@ def train(cfg: RunConfig, gen: int) -> Path:
     write_json(p["train"], stats)
     _drop_training_leftovers(cfg, gen)
     return p["net"]
+
+
+def _train_steps(cfg: RunConfig, new: SelfPlayGames) -> int:
+    """--train-steps; with --async, --train-ratio training samples per new sample (``new``'s positions)."""
+    return max(1, math.ceil(cfg.train_ratio * len(new.player) / cfg.batch_size)) if cfg.async_ else cfg.train_steps
 
 
 def _drop_training_leftovers(cfg: RunConfig, gen: int) -> None:

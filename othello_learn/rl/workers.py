@@ -1,5 +1,5 @@
-"""Who plays a generation's self-play parts: this process, or ``--workers`` spawned processes,
-each playing whole parts (``self_play`` in ``stages`` decides which parts are left to play).
+"""Who plays a generation's self-play parts: this process, ``--workers`` spawned processes, or
+``--workers`` Ray actors (``ray_backend``), each playing whole parts (``self_play`` in ``stages`` decides which parts are left to play).
 A part is written atomically as it finishes, so a stop or a crash keeps the finished ones."""
 
 from __future__ import annotations
@@ -35,13 +35,18 @@ def _search_config(cfg: RunConfig):
                       dirichlet_alpha_scale=cfg.dirichlet_alpha_scale, reuse_tree=not cfg.no_tree_reuse)
 
 
-def play_parts(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo: list) -> int:
+def play_parts(cfg: RunConfig, best: Path, sp: SelfPlayConfig, todo: list, network: int = 0) -> int:
     """Each (path, games, seed) of ``todo`` played by the network at ``best`` and saved as it
-    finishes: in this process, or dealt out to ``--workers`` processes (``self_play_workers``).
-    How many processes played them."""
+    finishes: in this process, or dealt out to ``--workers`` processes or Ray actors
+    (``self_play_workers``). ``network``: the generation whose best network ``best`` is (the Ray
+    backend records it in each game; the stage, for the others). How many played them."""
     dev = torch.device(cfg.device)
     workers, threads = self_play_workers(cfg.workers, dev, len(todo))
-    if workers <= 1:
+    if cfg.backend == "ray":  # actors, on this machine or a cluster's nodes
+        from othello_learn.rl.ray_backend import play_parts_on_ray
+
+        play_parts_on_ray(cfg, best, network, _search_config(cfg), sp, todo, workers, threads)
+    elif workers <= 1:
         _play_into(Evaluator(load_net(best, dev, COMMITTED).to(dev), dev), _search_config(cfg), sp, todo,
                    progress=not cfg.quiet)
     else:
