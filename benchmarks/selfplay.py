@@ -75,22 +75,15 @@ def _sync(device) -> None:
         torch.cuda.synchronize()
 
 
-def _searches(text: str) -> list[str]:
-    """--searches: known names only, checked before the first timed round (not a KeyError after it)."""
-    names = [name.strip() for name in text.split(",")]
-    unknown = [name for name in names if name not in SEARCHES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {' and '.join(SEARCHES)}, got {text!r}")
-    return names
-
-
-def _paths(text: str) -> list[str]:
-    """--paths: known names only, checked before any work."""
-    names = [name.strip() for name in text.split(",")]
-    unknown = [name for name in names if name not in PATHS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {', '.join(PATHS)}, got {text!r}")
-    return names
+def _names(known, joined: str):
+    """An argparse type: a comma-separated list of ``known`` names, checked before the first timed
+    round (not a KeyError after it)."""
+    def parse(text: str) -> list[str]:
+        names = [name.strip() for name in text.split(",")]
+        if not names or any(name not in known for name in names):
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {joined(known)}, got {text!r}")
+        return names
+    return parse
 
 
 def main(argv=None) -> int:
@@ -104,9 +97,9 @@ def main(argv=None) -> int:
     ap.add_argument("--encoder", **Setting(str, "raw", "(default: %(default)s)", choices=sorted(ENCODERS)).argument())
     ap.add_argument("--rounds", type=at_least(1), default=3, help="alternating rounds, medians reported "
                                                                   "(default: %(default)s)")
-    ap.add_argument("--searches", type=_searches, default="puct,gumbel",
+    ap.add_argument("--searches", type=_names(SEARCHES, " and ".join), default="puct,gumbel",
                     help="comma-separated, of puct and gumbel (default: %(default)s)")
-    ap.add_argument("--paths", type=_paths, default=",".join(PATHS),
+    ap.add_argument("--paths", type=_names(PATHS, ", ".join), default=",".join(PATHS),
                     help="comma-separated inference paths, of " + ", ".join(PATHS) + " (default: all; bf16 only "
                          "where the device has it; compiled takes a minute or more to compile)")
     ap.add_argument("--device", default=fastpath.default_device(), help="(default: %(default)s)")
