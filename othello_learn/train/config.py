@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
 import re
 from collections.abc import Hashable
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import yaml  # (a Lightning dependency)
 
 from othello_learn.files import NestingError, UserError, one_line, parse_nested
-from othello_learn.settings import Setting, SettingError, check_table
+from othello_learn.settings import Setting, SettingError, check_table, imported
 
 
 class _Loader(yaml.SafeLoader):
@@ -94,16 +93,10 @@ def _yaml(text: str):
 SECTIONS = ("model", "optim", "data", "trainer")
 
 
-def _from(module: str, name: str, order=sorted):
-    """A setting's choices or ceiling from its home, read when a check needs it: those modules
-    import torch, and ``--help`` needs none."""
-    return lambda: order(getattr(importlib.import_module(module), name))
-
-
 def _size(key: str):
     """A network size's ceiling (``NetConfig``'s): beyond it a typo's extra digits would allocate
     until memory runs out, then end in a traceback."""
-    return lambda: _from("othello_learn.models.nets", "SIZE_LIMITS", dict)()[key]
+    return imported("othello_learn.models.nets", "SIZE_LIMITS", lambda limits: limits[key])
 
 
 def _years(value) -> str | None:
@@ -154,16 +147,16 @@ YEARS = (str, int)
 # MovePredictor's other arguments, data WthorDataModule's (restated so that --help needs no torch;
 # a test keeps them in step); their defaults are those classes'.
 SETTINGS = {
-    "model": {"arch": Setting(str, choices=_from("othello_learn.models.nets", "ARCHITECTURES")),
-              "encoder": Setting(str, choices=_from("othello_learn.models.encoders", "ENCODERS")),
+    "model": {"arch": Setting(str, choices=imported("othello_learn.models.nets", "ARCHITECTURES", sorted)),
+              "encoder": Setting(str, choices=imported("othello_learn.models.encoders", "ENCODERS", sorted)),
               "depth": Setting(int, low=1, high=_size("depth")), "width": Setting(int, low=1, high=_size("width")),
               "blocks": Setting(int, low=1, high=_size("blocks")), "value_head": Setting(bool)},
     "optim": {"lr": Setting(float, low=0, low_open=True), "weight_decay": Setting(float, low=0),
-              "scheduler": Setting(str, choices=_from("othello_learn.train.module", "SCHEDULERS", list)),
+              "scheduler": Setting(str, choices=imported("othello_learn.train.module", "SCHEDULERS", list)),
               "value_weight": Setting(float, low=0), "label_smoothing": Setting(float, low=0, high=1, high_open=True),
               "ema": Setting(float, low=0, high=1, high_open=True)},  # 0: off
     "data": {"batch_size": Setting(int, low=1, high=2**20),
-             "symmetries": Setting(str, choices=_from("othello_learn.models.batch", "SYMMETRY_GROUPS")),
+             "symmetries": Setting(str, choices=imported("othello_learn.models.batch", "SYMMETRY_GROUPS", sorted)),
              **{key: Setting(YEARS, high=MAX_INT, rule=_years) for key in ("train_years", "val_years", "test_years")},
              "train_positions": Setting((int, None), low=1, high=2**40),
              "val_positions": Setting((int, None), low=1, high=2**40), "num_workers": Setting(int, low=0, high=MAX_WORKERS)},
