@@ -174,6 +174,28 @@ def test_a_held_out_split_smaller_than_the_ranks_is_refused(dataset_dir, tmp_pat
     assert not out.exists()
 
 
+def test_only_rank_0_checks_the_run_folder(dataset_dir, tmp_path, monkeypatch):
+    """Ranks started side by side (torchrun, SLURM): rank 1 saw rank 0's config.yaml mid-write
+    (its temporary name) beside an empty checkpoints/, refused the folder as not a run's, and left
+    rank 0 waiting for it. The folder is rank 0's to check; the others go on to the rendezvous."""
+    from othello_learn.train import train as train_module
+
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / ".config.yaml.p1-0123abcd.tmp").write_text("half")
+    monkeypatch.setattr(train_module, "fit", lambda args, stops: {"reached": "fit"})
+    argv = _args(dataset_dir, out, "--devices", "2", "--strategy", "ddp")
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        if rank == "0":
+            with pytest.raises(train_module.UserError, match="holds no training run"):
+                train_module.train(argv)
+        else:
+            assert train_module.train(argv) == {"reached": "fit"}
+    assert sorted(p.name for p in out.iterdir()) == [".config.yaml.p1-0123abcd.tmp", "checkpoints"]
+
+
 def test_ddp_equals_accumulation_and_resumes_as_never_stopped(dataset_dir, tmp_path):
     """6 steps over epochs of 6 global batches of 16 (the validation every 4): two ranks of 8 each
     against one process accumulating two micro-batches of 8; then a DDP run stopped by SIGTERM to

@@ -52,8 +52,12 @@ def train(argv=None) -> dict:
     check_input(args.config, "--config")
     check_input(args.init, "--init")
     check_output(args.out, "--out", folder=True)
-    check_run_folder(args.out)
-    new_out = not args.out.exists() and launch_rank(args) == 0  # DDP: the folder is rank 0's to take back
+    # DDP: the folder is rank 0's to check and take back; a rank started beside it (torchrun, SLURM)
+    # would see its half-written files, and one that refused would leave rank 0 waiting for it
+    owner = launch_rank(args) == 0
+    if owner:
+        check_run_folder(args.out)
+    new_out = not args.out.exists() and owner
     try:
         with stops_around_lightning() as stops:
             return fit(args, stops)
