@@ -1060,3 +1060,22 @@ def test_the_example_plugin_registers_a_kind_the_arena_plays(tmp_path, capsys):
                            "--a", "corners:greedy", "--b", "random", "--games", "2", "--quiet"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "corners:greedy (A) vs random (B): 2 games" in proc.stdout, proc.stderr
+
+
+def test_a_match_in_parts_is_the_same_games_whoever_plays_each_part():
+    """The loop deals its gate into parts of --parallel games over Ray actors: each part, played
+    alone by fresh players in any order, gives the games the whole match gives it; one part is
+    the match as it always was."""
+    from othello_learn.players.arena import match_result, plan_match, play_part
+
+    whole = play_match(make_player("alphabeta:1"), make_player("random"), 11, seed=4, progress=False, part_games=3)
+    plan = plan_match(11, seed=4, part_games=3)
+    assert [p.games for p in plan.parts] == [3, 3, 3, 2] and [p.first for p in plan.parts] == [0, 3, 6, 9]
+    alone = {k: play_part(make_player("alphabeta:1"), make_player("random"), plan.parts[k]) for k in (3, 1, 0, 2)}
+    split = match_result("a", "b", plan, [alone[k] for k in range(4)])
+    assert split.transcripts == whole.transcripts and split.openings == whole.openings
+    np.testing.assert_array_equal(split.disc_diffs, whole.disc_diffs)
+    np.testing.assert_array_equal(split.a_black, np.arange(11) % 2 == 0)
+    one = play_match(make_player("alphabeta:1"), make_player("random"), 11, seed=4, progress=False)
+    assert play_match(make_player("alphabeta:1"), make_player("random"), 11, seed=4, progress=False,
+                      part_games=11).transcripts == one.transcripts != whole.transcripts

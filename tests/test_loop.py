@@ -148,8 +148,10 @@ def test_self_play_sizes_have_the_arenas_ceiling(flag, most):
      r"--parallel 100000 with --simulations 100: self-play's search trees \(1 process at once\) would take"),
     (["--games", "80000", "--parallel", "20000", "--window", "1", "--workers", "4"],  # each process its own trees
      r"--parallel 20000 with --simulations 100: self-play's search trees \(4 processes at once\)"),
-    (["--gate-games", "1000000", "--gate-simulations", "100"],
-     r"--gate-games 1000000 with --gate-simulations 100: a gating match's search trees would take"),
+    (["--gate-games", "100000", "--gate-simulations", "100", "--parallel", "100000", "--games", "1000"],
+     r"--gate-games 100000 with --gate-simulations 100: a gating match's search trees would take"),
+    (["--gate-games", "100000", "--gate-simulations", "400", "--parallel", "50000", "--games", "1000"],
+     r"--parallel 50000 with --gate-simulations 400: a gating match's search trees would take"),  # a part at a time
 ])
 def test_a_generation_that_cannot_fit_in_memory_is_refused_before_any_work(tmp_path, monkeypatch, capsys, extra, said):
     from othello_learn.cli import run_main

@@ -72,7 +72,6 @@ def test_a_killed_actors_part_is_played_again(ray_cluster, one_process, tmp_path
             ray.kill(killed[0])
         return real(refs)
 
-    monkeypatch.setattr(ray_backend, "_wait", kill_one)
     cfg = _stage(tmp_path, "rl")
     _same(one_process, SelfPlayGames.load(rl_loop.self_play(cfg, 1)))
     assert killed and "a Ray actor died" in capsys.readouterr().err
@@ -106,6 +105,46 @@ def test_a_two_generation_run_on_ray(ray_cluster, tmp_path, capsys):
     state = json.loads((out / "state.json").read_text())
     assert state["generation"] == 2 and (out / "best.pt").exists()
     assert ray_backend._open is None and ray.is_initialized()
+
+
+def test_the_gate_and_eval_matches_are_split_across_the_actors(ray_cluster, tmp_path, monkeypatch):
+    """The gate's 6 games and --eval-vs's 5 in parts of 3 (--parallel): the actors play the parts,
+    each the games one process plays of it (transcripts equal, hence gate.json). (A dead actor's
+    part is dealt again as self-play's is, by the same code: test_a_killed_actors_part_is_played_again.)"""
+    from othello_learn.models.nets import load_network, save_network
+    from othello_learn.rl import matches
+
+    extra = ["--gate-games", "6", "--eval-vs", "random", "--eval-games", "5", "--gate-simulations", "2"]
+    cfgs = {}
+    for name, backend in (("local", []), ("ray", RAY)):
+        cfg = cfgs[name] = rl_loop.RunConfig.from_args(LOOP + ["--out", str(tmp_path / name), *extra] + backend)
+        rl_loop.open_run(cfg)
+        net = load_network(cfg.out / "nets" / "gen_0000.pt")
+        torch.manual_seed(1)
+        with torch.no_grad():  # a candidate unlike the best
+            for p in net.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+        save_network(net, cfg.out / "nets" / "gen_0001.pt")
+    parts, real_deal = [], ray_backend._deal
+    monkeypatch.setattr(ray_backend, "_deal", lambda pool, tasks, *a, **k: (parts.append([t[0] for t in tasks]),
+                                                                          real_deal(pool, tasks, *a, **k))[1])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each of the two actors
+    try:
+        with ray_backend.ray_session(cfgs["ray"]):  # as the loop runs: one pool of actors for the run's matches
+            gates = {name: json.loads(rl_loop.gate(cfg, 1).read_text()) for name, cfg in cfgs.items()}
+            path = cfgs["ray"].out / "nets" / "gen_0001.pt"
+            a, b = matches.LoopPlayer("cand", matches._key(path), "puct", 2), matches.LoopPlayer("random", spec="random")
+            nets = {a.net: (path, load_network(path))}
+            results = {name: matches.play(cfg, "test", a, b, nets, 7, seed=3) for name, cfg in cfgs.items()}
+    finally:
+        torch.set_num_threads(threads)
+    assert gates["local"] == gates["ray"] and gates["ray"]["games"] == 6 and gates["ray"]["eval_vs"]["games"] == 5
+    assert results["local"].transcripts == results["ray"].transcripts and len(results["ray"].transcripts) == 7
+    np.testing.assert_array_equal(results["local"].disc_diffs, results["ray"].disc_diffs)
+    assert parts == [["gate part 1 of 2", "gate part 2 of 2"], ["--eval-vs part 1 of 2", "--eval-vs part 2 of 2"],
+                     ["test part 1 of 3", "test part 2 of 3", "test part 3 of 3"]]
+    assert ray_backend._open is None
 
 
 def test_ray_flags_need_the_ray_backend(tmp_path):

@@ -29,6 +29,7 @@ from othello_learn.rl import elo_plot
 from othello_learn.rl import loop as rl_loop
 from othello_learn.rl import records as rl_records
 from othello_learn.rl import settings as rl_settings
+from othello_learn.rl import matches as rl_matches
 from othello_learn.rl import stages as rl_stages
 from othello_learn.rl import workers as rl_workers
 from othello_learn.rl.learner import to_device_batch, train_network
@@ -657,9 +658,9 @@ def test_a_gated_run_plots_its_best_network_curve():
 ])
 def test_a_clean_sweep_of_the_gate_moves_the_curve_by_a_finite_amount(games, score, expected):
     result = {"games": games, "score": score, "elo": None, "elo_low": None, "elo_high": None}
-    assert rl_stages.gate_elo_gain(result) == pytest.approx(expected)
-    assert rl_stages.gate_elo_gain({"games": 10, "score": 0.6, "elo": 70.4}) == 70.4
-    assert rl_stages.gate_elo_gain({"games": 0, "score": None, "elo": 0.0}) == 0.0  # --continuous
+    assert rl_matches.gate_elo_gain(result) == pytest.approx(expected)
+    assert rl_matches.gate_elo_gain({"games": 10, "score": 0.6, "elo": 70.4}) == 70.4
+    assert rl_matches.gate_elo_gain({"games": 0, "score": None, "elo": 0.0}) == 0.0  # --continuous
 
 
 def test_the_fast_path_trains_on_the_same_losses(games, tiny_net):
@@ -905,7 +906,7 @@ def test_the_gate_plays_self_plays_search_settings(tiny_net, search):
     """--c-puct / --gumbel-considered reach the gate's search, at --gate-simulations, without noise."""
     cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", "x", "--search", search, "--c-puct", "3", "--gumbel-considered", "4",
                                               "--gate-simulations", "7"])
-    config = rl_stages._gate_player(cfg, tiny_net, torch.device("cpu")).config
+    config = rl_matches._gate_player(cfg, "cand", "key").build({"key": tiny_net}, torch.device("cpu")).config
     assert config.simulations == 7
     if search == "puct":
         assert config.c_puct == 3.0 and config.dirichlet_weight == 0.0 and not config.reuse_tree
@@ -1402,8 +1403,8 @@ def test_each_stage_resumes_from_its_files(run_copy, rl_run, capsys, monkeypatch
     played = []
     monkeypatch.setattr(rl_workers, "play_games", lambda *a, **k: played.append("self-play"))
     monkeypatch.setattr(rl_stages, "train_network", lambda *a, **k: played.append("train"))
-    real_match = rl_stages.play_match
-    monkeypatch.setattr(rl_stages, "play_match", lambda *a, **k: (played.append("gate"), real_match(*a, **k))[1])
+    real_match = rl_matches.play_match
+    monkeypatch.setattr(rl_matches, "play_match", lambda *a, **k: (played.append("gate"), real_match(*a, **k))[1])
     for lost, stages in ((["stats/gen_0002_gate.json"], ["gate"]), ([], [])):
         (run_copy / "state.json").write_text(json.dumps(rl_run.state_at_interrupt))
         for name in lost + ["stats/gen_0002.json"]:

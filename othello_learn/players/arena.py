@@ -16,6 +16,7 @@ import argparse
 import importlib
 import importlib.util
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from othello_learn.settings import Setting, seed_arg
 from othello_learn.files import UserError, atomic_write, check_distinct, check_output, write_json
 from othello.notation import PASS, format_transcript
 from othello_learn.players.elo import MatchResult
-from othello_learn.players.openings import MAX_OPENING_PLIES, opening_states, random_openings
+from othello_learn.players.openings import MAX_OPENING_PLIES, Opening, opening_states, random_openings
 from othello_learn.players.base import HumanQuit, Player, checked_moves, close_players
 from othello_learn.players.specs import SPEC_KINDS, make_player
 
@@ -45,51 +46,57 @@ def default_opening_plies(games: int) -> int:
     return FEW_OPENING_PLIES if (games + 1) // 2 <= FEW_OPENINGS else MANY_OPENING_PLIES
 
 
-def play_match(
-    a: Player,
-    b: Player,
-    games: int,
-    seed: int = 0,
-    opening_plies: int | None = None,
-    progress: bool = True,
-) -> MatchResult:
-    """Play ``games`` games of A against B, all at once in lockstep.
+@dataclass(frozen=True)
+class MatchPart:
+    """Games ``first ..`` of a match, as one process plays them: each game's opening and colours,
+    and the two players' random streams for these games alone. A part plays the same games
+    wherever it runs, so a match split into parts gives one result whoever plays which part."""
+
+    first: int
+    openings: list[Opening]  # per game of the part
+    a_black: np.ndarray  # per game: A plays black
+    seeds: tuple[np.random.SeedSequence, np.random.SeedSequence]  # A's draws, B's
+
+    @property
+    def games(self) -> int:
+        return len(self.openings)
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What a part's games came to: A's disc difference and the transcript of each."""
+
+    disc_diffs: np.ndarray
+    transcripts: list[str]
+
+
+@dataclass(frozen=True)
+class MatchPlan:
+    """A match's games dealt into parts (``plan_match``)."""
+
+    games: int
+    distinct_openings: int
+    parts: list[MatchPart]
+
+
+def plan_match(games: int, seed: int = 0, opening_plies: int | None = None,
+               part_games: int | None = None) -> MatchPlan:
+    """``games`` games in parts of ``part_games`` (None: one part).
 
     Game ``2i`` has A black and game ``2i + 1`` A white, both from opening
     ``i`` of ``opening_plies`` random plies (None: ``default_opening_plies``).
     When fewer distinct openings exist than pairs of games, they are
     reused in turn (with a warning). The openings and each player's choices
-    draw from separate streams of ``seed``, so a match replays exactly.
-
-    Players with a ``close()`` (external engines) are closed when the match
-    ends, however it ends: an engine process must not outlive its match, and
-    one used again later simply starts afresh.
-    """
-    for who, player in (("a", a), ("b", b)):
-        if not isinstance(player, Player):  # a spec string failed deep inside with an AttributeError
-            raise TypeError(f"play_match's {who} is a player (registry.make_player({player!r}) makes one), "
-                            f"not {type(player).__name__}")
+    draw from separate streams of ``seed``, and each part's players from
+    their own, so a match replays exactly, part for part."""
     if games < 1 or seed < 0:
         raise ValueError(f"play_match needs games >= 1 and seed >= 0, got games={games}, seed={seed}")
     if opening_plies is None:
         opening_plies = default_opening_plies(games)
-    try:
-        result = _play_match(a, b, games, seed, opening_plies, progress)
-    except BaseException:
-        try:
-            close_players(a, b)
-        except Exception:  # noqa: BLE001 - the match's own error is the one to report
-            pass
-        raise
-    close_players(a, b)
-    return result
-
-
-def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int, progress: bool) -> MatchResult:
     OPENING_PLIES.check(opening_plies, "opening_plies")  # a ValueError, for a caller of the API
-    rng_open, rng_a, rng_b = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
+    ss_open, ss_a, ss_b = np.random.SeedSequence(seed).spawn(3)
     pairs = (games + 1) // 2
-    openings = random_openings(pairs, opening_plies, rng_open)
+    openings = random_openings(pairs, opening_plies, np.random.default_rng(ss_open))
     if not openings:  # random play ended every game within the opening
         raise ValueError(f"no opening of {opening_plies} plies was found where the game goes on; use fewer plies")
     if len(openings) < pairs:
@@ -99,63 +106,113 @@ def _play_match(a: Player, b: Player, games: int, seed: int, opening_plies: int,
               "(more --opening-plies gives more)", file=sys.stderr)
     per_game = [openings[(g // 2) % len(openings)] for g in range(games)]
     a_black = np.arange(games) % 2 == 0
-    state = opening_states(openings)[np.arange(games) // 2 % len(openings)]
+    size = games if part_games is None else max(1, part_games)
+    starts = range(0, games, size)
+    # One part draws from the match's own streams (a match played whole is as it always was).
+    streams = [(ss_a, ss_b)] if len(starts) == 1 else list(zip(ss_a.spawn(len(starts)), ss_b.spawn(len(starts))))
+    parts = [MatchPart(s, per_game[s:s + size], a_black[s:s + size], streams[k]) for k, s in enumerate(starts)]
+    return MatchPlan(games, len(openings), parts)
+
+
+def play_match(
+    a: Player,
+    b: Player,
+    games: int,
+    seed: int = 0,
+    opening_plies: int | None = None,
+    progress: bool = True,
+    part_games: int | None = None,
+) -> MatchResult:
+    """Play ``games`` games of A against B, all of a part at once in lockstep
+    (``plan_match`` says which games, and in which parts: one by default).
+
+    Players with a ``close()`` (external engines) are closed when the match
+    ends, however it ends: an engine process must not outlive its match, and
+    one used again later simply starts afresh.
+    """
+    for who, player in (("a", a), ("b", b)):
+        if not isinstance(player, Player):  # a spec string failed deep inside with an AttributeError
+            raise TypeError(f"play_match's {who} is a player (registry.make_player({player!r}) makes one), "
+                            f"not {type(player).__name__}")
+    plan = plan_match(games, seed, opening_plies, part_games)
+    from tqdm import tqdm
+
+    try:
+        with tqdm(total=games, disable=not progress or a.interactive or b.interactive, file=sys.stderr,
+                  desc=f"{a.name} vs {b.name}", unit="game", leave=False, **bar_pacing()) as bar:
+            # (no bar beside a person's game: it would garble the board they read)
+            results = [play_part(a, b, part, bar) for part in plan.parts]
+    except BaseException:
+        try:
+            close_players(a, b)
+        except Exception:  # noqa: BLE001 - the match's own error is the one to report
+            pass
+        raise
+    close_players(a, b)
+    return match_result(a.name, b.name, plan, results)
+
+
+def match_result(a_name: str, b_name: str, plan: MatchPlan, results: list[PartResult]) -> MatchResult:
+    """The match whose parts ``plan`` dealt, from each part's result, in the plan's order."""
+    disc_a = np.concatenate([r.disc_diffs for r in results])
+    return MatchResult(
+        a_name=a_name,
+        b_name=b_name,
+        outcomes=np.where(disc_a > 0, 1.0, np.where(disc_a < 0, 0.0, 0.5)),
+        disc_diffs=disc_a,
+        a_black=np.concatenate([part.a_black for part in plan.parts]),
+        openings=[op.transcript for part in plan.parts for op in part.openings],
+        distinct_openings=plan.distinct_openings,
+        transcripts=[t for r in results for t in r.transcripts],
+    )
+
+
+def play_part(a: Player, b: Player, part: MatchPart, bar=None) -> PartResult:
+    """A part's games of A against B, in lockstep: one ply of every game a step, each player
+    shown the games waiting on it as one batch. ``bar``: a progress bar to count the games on."""
+    games = part.games
+    rng_a, rng_b = (np.random.default_rng(s) for s in part.seeds)
+    a_black = part.a_black
+    state = opening_states(part.openings)
     # Every action of each game from the start (64 = a pass): players that
     # drive an external engine (``uses_moves``) replay them.
-    game_moves = [list(op.actions) for op in per_game]
+    game_moves = [list(op.actions) for op in part.openings]
 
     a.reset()
     if b is not a:
         b.reset()
     done = np.zeros(games, dtype=bool)
     disc_a = np.zeros(games, dtype=np.int64)
-    if a.interactive or b.interactive:
-        progress = False  # a bar would garble the board a person is reading
-
-    from tqdm import tqdm
-
-    with tqdm(total=games, disable=not progress, file=sys.stderr, desc=f"{a.name} vs {b.name}",
-              unit="game", leave=False, **bar_pacing()) as bar:
-        while not done.all():
-            idx = np.nonzero(~done)[0]
-            legal = state[idx].legal_actions()  # [n, 65]: a game that must pass has only the pass
-            ended = idx[~legal.any(axis=1)]
-            if ended.size:
-                d_black = state[ended].outcome().astype(np.int64)
-                disc_a[ended] = np.where(a_black[ended], d_black, -d_black)
-                done[ended] = True
+    while not done.all():
+        idx = np.nonzero(~done)[0]
+        legal = state[idx].legal_actions()  # [n, 65]: a game that must pass has only the pass
+        ended = idx[~legal.any(axis=1)]
+        if ended.size:
+            d_black = state[ended].outcome().astype(np.int64)
+            disc_a[ended] = np.where(a_black[ended], d_black, -d_black)
+            done[ended] = True
+            if bar is not None:
                 bar.update(int(ended.size))
-            actions = np.full(games, PASS, dtype=np.int64)
-            can_move = legal[:, :PASS].any(axis=1)
-            movers, movers_legal = idx[can_move], legal[can_move, :PASS]
-            a_turn = state.black_to_move[movers] == a_black[movers]
-            for player, mask, rng in ((a, a_turn, rng_a), (b, ~a_turn, rng_b)):
-                g = movers[mask]
-                if g.size:
-                    asked = state[g]  # a copy: a player that writes to its inputs cannot disturb the games
-                    moves = [list(game_moves[j]) for j in g.tolist()] if player.uses_moves else None
-                    chosen = player.select(asked, rng, moves=moves)
-                    actions[g] = checked_moves(player, chosen, movers_legal[mask],
-                                               lambda i, g=g: state.position(int(g[i])),
-                                               lambda i, g=g: f"in game {int(g[i])}")
-            going = np.zeros(games, dtype=bool)
-            going[idx] = True
-            going[ended] = False
-            state = state.step_where(going, actions)
-            for j in np.nonzero(going)[0].tolist():
-                game_moves[j].append(int(actions[j]))
-
-    outcomes = np.where(disc_a > 0, 1.0, np.where(disc_a < 0, 0.0, 0.5))
-    return MatchResult(
-        a_name=a.name,
-        b_name=b.name,
-        outcomes=outcomes,
-        disc_diffs=disc_a,
-        a_black=a_black,
-        openings=[op.transcript for op in per_game],
-        distinct_openings=len(openings),
-        transcripts=[format_transcript(gm) for gm in game_moves],
-    )
+        actions = np.full(games, PASS, dtype=np.int64)
+        can_move = legal[:, :PASS].any(axis=1)
+        movers, movers_legal = idx[can_move], legal[can_move, :PASS]
+        a_turn = state.black_to_move[movers] == a_black[movers]
+        for player, mask, rng in ((a, a_turn, rng_a), (b, ~a_turn, rng_b)):
+            g = movers[mask]
+            if g.size:
+                asked = state[g]  # a copy: a player that writes to its inputs cannot disturb the games
+                moves = [list(game_moves[j]) for j in g.tolist()] if player.uses_moves else None
+                chosen = player.select(asked, rng, moves=moves)
+                actions[g] = checked_moves(player, chosen, movers_legal[mask],
+                                           lambda i, g=g: state.position(int(g[i])),
+                                           lambda i, g=g: f"in game {part.first + int(g[i])}")
+        going = np.zeros(games, dtype=bool)
+        going[idx] = True
+        going[ended] = False
+        state = state.step_where(going, actions)
+        for j in np.nonzero(going)[0].tolist():
+            game_moves[j].append(int(actions[j]))
+    return PartResult(disc_a, [format_transcript(gm) for gm in game_moves])
 
 
 def write_games(path: Path, result: MatchResult) -> None:

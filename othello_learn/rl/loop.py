@@ -45,13 +45,15 @@ from othello_learn.run_folder import take_back_new_run
 # --help and a refused flag need not wait for. Module attributes all the same (rl_loop.self_play),
 # for callers and for tests that replace one.
 _STAGES = {"othello_learn.rl.records": ("NEW_RUN_FILES", "committed_generation", "open_run", "remove_killed_writes"),
-           "othello_learn.rl.stages": ("Logger", "commit", "gate", "play_ahead", "publish", "self_play", "train"),
+           "othello_learn.rl.stages": ("Logger", "commit", "play_ahead", "publish", "self_play", "train"),
+           "othello_learn.rl.matches": ("gate",),
            "othello_learn.rl.workers": ("LOOP_STOP_SIGNALS",),
            "othello_learn.rl.ray_backend": ("ray_session",)}
 if typing.TYPE_CHECKING:  # the same names, for readers and linters
     from othello_learn.rl.records import NEW_RUN_FILES, committed_generation, open_run, remove_killed_writes
+    from othello_learn.rl.matches import gate
     from othello_learn.rl.ray_backend import ray_session
-    from othello_learn.rl.stages import Logger, commit, gate, play_ahead, publish, self_play, train
+    from othello_learn.rl.stages import Logger, commit, play_ahead, publish, self_play, train
     from othello_learn.rl.workers import LOOP_STOP_SIGNALS
 
 

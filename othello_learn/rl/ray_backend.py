@@ -42,26 +42,54 @@ def import_ray():
 
 
 class _SelfPlayActor:
-    """One self-play actor: the network it was last sent, on its device, and the parts it plays."""
+    """One actor: the networks it was last sent, on its device, and the parts it plays (self-play's,
+    and the gate's and --eval-vs's match parts)."""
 
     def __init__(self, device: str, threads: int):
         torch.set_num_threads(threads)
         self.device, self.key, self.evaluator = torch.device(device), None, None
+        self.nets = {}  # a match's networks by their file's hash (the candidate and the best: two)
+
+    def _net(self, key: str, data: bytes):
+        from othello_learn.rl.records import COMMITTED, load_net
+
+        if key not in self.nets:
+            if len(self.nets) >= 2:
+                self.nets.clear()
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / f"{key}.pt"
+                path.write_bytes(data)
+                self.nets[key] = load_net(path, self.device, COMMITTED).to(self.device)
+        return self.nets[key]
 
     def play(self, key: str, net: bytes, search, sp, n: int, seed: int):
         """The part's games and the seconds they took (loading a new network included)."""
         start = time.perf_counter()
-        from othello_learn.rl.records import COMMITTED, load_net
         from othello_learn.rl.selfplay import play_games
         from othello_learn.search.mcts import Evaluator
 
         if key != self.key:  # a new best network: loaded once, kept for the parts after
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "best.pt"
-                path.write_bytes(net)
-                self.evaluator = Evaluator(load_net(path, self.device, COMMITTED).to(self.device), self.device)
+            self.evaluator = Evaluator(self._net(key, net), self.device)
+            self.nets.pop(key)  # the evaluator holds it
             self.key = key
         return play_games(self.evaluator, n, search, sp, seed=seed, progress=False), time.perf_counter() - start
+
+    def play_match_part(self, part, a, b, a_net: bytes | None, b_net: bytes | None, cwd: str):
+        """A match part's result (``players.arena.play_part``) and the seconds it took. ``a``,
+        ``b``: ``rl.matches.LoopPlayer``s, built here with their networks' bytes; ``cwd``: the
+        driver's folder, where a program's spec names its files from (when this node has it)."""
+        start = time.perf_counter()
+        from othello_learn.players.arena import play_part
+        from othello_learn.players.base import close_players
+
+        if os.path.isdir(cwd):
+            os.chdir(cwd)
+        nets = {p.net: self._net(p.net, data) for p, data in ((a, a_net), (b, b_net)) if p.net is not None}
+        players = a.build(nets, self.device), b.build(nets, self.device)
+        try:
+            return play_part(*players, part), time.perf_counter() - start
+        finally:
+            close_players(*players)
 
 
 class RayPool:
@@ -69,6 +97,7 @@ class RayPool:
 
     def __init__(self, cfg):
         self.cfg, self.actors, self.started = cfg, [], False
+        self.lock, self.replaced = threading.Lock(), {}
         self.ahead = None  # --async: (generation, thread, stop, its error) of the parts played ahead
 
     def connect(self, workers: int) -> None:
@@ -105,19 +134,24 @@ class RayPool:
         """``workers`` actors (started now if fewer are up)."""
         ray = import_ray()
         remote = ray.remote(num_cpus=1, num_gpus=self.cfg.gpus_per_worker or 0)(_SelfPlayActor)
-        while len(self.actors) < workers:
-            self.actors.append(remote.remote(self.cfg.device, threads))
-        return self.actors[:workers]
+        with self.lock:
+            while len(self.actors) < workers:
+                self.actors.append(remote.remote(self.cfg.device, threads))
+            return self.actors[:workers]
 
     def replace(self, actor, threads: int):
-        """A fresh actor in a dead one's place."""
+        """A fresh actor in a dead one's place (the same one to both of --async's dispatchers)."""
         ray = import_ray()
-        with contextlib.suppress(Exception):  # dead already, most often
-            ray.kill(actor)
-        remote = ray.remote(num_cpus=1, num_gpus=self.cfg.gpus_per_worker or 0)(_SelfPlayActor)
-        fresh = remote.remote(self.cfg.device, threads)
-        self.actors[self.actors.index(actor)] = fresh
-        return fresh
+        with self.lock:
+            if id(actor) in self.replaced:
+                return self.replaced[id(actor)][1]
+            with contextlib.suppress(Exception):  # dead already, most often
+                ray.kill(actor)
+            remote = ray.remote(num_cpus=1, num_gpus=self.cfg.gpus_per_worker or 0)(_SelfPlayActor)
+            fresh = remote.remote(self.cfg.device, threads)
+            self.actors[self.actors.index(actor)] = fresh
+            self.replaced[id(actor)] = (actor, fresh)  # the dead handle kept: its id stays its own
+            return fresh
 
     def close(self) -> None:
         ray = sys.modules.get("ray")
@@ -202,47 +236,90 @@ def play_parts_on_ray(cfg, best: Path, network: int, search, sp, todo: list, wor
 
 def _dispatch(pool, cfg, best, search, sp, todo: list, workers: int, threads: int, progress: bool,
               stop=None) -> None:
-    """``todo``'s parts dealt to the pool's actors, each with the network ``best()`` names as it
-    starts, and written as it returns; until done or ``stop`` is set."""
+    """``todo``'s self-play parts dealt to the pool's actors, each with the network ``best()`` names
+    as it starts, and written as it returns; until done or ``stop`` is set."""
+
+    def submit(actor, part):
+        now = best()
+        return actor.play.remote(now.key, now.ref, search, sp, part[1], part[2]), now
+
+    def done(part, result, now):
+        games, seconds = result
+        games.network = np.full(len(games.winner), now.network, np.int32)
+        games.save(part[0])
+        return seconds
+
+    _deal(pool, [(part[0].name, part[1], part) for part in todo], submit, done, workers, threads, "self-play",
+          "play the missing parts (finished parts are kept)", progress, stop)
+
+
+def play_match_parts(cfg, what: str, a, b, nets: dict, plan, workers: int, threads: int) -> list:
+    """The results of ``plan``'s parts (``players.arena.plan_match``), played by ``workers`` actors:
+    ``a`` against ``b`` (``rl.matches.LoopPlayer``s), with the network files ``nets`` names by hash.
+    ``what``: the match, in messages."""
+    with ray_session(cfg) as pool:
+        pool.connect(workers)
+        refs = {key: import_ray().put(path.read_bytes()) for key, path in nets.items()}
+        cwd, results = os.getcwd(), {}
+
+        def submit(actor, k):
+            return actor.play_match_part.remote(plan.parts[k], a, b, refs.get(a.net), refs.get(b.net), cwd), None
+
+        def done(k, result, _):
+            results[k], seconds = result
+            return seconds
+
+        n = len(plan.parts)
+        _deal(pool, [(f"{what} part {k + 1} of {n}", part.games, k) for k, part in enumerate(plan.parts)], submit,
+              done, workers, threads, what, "play the match again", not cfg.quiet)
+        return [results[k] for k in range(n)]
+
+
+def _deal(pool, tasks: list, submit, done, workers: int, threads: int, what: str, rerun: str, progress: bool,
+          stop=None) -> None:
+    """Each (name, games, task) of ``tasks`` played on one of the pool's actors: ``submit(actor,
+    task)`` starts it ((its ref, what ``done`` needs of the start)), ``done(task, result, that)`` keeps
+    its result (and says the seconds it took); a task whose actor died goes to a fresh one. Until
+    all are done or ``stop`` is set. ``what``: the tasks, in messages; ``rerun``: what a rerun does."""
     from tqdm.auto import tqdm
 
     from othello_learn.cli import bar_pacing
 
     ray = import_ray()
-    idle, queue, pending, tries = list(pool.take(workers, threads)), list(todo), {}, {}
-    bar = tqdm(total=sum(n for _, n, _ in todo), unit="game", desc=f"self-play ({workers} Ray actors)",
-               disable=not progress, file=sys.stderr, **bar_pacing())
+    idle, queue, pending, tries = list(pool.take(workers, threads)), list(tasks), {}, {}
+    bar = tqdm(total=sum(games for _, games, _ in tasks), unit="game", desc=f"{what} ({workers} Ray actors)",
+               disable=not progress,
+               file=sys.stderr, **bar_pacing())
     try:
         while (queue or pending) and not (stop is not None and stop.is_set()):
             while queue and idle:
-                part, actor, now = queue.pop(0), idle.pop(0), best()
-                pending[actor.play.remote(now.key, now.ref, search, sp, part[1], part[2])] = (part, actor, now)
+                task, actor = queue.pop(0), idle.pop(0)
+                ref, started = submit(actor, task[2])
+                pending[ref] = (task, actor, started)
             for ref in _wait(list(pending)):
-                part, actor, now = pending.pop(ref)
+                task, actor, started = pending.pop(ref)
+                name = task[0]
                 try:
-                    games, seconds = ray.get(ref)
+                    result = ray.get(ref)
                 except ray.exceptions.RayActorError as e:  # died: killed, out of memory, its node lost
-                    tries[part] = tries.get(part, 0) + 1
-                    if tries[part] >= MAX_TRIES:
-                        raise UserError(f"{part[0].name}: its Ray actor died {MAX_TRIES} times ({type(e).__name__}):"
-                                        " rerun the same command to play the missing parts (finished parts "
-                                        "are kept), with fewer --workers if they ran out of memory") from None
-                    print(f"self-play: a Ray actor died ({type(e).__name__}); {part[0].name} is played again",
-                          file=sys.stderr)
+                    tries[name] = tries.get(name, 0) + 1
+                    if tries[name] >= MAX_TRIES:
+                        raise UserError(f"{name}: its Ray actor died {MAX_TRIES} times ({type(e).__name__}):"
+                                        f" rerun the same command to {rerun}, with fewer --workers if they ran "
+                                        "out of memory") from None
+                    print(f"{what}: a Ray actor died ({type(e).__name__}); {name} is played again", file=sys.stderr)
                     idle.append(pool.replace(actor, threads))
-                    queue.insert(0, part)
+                    queue.insert(0, task)
                     continue
                 except ray.exceptions.RayTaskError as e:  # raised in the actor: the same error here
                     cause = e.cause
                     if isinstance(cause, (UserError, OSError)):
                         why = describe_os_error(cause) if isinstance(cause, OSError) else cause
-                        raise UserError(f"self-play actor: {why}") from None
+                        raise UserError(f"{what} actor: {why}") from None
                     raise
-                games.network = np.full(len(games.winner), now.network, np.int32)
-                games.save(part[0])
                 global busy_seconds
-                busy_seconds += seconds
-                bar.update(part[1])
+                busy_seconds += done(task[2], result, started)
+                bar.update(task[1])
                 idle.append(actor)
     finally:  # a stop or an error: the parts still playing are dropped unwritten (the session kills the actors)
         bar.close()

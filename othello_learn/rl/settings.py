@@ -59,7 +59,8 @@ class RunConfig:
     # at most as many games as the arena plays in one match (its MAX_GAMES); check_memory says whether they fit
     games: int = opt(2048, "self-play games per generation", low=1, high=MAX_GAMES)
     # A part is one file of --parallel games: a change mid-generation would replay or skip games.
-    parallel: int = opt(512, "games played at once (one part file each)", low=1, high=MAX_GAMES)
+    parallel: int = opt(512, "games played at once: a self-play part (one file each), or a part of a gating or "
+                             "--eval-vs match", low=1, high=MAX_GAMES)
     simulations: int = opt(100, "MCTS simulations per move in self-play", low=1, high=MAX_SIMULATIONS)
     # On a CPU the tree search runs in one thread between network calls: processes of one thread each
     # keep every core busy where one process of N threads leaves them waiting (1.40x games/hour on 2 cores:
@@ -67,8 +68,9 @@ class RunConfig:
     workers: int = opt(0, "self-play processes, each playing whole parts on its share of the CPU threads "
                        "(0: one per thread on a CPU, 1 on a GPU; never more than the parts left)", resumable=True,
                        low=0)
-    backend: str = opt("processes", "who plays the self-play parts: --workers local processes, or --workers Ray actors "
-                       "(ray: pip install -e '.[ray]'; a local Ray unless --ray-address)", resumable=True,
+    backend: str = opt("processes", "who plays the self-play parts: --workers local processes, or --workers Ray actors, "
+                       "which play the gate's and --eval-vs's match parts too (ray: pip install -e '.[ray]'; a local "
+                       "Ray unless --ray-address)", resumable=True,
                        choices=["processes", "ray"], saved_default="processes")
     ray_address: typing.Optional[str] = opt(None, "with --backend ray, the cluster to join ('auto': the one `ray start` "
                                             "made on this node; default: start a local Ray, stopped at the end)",
@@ -252,7 +254,8 @@ class RunConfig:
         """What a generation allocates, against the memory ``device`` has, before any work: the
         replay window's samples (training holds --window generations of --games games at once, at
         most 60 samples of SAMPLE_BYTES each) and the search trees (--parallel games of
-        ``tree_capacity`` nodes in each self-play process at once; a gating match's --gate-games).
+        ``tree_capacity`` nodes in each self-play process at once; a gating match's --gate-games,
+        at most --parallel at once in each process).
         Sizes each within its limit can still be terabytes together."""
         import torch
 
@@ -269,15 +272,18 @@ class RunConfig:
         workers = self_play_workers(self.workers or 0, device, -(-self.games // self.parallel))[0]
         reuse = not self.no_tree_reuse and self.search != "gumbel"  # Gumbel's trees start afresh
         self_play = MCTSConfig(simulations=self.simulations, reuse_tree=reuse)
-        gate = MCTSConfig(simulations=self.gate_simulations, reuse_tree=False)  # _gate_player's: no reuse
+        gate = MCTSConfig(simulations=self.gate_simulations, reuse_tree=False)  # the gate's players: no reuse
         trees = min(self.parallel, self.games) * tree_capacity(self_play) * node * workers
         where = "this machine's" if device.type != "cuda" else f"{device}'s"
         needs = [(self.window * self.games * SAMPLES_PER_GAME * SAMPLE_BYTES, ram, "this machine's",
                   ("window", "games"), "the replay window's samples"),
                  (trees, memory, where, ("parallel", "simulations"),
                   f"self-play's search trees ({workers} process{'es' if workers > 1 else ''} at once)"),
-                 (0 if self.continuous else self.gate_games * tree_capacity(gate) * node, memory, where,
-                  ("gate_games", "gate_simulations"), "a gating match's search trees")]
+                 # a match is played a part of --parallel games at a time, one part in each Ray actor
+                 (0 if self.continuous else min(self.parallel, self.gate_games) * tree_capacity(gate) * node
+                  * (workers if self.backend == "ray" else 1), memory, where,
+                  ("gate_games" if self.gate_games <= self.parallel else "parallel", "gate_simulations"),
+                  "a gating match's search trees")]
         for need, have, whose, names, what in needs:
             if need > have:
                 flags = " with ".join(f"--{n.replace('_', '-')} {getattr(self, n)}" for n in names)

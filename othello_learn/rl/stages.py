@@ -1,7 +1,7 @@
-"""A generation's four stages, each idempotent over files under OUT: ``self_play`` (the best
-network's games), ``train`` (the trainee on the replay window), ``gate`` (the candidate against
-the best) and ``commit`` (state.json, the commit point), then ``publish``: what a user reads
-off the run (best.pt, elo.png) and the per-generation statistics (``Logger``, W&B)."""
+"""A generation's stages, each idempotent over files under OUT: ``self_play`` (the best network's
+games), ``train`` (the trainee on the replay window), the gate (``rl.matches``: the candidate
+against the best) and ``commit`` (state.json, the commit point), then ``publish``: what a user
+reads off the run (best.pt, elo.png) and the per-generation statistics (``Logger``, W&B)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,13 @@ import torch
 from othello_learn.files import UserError, atomic_write, describe_os_error, write_json
 from othello_learn.models.fastpath import auto_path
 from othello_learn.models.nets import read_checkpoint, save_network
-from othello_learn.players.arena import play_match
-from othello_learn.players.elo import finite_elo
-from othello_learn.players.network import PolicyPlayer, search_player
 from othello_learn.rl.elo_plot import plot_elo
 from othello_learn.rl.learner import OptimizerStateError, TrainingDiverged, policy_sharpness, train_network
+from othello_learn.rl.matches import gate_elo_gain
 from othello_learn.rl.records import (COMMITTED, REDONE, REPLAYED, _a_threshold, _part_paths, _paths, _window_paths,
                                       generation_seeds, load_games, load_net, read_json, read_state)
 from othello_learn.rl.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_rate
-from othello_learn.rl.settings import RunConfig, eval_opponent, self_play_workers
+from othello_learn.rl.settings import RunConfig, self_play_workers
 from othello_learn.rl.workers import play_parts
 from othello_learn.tracking import start_wandb
 
@@ -230,38 +228,6 @@ def _trainee_optimizer(cfg: RunConfig, state: dict) -> dict | None:
     return None
 
 
-def _gate_player(cfg: RunConfig, net, dev: torch.device):
-    """Self-play's search (its --c-puct or --gumbel-considered) at --gate-simulations,
-    without noise or tree reuse: the gate compares nets, not luck."""
-    return search_player(cfg.search, net, cfg.gate_simulations, dev, cfg.gumbel_considered, c_puct=cfg.c_puct)
-
-
-def gate(cfg: RunConfig, gen: int) -> Path:
-    """The match of generation ``gen``'s candidate against the best network
-    (none with --continuous), and the optional --eval-vs match."""
-    p = _paths(cfg, gen)
-    if p["gate"].exists():
-        return p["gate"]
-    state = read_state(cfg.out / "state.json")
-    dev = torch.device(cfg.device)
-    seeds = generation_seeds(cfg, gen)
-    cand = load_net(p["net"], dev, REDONE)
-    if cfg.continuous:
-        result = {"games": 0, "score": None, "elo": 0.0, "elo_low": None, "elo_high": None}
-    else:
-        best = load_net(cfg.out / state["best"], dev, COMMITTED).to(dev)
-        a, b = _gate_player(cfg, cand, dev), _gate_player(cfg, best, dev)
-        a.name, b.name = p["tag"], state["best"]
-        r = play_match(a, b, cfg.gate_games, seed=seeds["gate"], progress=not cfg.quiet)
-        result = _match_summary(r)
-    if cfg.eval_vs:
-        r = play_match(PolicyPlayer(cand, dev), eval_opponent(cfg.eval_vs), cfg.eval_games, seed=seeds["eval"],
-                       progress=not cfg.quiet)
-        result["eval_vs"] = {"spec": cfg.eval_vs, **_match_summary(r)}
-    write_json(p["gate"], result)
-    return p["gate"]
-
-
 def calibrated_threshold(state: dict, cfg: RunConfig) -> float:
     """The run's calibrated resign threshold. Runs started with --no-resign before 2026-11-26
     kept none (null), and so could never resign again: they start from --resign-threshold."""
@@ -359,14 +325,3 @@ def publish(cfg: RunConfig, state: dict) -> None:
     plot, committed = cfg.out / "elo.png", cfg.out / "state.json"
     if state["history"] and (not plot.is_file() or plot.stat().st_mtime_ns < committed.stat().st_mtime_ns):
         plot_elo(state["history"], plot)
-
-
-def gate_elo_gain(result: dict) -> float:
-    """The Elo a gate match adds to the run's curve (0 without one: --continuous)."""
-    return 0.0 if result["score"] is None else finite_elo(result["elo"], result["score"], result["games"])
-
-
-def _match_summary(r) -> dict:
-    """A gate's or evaluation's record in gate.json: the match's counts and Elo (infinite: null)."""
-    d = r.to_dict()
-    return {k: d[k] for k in ("games", "wins", "draws", "losses", "score", "elo", "elo_low", "elo_high")}
