@@ -1117,7 +1117,7 @@ def tiny_checkpoint(tmp_path):
 
 
 def test_evaluate_creates_the_json_folder(dataset_dir, tmp_path, tiny_checkpoint, capsys):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     report = tmp_path / "new" / "deeper" / "eval.json"
     code, err = _run(main, ["--checkpoint", str(tiny_checkpoint), "--wthor-dir", str(dataset_dir.parent),
@@ -1133,7 +1133,7 @@ def test_a_stop_signal_ends_evaluate_with_its_status_and_nothing_written(dataset
                                                                         monkeypatch, capsys, sig, code, said):
     """A kill or a closed terminal during the evaluation is one line and its exit status, as
     every command's; the --json, its plot and the --export are not written, nor their temporary files."""
-    from othello_learn.train import evaluate
+    from othello_learn.evaluation import evaluate
 
     def stopped(*a, **k):
         os.kill(os.getpid(), getattr(signal, sig))
@@ -1155,7 +1155,7 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
     turns one into the .pt every player takes (the refusal says how), its evaluation kept in it."""
     from othello_learn.models.nets import save_checkpoint_file
     from othello_learn.players.specs import make_program
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
     from othello_learn.train.module import MovePredictor
 
     model = MovePredictor(NetConfig(depth=1, width=4))
@@ -1187,7 +1187,7 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
 
 @pytest.mark.parametrize("limit", ["0", "-5", "x"])
 def test_evaluate_limit_must_be_positive(dataset_dir, tiny_checkpoint, capsys, limit):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     with pytest.raises(SystemExit) as e:
         run_main(main, ["--checkpoint", str(tiny_checkpoint), "--wthor-dir", str(dataset_dir.parent),
@@ -1196,7 +1196,7 @@ def test_evaluate_limit_must_be_positive(dataset_dir, tiny_checkpoint, capsys, l
 
 
 def test_evaluate_names_a_missing_checkpoint(dataset_dir, tmp_path, capsys):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     code, err = _run(main, ["--checkpoint", str(tmp_path / "none.pt"), "--wthor-dir", str(dataset_dir.parent)], capsys)
     assert code == 2 and str(tmp_path / "none.pt") in err and len(err.strip().splitlines()) == 1
@@ -1216,7 +1216,7 @@ class _Touch:
 
 @pytest.mark.parametrize("legacy", [True, False])
 def test_a_crafted_checkpoint_is_refused_without_running_it(dataset_dir, tmp_path, capsys, legacy):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     marker = tmp_path / "pwned"
     crafted = tmp_path / "model.pt"
@@ -1330,7 +1330,7 @@ def test_evaluate_names_asked_for_years_without_games(dataset_dir, tmp_path, tin
 
     from othello_learn.data import wtb
     from othello_learn.data.wthor import main as build_main
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -1521,7 +1521,7 @@ def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(datase
 
     import numpy as np
 
-    from othello_learn.train.evaluate import main as evaluate_main
+    from othello_learn.evaluation.evaluate import main as evaluate_main
     from othello_learn.train.train import main as train_main
 
     data = tmp_path / "ds"
@@ -1569,7 +1569,7 @@ def test_evaluate_writes_its_files_before_printing(dataset_dir, tiny_checkpoint,
     import builtins
     import json
 
-    from othello_learn.train import evaluate
+    from othello_learn.evaluation import evaluate
 
     def gone(*args, **kwargs):
         if kwargs.get("file") is None:
@@ -2401,7 +2401,7 @@ def test_eval_average_evaluates_and_exports_the_mean_of_the_nets(dataset_dir, tm
     net is average_networks' mean of --checkpoint and the others, says what it averaged, and
     carries no one net's own record; another architecture or an --export over an input is refused."""
     from othello_learn.models.nets import average_networks
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     torch.manual_seed(0)
     nets = [build_network(NetConfig(depth=1, width=4)) for _ in range(3)]
