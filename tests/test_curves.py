@@ -63,7 +63,7 @@ def test_a_stop_signal_is_one_line_and_leaves_no_plot(tmp_path, monkeypatch, cap
 def test_after_a_fresh_start_only_the_new_runs_logs_are_joined(tmp_path, capsys):
     """--fresh keeps the discarded run's CSV versions and W&B files; joined in, they drew one line
     through the new run's first validation and the old run's later ones."""
-    from othello_learn.train.run_files import mark_fresh_start
+    from othello_learn.train.logs import mark_fresh_start
 
     run = tmp_path / "run"
     _version(run, 0, [{"step": 9, "val/acc": 0.30}, {"step": 19, "val/acc": 0.35}, {"step": 29, "val/acc": 0.4}])
@@ -287,7 +287,7 @@ def test_a_tampered_log_or_record_is_one_line_naming_the_run(tmp_path, capsys):
 def test_mark_fresh_start_skips_folders_lightning_did_not_number(tmp_path):
     import json
 
-    from othello_learn.train.run_files import mark_fresh_start
+    from othello_learn.train.logs import mark_fresh_start
 
     for name in ("version_0", "version_3", "version_old"):
         (tmp_path / "csv" / name).mkdir(parents=True)

@@ -751,7 +751,7 @@ def test_an_empty_checkpoints_folder_beside_the_users_files_is_no_run(dataset_di
     assert {p.name: p.read_text() for p in out.iterdir() if p.is_file()} == mine
     assert not any((out / "checkpoints").iterdir())
 
-    from othello_learn.train.run_files import RUN_CONFIG_MARK
+    from othello_learn.train.run_checks import RUN_CONFIG_MARK
 
     run = tmp_path / "run"
     train(_args(dataset_dir, run, "--max-steps", "1"))
@@ -1858,7 +1858,7 @@ def test_fresh_ignores_a_last_ckpt_of_another_network_and_the_save_interval_is_i
 
 
 def test_data_differences_compare_years_as_years_and_folders_as_folders(tmp_path):
-    from othello_learn.train.resume import data_differences
+    from othello_learn.train.run_checks import data_differences
 
     folder = tmp_path / "ds"
     folder.mkdir()
@@ -1878,7 +1878,7 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     from types import SimpleNamespace
 
     from othello_learn.settings import seed_arg, seed_below
-    from othello_learn.train.data_checks import check_dataset
+    from othello_learn.train.run_checks import check_dataset
 
     train_seed = seed_below(2**32)  # train's: Lightning's seed_everything
     assert train_seed("4294967295") == 2**32 - 1 and seed_arg("18446744073709551615") == 2**64 - 1
@@ -2106,7 +2106,7 @@ def test_the_run_says_which_limit_stopped_it(dataset_dir, tmp_path, capsys):
 def test_lightnings_max_epochs_line_is_dropped_and_its_other_info_kept():
     import logging
 
-    from othello_learn.train.lightning_logs import _NoTips
+    from othello_learn.train.logs import _NoTips
 
     def record(msg):
         return logging.LogRecord("lightning.pytorch", logging.INFO, __file__, 1, msg, None, None)
@@ -2140,7 +2140,7 @@ def test_stop_reason_names_the_limit_that_ended_fit():
 
     from lightning.pytorch.callbacks import Timer
 
-    from othello_learn.train.lightning_logs import stop_reason
+    from othello_learn.train.logs import stop_reason
 
     class Spent(Timer):
         def time_remaining(self, stage=None):
@@ -2227,7 +2227,7 @@ def test_a_rerun_with_no_test_keeps_the_test_results_of_the_same_best_checkpoint
     """Rerunning a finished command with --no-test rewrote metrics.json without its "test" section."""
     import json
 
-    from othello_learn.train.resume import earlier_test
+    from othello_learn.train.run_checks import earlier_test
     from othello_learn.train.train import main
 
     argv = _args(dataset_dir, tmp_path / "run", "--max-steps", "2")
@@ -2370,7 +2370,7 @@ def test_tpu_without_torch_xla_names_the_device_flags(dataset_dir, tmp_path, cap
 
 
 def test_data_differences_speak_of_a_rebuild_only_for_the_runs_own_folder(tmp_path):
-    from othello_learn.train.resume import data_differences
+    from othello_learn.train.run_checks import data_differences
 
     folder, other = tmp_path / "ds", tmp_path / "other"
     folder.mkdir()

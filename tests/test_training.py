@@ -144,7 +144,7 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
 
 def test_the_wandb_logger_does_not_hand_wandb_an_anonymous_setting(tmp_path, monkeypatch):
     """Lightning passes anonymous=None, and wandb warns "has no effect" on every run."""
-    from othello_learn.train.loggers import make_logger
+    from othello_learn.train.logs import make_logger
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     logger = make_logger("wandb", tmp_path, "run", online=False, project="p")
@@ -153,7 +153,7 @@ def test_the_wandb_logger_does_not_hand_wandb_an_anonymous_setting(tmp_path, mon
 
 
 def test_the_wandb_run_id_is_kept_across_resumes_and_new_with_fresh(tmp_path):
-    from othello_learn.train.loggers import wandb_run_id
+    from othello_learn.train.logs import wandb_run_id
 
     first = wandb_run_id(tmp_path)
     assert wandb_run_id(tmp_path) == first == (tmp_path / "wandb_id").read_text().strip()
@@ -323,7 +323,7 @@ def _flatten_to_old_hparams(path):
 def test_runs_started_by_the_old_module_resume_and_export(dataset_dir, tmp_path, monkeypatch):
     from othello_learn.files import UserError
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
-    from othello_learn.train.resume import check_resumable
+    from othello_learn.train.run_checks import check_resumable
     from othello_learn.train.train import train as train_main
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
