@@ -36,7 +36,7 @@ from othello_learn.settings import Setting, at_least  # noqa: E402
 from othello_learn.files import UserError, atomic_write, check_input, check_output  # noqa: E402
 from othello_learn.data.dataset import WthorDataset  # noqa: E402
 from othello_learn.plots import check_plot_path  # noqa: E402
-from othello_learn.train.curves import load_curve, plot  # noqa: E402
+from othello_learn.evaluation.curves import load_curve, plot  # noqa: E402
 from othello_learn.train.config import load_config  # noqa: E402
 
 # name -> overrides of the base config (train.py --set items)

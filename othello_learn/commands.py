@@ -12,14 +12,14 @@ from pathlib import Path
 COMMANDS = {
     "othello-dataset": "othello_learn.data.wthor",
     "othello-train": "othello_learn.train.train",
-    "othello-eval": "othello_learn.train.evaluate",
+    "othello-eval": "othello_learn.evaluation.evaluate",
     "othello-rl": "othello_learn.rl.loop",
     "othello-arena": "othello_learn.players.arena",
     "othello-play": "othello_learn.frontends.terminal",
     "othello-engine": "othello_learn.frontends.nboard",
     "othello-gtp": "othello_learn.frontends.gtp",
     "othello-solve": "othello_learn.frontends.solve_obf",
-    "othello-curves": "othello_learn.train.curves",
+    "othello-curves": "othello_learn.evaluation.curves",
 }
 
 

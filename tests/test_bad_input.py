@@ -46,9 +46,9 @@ def under_a_file(tmp_path):
     ("players.arena", ["--a", "policy:/no/such.pt", "--b", "random", "--games-out", "{out}.csv"], "--games-out"),
     ("frontends.solve_obf", ["/no/such.obf", "--player", "random", "--json", "{out}.json"], "--json"),
     ("frontends.terminal", ["--opponent", "policy:/no/such.pt", "--save", "{out}.ggf"], "--save"),
-    ("train.evaluate", ["--checkpoint", "/no/such.pt", "--json", "{out}.json"], "--json"),
-    ("train.evaluate", ["--checkpoint", "/no/such.pt", "--plot", "{out}.png"], "--plot"),
-    ("train.curves", ["/no/such/run", "--out", "{out}.png"], "--out"),
+    ("evaluation.evaluate", ["--checkpoint", "/no/such.pt", "--json", "{out}.json"], "--json"),
+    ("evaluation.evaluate", ["--checkpoint", "/no/such.pt", "--plot", "{out}.png"], "--plot"),
+    ("evaluation.curves", ["/no/such/run", "--out", "{out}.png"], "--out"),
     ("train.train", ["--out", "{out}", "--logger", "none"], "--out"),
     ("data.wthor", ["--wthor-dir", "/no/such", "--out", "{out}", "--quiet"], "--out"),
 ])
@@ -62,9 +62,9 @@ def test_an_output_under_a_file_is_refused_first(command, argv, flag, under_a_fi
 @pytest.mark.parametrize("suffix,problem", [(".txt", "cannot write .txt"), ("", "no extension")])
 def test_a_plot_name_matplotlib_cannot_write_is_refused_first(tmp_path, capsys, suffix, problem):
     out = tmp_path / f"plot{suffix}"
-    code, err = _run(_command("train.evaluate"), ["--checkpoint", "/no/such.pt", "--plot", str(out)], capsys)
+    code, err = _run(_command("evaluation.evaluate"), ["--checkpoint", "/no/such.pt", "--plot", str(out)], capsys)
     assert code == 2 and "--plot" in err and problem in err and ".png" in err
-    code, err = _run(_command("train.curves"), ["/no/such/run", "--out", str(out)], capsys)
+    code, err = _run(_command("evaluation.curves"), ["/no/such/run", "--out", str(out)], capsys)
     assert code == 2 and "--out" in err and problem in err
     assert not out.exists()
 
@@ -116,7 +116,7 @@ def test_a_device_this_machine_lacks_is_one_line_naming_the_flag():
 
 
 def test_evaluate_refuses_a_missing_device_before_loading(capsys):
-    code, err = _run(_command("train.evaluate"), ["--checkpoint", "/no/such.pt", "--device", "nosuch"], capsys)
+    code, err = _run(_command("evaluation.evaluate"), ["--checkpoint", "/no/such.pt", "--device", "nosuch"], capsys)
     assert code == 2 and "--device nosuch" in err
 
 
@@ -147,7 +147,7 @@ def test_a_checkpoint_cut_anywhere_is_named_as_truncated(tmp_path, capsys):
     ("train.train", ["--seed", "-1"], "--seed: must be at least 0, got -1"),
     ("train.train", ["--seed", "4294967296"], "--seed: must be below 2**32, got 4294967296"),  # Lightning's seed_everything
     ("train.train", ["--max-steps", "-3"], "--max-steps: must be at least -1"),
-    ("train.evaluate", ["--limit", "0"], "--limit"),
+    ("evaluation.evaluate", ["--limit", "0"], "--limit"),
     ("data.wthor", ["--years", "abc"], "bad year range 'abc'"),
     ("players.arena", ["--a", "random"], "--b"),
 ])
@@ -168,7 +168,7 @@ def test_an_output_that_is_an_input_or_another_output_is_refused_first(tmp_path,
     code, err = _run(_command("frontends.solve_obf"), [str(obf), "--player", "random", "--json", str(obf)], capsys)
     assert code == 2 and "p.obf: expected a .json file name" in err and obf.read_bytes() == before
     out = tmp_path / "x.json"
-    code, err = _run(_command("train.evaluate"), ["--checkpoint", "checkpoints/best_raw.pt", "--json", str(out),
+    code, err = _run(_command("evaluation.evaluate"), ["--checkpoint", "checkpoints/best_raw.pt", "--json", str(out),
                                                   "--plot", str(out.with_suffix(".png")), "--export", str(out)], capsys)
     assert code == 2 and "--export" in err and "expected a .pt or .pth file name" in err and not out.exists()
 
@@ -177,8 +177,8 @@ def test_an_output_of_another_kind_is_refused_untouched(tmp_path, capsys):
     """A slip of the shell (--json train.py, --export of a file of another kind) replaced it."""
     source = tmp_path / "victim.py"
     source.write_text("print('mine')\n")
-    for command, argv in (("train.evaluate", ["--checkpoint", "checkpoints/best_raw.pt", "--json", str(source)]),
-                          ("train.evaluate", ["--checkpoint", "checkpoints/best_raw.pt", "--export", str(source)]),
+    for command, argv in (("evaluation.evaluate", ["--checkpoint", "checkpoints/best_raw.pt", "--json", str(source)]),
+                          ("evaluation.evaluate", ["--checkpoint", "checkpoints/best_raw.pt", "--export", str(source)]),
                           ("players.arena", ["--a", "random", "--b", "random", "--json", str(source)]),
                           ("players.arena", ["--a", "random", "--b", "random", "--games-out", str(source)]),
                           ("frontends.solve_obf", [str(source), "--player", "random", "--json", str(source)])):

@@ -103,7 +103,8 @@ def test_help_and_bad_flags_do_not_import_lightning():
     """``--help`` answers in well under a second: Lightning, torchmetrics, torch and pandas take
     seconds to import, so the training and evaluation commands load them only once work starts."""
     code = ("import sys\n"
-            "from othello_learn.train import train, evaluate\n"
+            "from othello_learn.train import train\n"
+            "from othello_learn.evaluation import evaluate\n"
             "for main in (train.main, evaluate.main):\n"
             "    for argv in (['--help'], ['--out', 'x', '--batch-size', '0']):\n"
             "        try:\n"
@@ -153,7 +154,7 @@ def test_evaluating_an_exported_network_does_not_import_lightning(dataset_dir, t
     time); only a training checkpoint's .ckpt does. The LightningModule's module is made
     unimportable: the evaluation must not need it."""
     from othello_learn.models.nets import NetConfig, build_network, save_network
-    from othello_learn.train.evaluate import evaluate_command
+    from othello_learn.evaluation.evaluate import evaluate_command
 
     save_network(build_network(NetConfig(depth=1, width=4)), tmp_path / "net.pt")
     monkeypatch.setitem(sys.modules, "othello_learn.train.module", None)  # an import of it: ImportError
@@ -303,7 +304,7 @@ def tiny_net(tmp_path_factory):
 @pytest.mark.parametrize("years", ["2003", "2001,2003", "2001-2003"])
 def test_evaluation_from_the_dataset_matches_a_replay_of_the_raw_files(dataset_dir, tiny_net, years,
                                                                        monkeypatch):
-    from othello_learn.train.evaluate import evaluate_command
+    from othello_learn.evaluation.evaluate import evaluate_command
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     common = ["--checkpoint", str(tiny_net), "--years", years]
@@ -319,7 +320,7 @@ def test_evaluation_from_the_dataset_matches_a_replay_of_the_raw_files(dataset_d
 
 def test_evaluation_names_a_year_the_dataset_lacks_and_a_bad_dataset(dataset_dir, tiny_net, tmp_path,
                                                                      capsys):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     capsys.readouterr()
     assert run_main(main, ["--checkpoint", str(tiny_net), "--data", str(dataset_dir), "--years", "2003-2004"]) == 2
@@ -335,7 +336,7 @@ def test_evaluation_never_writes_over_the_datasets_summary(dataset_dir, tiny_net
     the dataset could not be opened again ("dataset format None is not 1; rebuild it")."""
     import shutil
 
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     data = tmp_path / "ds"
     shutil.copytree(dataset_dir, data)
@@ -352,7 +353,7 @@ def test_evaluation_never_writes_over_the_datasets_summary(dataset_dir, tiny_net
 def test_evaluation_names_a_year_the_wthor_folder_lacks(dataset_dir, tiny_net, tmp_path, years, missing,
                                                         capsys):
     """Not an evaluation of the years present, recorded under the years asked."""
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     capsys.readouterr()
     out = tmp_path / "e.json"
@@ -367,7 +368,7 @@ def test_evaluation_names_a_year_the_wthor_folder_lacks(dataset_dir, tiny_net, t
 
 
 def test_evaluation_refuses_a_file_named_for_another_year(dataset_dir, tiny_net, tmp_path, capsys):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     (tmp_path / "WTH_2004.wtb").write_bytes((dataset_dir.parent / "WTH_2003.wtb").read_bytes())
     capsys.readouterr()
@@ -594,10 +595,10 @@ def test_benchmarks_refuse_other_bad_counts_before_any_work(capsys, name, flag, 
     ("othello_learn.train.train", ["--config", "{missing}"], "--config {missing}: no such file"),
     ("othello_learn.train.train", ["--init", "{missing}"], "--init {missing}: no such file"),
     ("othello_learn.train.train", ["--config", "{folder}"], "--config {folder}: is a folder; give a file"),
-    ("othello_learn.train.evaluate", ["--checkpoint", "{missing}"], "--checkpoint {missing}: no such file"),
-    ("othello_learn.train.evaluate", ["--checkpoint", "{file}", "--wthor-dir", "{missing}"],
+    ("othello_learn.evaluation.evaluate", ["--checkpoint", "{missing}"], "--checkpoint {missing}: no such file"),
+    ("othello_learn.evaluation.evaluate", ["--checkpoint", "{file}", "--wthor-dir", "{missing}"],
      "--wthor-dir {missing}: no such folder"),
-    ("othello_learn.train.evaluate", ["--checkpoint", "{file}", "--wthor-dir", "{file}"],
+    ("othello_learn.evaluation.evaluate", ["--checkpoint", "{file}", "--wthor-dir", "{file}"],
      "--wthor-dir {file}: is a file; give a folder"),
     ("othello_learn.frontends.terminal", ["--opponent", "random", "--start", "{missing}.ggf"],
      "--start {missing}.ggf: no such file"),
@@ -626,6 +627,7 @@ MAY_IMPORT = {
     "models": set(),
     "data": {"models"},
     "train": {"data", "models"},
+    "evaluation": {"train", "data", "models"},
     "search": {"models"},
     "players": {"search", "models"},
     "rl": {"players", "search", "models"},

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from othello_learn.cli import run_main
-from othello_learn.train.curves import is_fraction, load_curve, main
+from othello_learn.evaluation.curves import is_fraction, load_curve, main
 
 
 def curves_main(argv):
@@ -42,7 +42,7 @@ def test_resumed_run_joins_all_versions(tmp_path):
 
 @pytest.mark.parametrize("sig, code, said", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
 def test_a_stop_signal_is_one_line_and_leaves_no_plot(tmp_path, monkeypatch, capsys, sig, code, said):
-    from othello_learn.train import curves
+    from othello_learn.evaluation import curves
 
     run = tmp_path / "run"
     _version(run, 0, [{"step": 9, "val/acc": 0.30}])
@@ -63,7 +63,7 @@ def test_a_stop_signal_is_one_line_and_leaves_no_plot(tmp_path, monkeypatch, cap
 def test_after_a_fresh_start_only_the_new_runs_logs_are_joined(tmp_path, capsys):
     """--fresh keeps the discarded run's CSV versions and W&B files; joined in, they drew one line
     through the new run's first validation and the old run's later ones."""
-    from othello_learn.train.run_files import mark_fresh_start
+    from othello_learn.train.logs import mark_fresh_start
 
     run = tmp_path / "run"
     _version(run, 0, [{"step": 9, "val/acc": 0.30}, {"step": 19, "val/acc": 0.35}, {"step": 29, "val/acc": 0.4}])
@@ -240,7 +240,7 @@ def test_a_history_row_over_three_blocks_and_a_block_tail_of_padding_are_read(tm
     whose tail is too short for a chunk header (under 7 bytes) is padding, skipped."""
     from wandb.proto import wandb_internal_pb2 as pb
 
-    from othello_learn.train.curves import wandb_history
+    from othello_learn.evaluation.curves import wandb_history
 
     long = "y" * 70_000
     data = _wandb_file(tmp_path / "a" / "run-a.wandb", [{"trainer/global_step": 9, "val/acc": 0.3, "note": long}])
@@ -287,7 +287,7 @@ def test_a_tampered_log_or_record_is_one_line_naming_the_run(tmp_path, capsys):
 def test_mark_fresh_start_skips_folders_lightning_did_not_number(tmp_path):
     import json
 
-    from othello_learn.train.run_files import mark_fresh_start
+    from othello_learn.train.logs import mark_fresh_start
 
     for name in ("version_0", "version_3", "version_old"):
         (tmp_path / "csv" / name).mkdir(parents=True)
@@ -311,7 +311,7 @@ def test_a_metric_with_no_number_in_it_is_refused_not_plotted_empty(tmp_path, ca
 def test_a_run_has_one_colour_in_both_panels(tmp_path, monkeypatch):
     """An untimed run is left out of the time panel; the colours drawn after it there no longer
     matched the runs' colours in the positions panel."""
-    from othello_learn.train import curves
+    from othello_learn.evaluation import curves
 
     runs = []
     for name, timed in (("a", True), ("untimed", False), ("c", True)):
@@ -331,7 +331,7 @@ def test_a_run_has_one_colour_in_both_panels(tmp_path, monkeypatch):
 
 def test_runs_of_the_same_name_in_other_folders_are_told_apart(tmp_path, monkeypatch):
     """Keyed by the folder's name, a/x and b/x were drawn as one curve (the second's)."""
-    from othello_learn.train import curves
+    from othello_learn.evaluation import curves
 
     runs = []
     for parent, acc in (("a", 0.3), ("b", 0.5), ("c", 0.4)):

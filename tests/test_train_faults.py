@@ -751,7 +751,7 @@ def test_an_empty_checkpoints_folder_beside_the_users_files_is_no_run(dataset_di
     assert {p.name: p.read_text() for p in out.iterdir() if p.is_file()} == mine
     assert not any((out / "checkpoints").iterdir())
 
-    from othello_learn.train.run_files import RUN_CONFIG_MARK
+    from othello_learn.train.run_checks import RUN_CONFIG_MARK
 
     run = tmp_path / "run"
     train(_args(dataset_dir, run, "--max-steps", "1"))
@@ -1117,7 +1117,7 @@ def tiny_checkpoint(tmp_path):
 
 
 def test_evaluate_creates_the_json_folder(dataset_dir, tmp_path, tiny_checkpoint, capsys):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     report = tmp_path / "new" / "deeper" / "eval.json"
     code, err = _run(main, ["--checkpoint", str(tiny_checkpoint), "--wthor-dir", str(dataset_dir.parent),
@@ -1133,7 +1133,7 @@ def test_a_stop_signal_ends_evaluate_with_its_status_and_nothing_written(dataset
                                                                         monkeypatch, capsys, sig, code, said):
     """A kill or a closed terminal during the evaluation is one line and its exit status, as
     every command's; the --json, its plot and the --export are not written, nor their temporary files."""
-    from othello_learn.train import evaluate
+    from othello_learn.evaluation import evaluate
 
     def stopped(*a, **k):
         os.kill(os.getpid(), getattr(signal, sig))
@@ -1155,7 +1155,7 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
     turns one into the .pt every player takes (the refusal says how), its evaluation kept in it."""
     from othello_learn.models.nets import save_checkpoint_file
     from othello_learn.players.specs import make_program
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
     from othello_learn.train.module import MovePredictor
 
     model = MovePredictor(NetConfig(depth=1, width=4))
@@ -1187,7 +1187,7 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
 
 @pytest.mark.parametrize("limit", ["0", "-5", "x"])
 def test_evaluate_limit_must_be_positive(dataset_dir, tiny_checkpoint, capsys, limit):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     with pytest.raises(SystemExit) as e:
         run_main(main, ["--checkpoint", str(tiny_checkpoint), "--wthor-dir", str(dataset_dir.parent),
@@ -1196,7 +1196,7 @@ def test_evaluate_limit_must_be_positive(dataset_dir, tiny_checkpoint, capsys, l
 
 
 def test_evaluate_names_a_missing_checkpoint(dataset_dir, tmp_path, capsys):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     code, err = _run(main, ["--checkpoint", str(tmp_path / "none.pt"), "--wthor-dir", str(dataset_dir.parent)], capsys)
     assert code == 2 and str(tmp_path / "none.pt") in err and len(err.strip().splitlines()) == 1
@@ -1216,7 +1216,7 @@ class _Touch:
 
 @pytest.mark.parametrize("legacy", [True, False])
 def test_a_crafted_checkpoint_is_refused_without_running_it(dataset_dir, tmp_path, capsys, legacy):
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     marker = tmp_path / "pwned"
     crafted = tmp_path / "model.pt"
@@ -1330,7 +1330,7 @@ def test_evaluate_names_asked_for_years_without_games(dataset_dir, tmp_path, tin
 
     from othello_learn.data import wtb
     from othello_learn.data.wthor import main as build_main
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -1521,7 +1521,7 @@ def test_damaged_dataset_contents_are_one_line_in_training_and_evaluation(datase
 
     import numpy as np
 
-    from othello_learn.train.evaluate import main as evaluate_main
+    from othello_learn.evaluation.evaluate import main as evaluate_main
     from othello_learn.train.train import main as train_main
 
     data = tmp_path / "ds"
@@ -1569,7 +1569,7 @@ def test_evaluate_writes_its_files_before_printing(dataset_dir, tiny_checkpoint,
     import builtins
     import json
 
-    from othello_learn.train import evaluate
+    from othello_learn.evaluation import evaluate
 
     def gone(*args, **kwargs):
         if kwargs.get("file") is None:
@@ -1858,7 +1858,7 @@ def test_fresh_ignores_a_last_ckpt_of_another_network_and_the_save_interval_is_i
 
 
 def test_data_differences_compare_years_as_years_and_folders_as_folders(tmp_path):
-    from othello_learn.train.resume import data_differences
+    from othello_learn.train.run_checks import data_differences
 
     folder = tmp_path / "ds"
     folder.mkdir()
@@ -1878,7 +1878,7 @@ def test_the_seed_and_the_validation_interval_at_their_edges():
     from types import SimpleNamespace
 
     from othello_learn.settings import seed_arg, seed_below
-    from othello_learn.train.data_checks import check_dataset
+    from othello_learn.train.run_checks import check_dataset
 
     train_seed = seed_below(2**32)  # train's: Lightning's seed_everything
     assert train_seed("4294967295") == 2**32 - 1 and seed_arg("18446744073709551615") == 2**64 - 1
@@ -2106,7 +2106,7 @@ def test_the_run_says_which_limit_stopped_it(dataset_dir, tmp_path, capsys):
 def test_lightnings_max_epochs_line_is_dropped_and_its_other_info_kept():
     import logging
 
-    from othello_learn.train.lightning_logs import _NoTips
+    from othello_learn.train.logs import _NoTips
 
     def record(msg):
         return logging.LogRecord("lightning.pytorch", logging.INFO, __file__, 1, msg, None, None)
@@ -2140,7 +2140,7 @@ def test_stop_reason_names_the_limit_that_ended_fit():
 
     from lightning.pytorch.callbacks import Timer
 
-    from othello_learn.train.lightning_logs import stop_reason
+    from othello_learn.train.logs import stop_reason
 
     class Spent(Timer):
         def time_remaining(self, stage=None):
@@ -2227,7 +2227,7 @@ def test_a_rerun_with_no_test_keeps_the_test_results_of_the_same_best_checkpoint
     """Rerunning a finished command with --no-test rewrote metrics.json without its "test" section."""
     import json
 
-    from othello_learn.train.resume import earlier_test
+    from othello_learn.train.run_checks import earlier_test
     from othello_learn.train.train import main
 
     argv = _args(dataset_dir, tmp_path / "run", "--max-steps", "2")
@@ -2370,7 +2370,7 @@ def test_tpu_without_torch_xla_names_the_device_flags(dataset_dir, tmp_path, cap
 
 
 def test_data_differences_speak_of_a_rebuild_only_for_the_runs_own_folder(tmp_path):
-    from othello_learn.train.resume import data_differences
+    from othello_learn.train.run_checks import data_differences
 
     folder, other = tmp_path / "ds", tmp_path / "other"
     folder.mkdir()
@@ -2401,7 +2401,7 @@ def test_eval_average_evaluates_and_exports_the_mean_of_the_nets(dataset_dir, tm
     net is average_networks' mean of --checkpoint and the others, says what it averaged, and
     carries no one net's own record; another architecture or an --export over an input is refused."""
     from othello_learn.models.nets import average_networks
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     torch.manual_seed(0)
     nets = [build_network(NetConfig(depth=1, width=4)) for _ in range(3)]

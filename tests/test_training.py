@@ -85,7 +85,7 @@ def test_networks_mask_illegal_moves(dataset_dir, arch, encoder):
 
 def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     from othello_learn.models.fastpath import auto_precision
-    from othello_learn.train.evaluate import evaluate_command as evaluate_main
+    from othello_learn.evaluation.evaluate import evaluate_command as evaluate_main
     from othello_learn.train.train import train as train_main
 
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -111,7 +111,7 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     table = json.loads(next(runs[-1].glob("files/media/table/test/phases_*.table.json")).read_text())
     assert table["columns"] == ["moves", "accuracy"] and table["data"][0][0] == "1-12"
     # the learning curve reads W&B's own run files: one validation per epoch, across the resume
-    from othello_learn.train.curves import load_curve, wandb_history
+    from othello_learn.evaluation.curves import load_curve, wandb_history
 
     # (W&B's service process writes these files; a prefix is all a reader may count on right after finish)
     curve = load_curve(out)
@@ -144,7 +144,7 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
 
 def test_the_wandb_logger_does_not_hand_wandb_an_anonymous_setting(tmp_path, monkeypatch):
     """Lightning passes anonymous=None, and wandb warns "has no effect" on every run."""
-    from othello_learn.train.loggers import make_logger
+    from othello_learn.train.logs import make_logger
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     logger = make_logger("wandb", tmp_path, "run", online=False, project="p")
@@ -153,7 +153,7 @@ def test_the_wandb_logger_does_not_hand_wandb_an_anonymous_setting(tmp_path, mon
 
 
 def test_the_wandb_run_id_is_kept_across_resumes_and_new_with_fresh(tmp_path):
-    from othello_learn.train.loggers import wandb_run_id
+    from othello_learn.train.logs import wandb_run_id
 
     first = wandb_run_id(tmp_path)
     assert wandb_run_id(tmp_path) == first == (tmp_path / "wandb_id").read_text().strip()
@@ -210,7 +210,7 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
     assert state["lr_schedulers"][0]["_last_lr"][0] < summary["config"]["optim"].get("lr", 1e-3)
 
     from othello_learn.cli import run_main
-    from othello_learn.train.curves import load_curve, main
+    from othello_learn.evaluation.curves import load_curve, main
 
     def curves_main(argv):  # as the command runs it: errors are one line, exit 2
         return run_main(main, argv)
@@ -223,7 +223,7 @@ def test_training_stops_at_the_time_budget_with_the_schedule_done(dataset_dir, t
 
 
 def test_symmetric_accuracy_counts_equivalent_first_moves():
-    from othello_learn.train.evaluate import symmetric_hits
+    from othello_learn.evaluation.evaluate import symmetric_hits
 
     p = np.array([bb.BLACK_START] * 4, dtype=np.uint64)
     o = np.array([bb.WHITE_START] * 4, dtype=np.uint64)
@@ -238,7 +238,7 @@ def test_symmetric_accuracy_counts_equivalent_first_moves():
 def test_the_fitted_temperature_is_the_one_the_moves_were_drawn_at(true_t):
     """Moves drawn from softmax(logits / T) over 20 k positions: the fit finds T (a few % off,
     the sampling's noise) and no other temperature gives a lower cross-entropy."""
-    from othello_learn.train.evaluate import fit_temperature
+    from othello_learn.evaluation.evaluate import fit_temperature
 
     g = torch.Generator().manual_seed(0)
     logits = 3 * torch.randn(20_000, 64, generator=g)
@@ -281,7 +281,7 @@ def test_evaluate_calibrates_and_exports_the_tempered_network(dataset_dir, tmp_p
     one on the same positions); with --export the net's logits are divided by it and its moves kept."""
     from othello_learn.cli import run_main
     from othello_learn.models.nets import save_network
-    from othello_learn.train.evaluate import main
+    from othello_learn.evaluation.evaluate import main
 
     src = tmp_path / "net.pt"
     torch.manual_seed(0)
@@ -323,7 +323,7 @@ def _flatten_to_old_hparams(path):
 def test_runs_started_by_the_old_module_resume_and_export(dataset_dir, tmp_path, monkeypatch):
     from othello_learn.files import UserError
     from othello_learn.train.module import MovePredictor, network_from_checkpoint
-    from othello_learn.train.resume import check_resumable
+    from othello_learn.train.run_checks import check_resumable
     from othello_learn.train.train import train as train_main
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
@@ -485,7 +485,7 @@ def test_symmetry_averaging_keeps_the_recorded_opening_move(tta):
     the untransformed view breaks the tie, so the start position still predicts f5."""
     from othello.notation import parse_square
     from othello.symmetry import SQUARE_MAP
-    from othello_learn.train.evaluate import predict
+    from othello_learn.evaluation.evaluate import predict
 
     f5 = parse_square("f5")
 
@@ -665,7 +665,7 @@ def test_evaluate_scores_a_hand_made_case():
     import math
 
     from othello_learn.data.replay import POSITION_DTYPE
-    from othello_learn.train.evaluate import evaluate
+    from othello_learn.evaluation.evaluate import evaluate
 
     f5, d3, a1, b1, c1 = 37, 19, 0, 1, 2
     rankings = {0: [f5], 1: [d3, f5], 20: [a1, b1, f5], 59: [a1, b1, c1, f5]}
@@ -702,7 +702,7 @@ def test_symmetry_averaging_of_an_equivariant_net_is_the_net(dataset_dir, tta):
     back to the board's squares, changes nothing. Mapping a view back by the wrong one of a
     symmetry and its inverse (rot90 / rot270) does."""
     from othello_learn.models.encoders import encode
-    from othello_learn.train.evaluate import predict
+    from othello_learn.evaluation.evaluate import predict
 
     w = torch.linspace(-1, 1, 42)
 
@@ -723,7 +723,7 @@ def test_the_fitted_temperature_matches_the_closed_form(true_t):
     of softmax(logp / T) is least where sigmoid(d / T) = 3/4, T = d / ln 3."""
     import math
 
-    from othello_learn.train.evaluate import fit_temperature
+    from othello_learn.evaluation.evaluate import fit_temperature
 
     d = true_t * math.log(3)
     logp = torch.log_softmax(torch.tensor([[0.0, -d]] * 4, dtype=torch.float64), -1)
@@ -734,7 +734,7 @@ def test_the_fitted_temperature_matches_the_closed_form(true_t):
 def test_a_symmetric_hit_needs_both_colours_unchanged():
     """Own disc a1, opponent b1: the transpose fixes a1 but not b1, so c1 and its image a3 are
     not equivalent moves; with an opponent disc on a2 as well the position is fixed and they are."""
-    from othello_learn.train.evaluate import symmetric_hits
+    from othello_learn.evaluation.evaluate import symmetric_hits
 
     a1, b1, c1, a2, a3 = 0, 1, 2, 8, 16
     p = np.array([1 << a1, 1 << a1], dtype=np.uint64)
@@ -825,7 +825,7 @@ def test_warmup_cosine_weight_decay_groups_and_the_open_ended_run(monkeypatch):
 def test_calibration_fits_on_an_evenly_spread_subsample_aligned_with_its_moves(dataset_dir, monkeypatch):
     """Past CALIBRATION_POSITIONS the fit keeps every stride-th position; with batches that are
     no multiple of the stride, each kept log-probability row must still be its own move's."""
-    from othello_learn.train import evaluate as ev
+    from othello_learn.evaluation import evaluate as ev
 
     positions = _dm(dataset_dir).splits["test"]
     monkeypatch.setattr(ev, "CALIBRATION_POSITIONS", 50)

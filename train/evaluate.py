@@ -1,6 +1,6 @@
 """A wrapper kept so the documented ``python train/evaluate.py`` works from a checkout;
-the command is ``othello_learn.train.evaluate``
-(console script ``othello-eval``, or ``python -m othello_learn.train.evaluate``)."""
+the command is ``othello_learn.evaluation.evaluate``
+(console script ``othello-eval``, or ``python -m othello_learn.evaluation.evaluate``)."""
 
 import sys
 from pathlib import Path
@@ -10,4 +10,4 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout witho
 from othello_learn.commands import start  # noqa: E402
 
 if __name__ == "__main__":  # not when a spawned worker process imports this file
-    start("othello_learn.train.evaluate")
+    start("othello_learn.evaluation.evaluate")

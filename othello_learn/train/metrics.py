@@ -1,5 +1,7 @@
 """Accuracy by game phase, as the reference reports it (moves 1-12, then every
-four moves to 57-60), with the average branching factor of each phase."""
+four moves to 57-60), with the average branching factor of each phase: what the training's
+validation and test log (``module.py``) and ``othello-eval`` reports. A module apart from
+``module.py``, which imports Lightning: evaluating an exported net needs none."""
 
 from __future__ import annotations
 

@@ -27,12 +27,11 @@ from othello_learn.run_folder import remove_killed_writes, take_back_new_run
 from othello_learn.tracking import start_wandb
 from othello_learn.train import arguments
 from othello_learn.train.arguments import launch_rank, settings, world_size
-from othello_learn.train.data_checks import check_dataset, check_global_batch, check_shares, split_overlap
-from othello_learn.train.lightning_logs import HeldInfo, drop_lightning_tips, ignore_lightning_noise, stop_reason
-from othello_learn.train.loggers import log_test_results, make_logger
-from othello_learn.train.resume import check_resumable, check_same_accumulation, earlier_test
-from othello_learn.train.run_files import (CHECKPOINT_NAME, RUN_FILES, check_run_folder, mark_fresh_start,
-                                           run_config_text)
+from othello_learn.train.logs import (HeldInfo, drop_lightning_tips, ignore_lightning_noise, log_test_results,
+                                      make_logger, mark_fresh_start, stop_reason)
+from othello_learn.train.run_checks import (CHECKPOINT_NAME, RUN_FILES, check_dataset, check_global_batch,
+                                            check_resumable, check_run_folder, check_same_accumulation, check_shares,
+                                            earlier_test, run_config_text, split_overlap)
 from othello_learn.train.stops import SavedInterrupt, interrupts_reraised, ranks_stop_together, stops_around_lightning
 
 

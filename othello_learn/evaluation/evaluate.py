@@ -45,7 +45,7 @@ from othello_learn.settings import Setting
 from othello_learn.files import UserError, check_distinct, check_input, check_output, write_json
 from othello.symmetry import SQUARE_MAP, transform
 from othello_learn.plots import check_plot_path
-from othello_learn.train.phase_report import format_table, plot
+from othello_learn.evaluation.phase_report import format_table, plot
 from othello_learn import HOME, HOME_HELP
 
 # torch, pandas and the modules that import them load inside the functions, after the

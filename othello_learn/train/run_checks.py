@@ -1,17 +1,84 @@
-"""Whether a training run's folder may be resumed, and what a rerun keeps: ``last.ckpt`` read
-before any training (a damaged or foreign file, another network, other data or optimizer settings,
-or another gradient accumulation are refused in one line), and the test results ``--no-test``
-keeps from the run before."""
+"""What a start of the training command checks before it trains, each refusal in one line, and
+what a rerun keeps. The run folder, OUT: a folder that is not empty must be a run's (which files
+there are the run's own, so a rerun replaces those and nothing else). Its ``last.ckpt``, read
+before any training: a damaged or foreign file, another network, other data or optimizer settings,
+or another gradient accumulation are refused; the test results ``--no-test`` keeps from the run
+before. The dataset, against the run's settings: a folder that is not a usable dataset, a batch or
+validation interval no epoch holds, a batch or split the DDP processes cannot share, and training
+years that are also held-out ones."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml  # (a Lightning dependency)
 
-from othello_learn.files import UserError, parse_nested
-from othello_learn.train.run_files import batches_per_step
+from othello_learn.files import UserError, one_line, parse_nested, temp_target
+from othello_learn.train.logs import batches_per_step
+
+
+# The run folder: which files in OUT are the run's own.
+RUN_FILES = ("config.yaml", "model.pt", "metrics.json", "wandb_id")  # what a run writes in OUT itself
+
+
+# What a run writes in OUT/checkpoints: Lightning's last and best checkpoints.
+CHECKPOINT_NAME = re.compile(r"last\.ckpt|best-.*\.ckpt")
+
+# The first line of the config.yaml a run writes, a YAML comment (the file stays a recipe that
+# --config reads): the proof that the folder is a run's, as a dataset's summary.json carries its
+# format, where a killed run left no checkpoint yet.
+RUN_CONFIG_MARK = "# othello-learn training run:"
+
+
+def run_config_text(cfg: dict) -> str:
+    """OUT/config.yaml: the run's settings under the line that marks the folder as a run's."""
+    return (f"{RUN_CONFIG_MARK} the settings of its last start (a recipe for --config)\n"
+            + yaml.safe_dump(cfg, sort_keys=False))
+
+
+def _written_by_a_run(config_yaml: Path) -> bool:
+    try:
+        with open(config_yaml, "rb") as f:
+            return f.readline().startswith(RUN_CONFIG_MARK.encode())
+    except OSError:
+        return False
+
+
+def check_run_folder(out: Path) -> None:
+    """A folder that is not empty must be a run of this command: one whose checkpoints/ holds a
+    run's checkpoints, or whose config.yaml a run wrote (a run killed before its first
+    checkpoint); model.pt, config.yaml and metrics.json there are then ours to replace. In any
+    other folder they could be the user's, and so could a checkpoints/ folder holding files but
+    none of our checkpoints (this repository's own, say), or an empty one beside the user's files.
+    Only OUT's lock and an empty checkpoints/ (what a run makes first) are let through alone."""
+    for name in RUN_FILES:  # found now: a folder in a file's place stopped the run after its training
+        if (out / name).is_dir():
+            raise UserError(f"--out {out}: {name} there is a folder, where the run writes a file; "
+                            "move it, or choose another --out")
+    if not out.is_dir():
+        return
+    ckpts = out / "checkpoints"
+    if ckpts.is_dir():
+        names = sorted(temp_target(p.name) or p.name for p in ckpts.iterdir()
+                       if temp_target(p.name) or not p.name.startswith("."))  # a .DS_Store is no one's run
+        if any(CHECKPOINT_NAME.fullmatch(name) for name in names):
+            return
+        if names:
+            raise UserError(f"--out {out}: its checkpoints/ folder is not a training run's (it holds {names[0]!r}"
+                            f"{f' and {len(names) - 1} more' if len(names) > 1 else ''}, no last.ckpt or "
+                            "best-*.ckpt): choose a new or an empty folder")
+    if _written_by_a_run(out / "config.yaml"):
+        return
+    theirs = sorted(p.name for p in out.iterdir() if p.name not in (".lock", "checkpoints"))
+    if theirs:
+        more = f" and {len(theirs) - 1} more" if len(theirs) > 1 else ""
+        raise UserError(f"--out {out}: the folder is not empty and holds no training run (no checkpoints, no "
+                        f"config.yaml a run wrote; it holds {theirs[0]!r}{more}): choose a new or an empty folder")
+
+
+# Its last.ckpt: whether a rerun may resume from it, and what it keeps.
 
 
 def _damaged_state(ckpt: dict) -> str | None:
@@ -159,3 +226,79 @@ def earlier_test(metrics: Path, best_path: str, cfg: dict) -> dict | None:
             and isinstance(earlier.get("config"), dict) and earlier["config"].get("data") == cfg["data"]):
         return None
     return earlier["test"]
+
+
+# The dataset against the run's settings.
+
+
+def check_global_batch(cfg: dict, origin: dict, world: int) -> None:
+    """``data.batch_size`` is the global batch: each of the ``world`` processes takes an equal share."""
+    if cfg["data"]["batch_size"] % world:
+        where = origin.get(("data", "batch_size"))
+        raise UserError(f"data.batch_size {cfg['data']['batch_size']}: the global batch, shared by {world} processes "
+                        f"(--devices times --num-nodes), must divide by {world}{f' ({where})' if where else ''}")
+
+
+def check_dataset(dm, data_dir: Path, trainer_cfg: dict | None = None, origin: dict | None = None) -> None:
+    """Open the dataset and its splits now, so a missing or damaged folder is one line, not a traceback
+    mid-run; and check a validation interval in batches against an epoch's (Lightning's check comes
+    only once training starts)."""
+    try:
+        dm.setup()
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        why = one_line(e)
+        hint = "" if "rebuild" in why else "; build it with python data_tools/wthor.py --out DIR"
+        raise UserError(f"--data {data_dir}: not a usable dataset ({why}){hint}") from e
+    batches = len(dm.train_dataloader())
+    if batches == 0:  # an epoch drops its last partial batch: this one would train on nothing
+        raise UserError(f"data.batch_size {dm.hparams.batch_size}: more than the {len(dm.splits['train'])} "
+                        "training positions (data.train_positions, data.train_years); lower it or train on more")
+    trainer_cfg, origin = trainer_cfg or {}, origin or {}
+
+    def where(key):
+        return f" ({origin[('trainer', key)]})" if ("trainer", key) in origin else ""
+
+    # an epoch as Lightning cuts it (its _parse_num_batches): a fraction of none of them was its traceback
+    limit = trainer_cfg.get("limit_train_batches", 1.0)
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool):
+        batches = min(batches, limit) if isinstance(limit, int) else int(batches * limit)
+        if batches == 0:
+            raise UserError(f"trainer.limit_train_batches: {limit} of an epoch's {len(dm.train_dataloader())} "
+                            f"batches is none of them; raise it, or train on more positions{where('limit_train_batches')}")
+    every = trainer_cfg.get("val_check_interval")
+    # Lightning's own condition: with check_val_every_n_epoch null the interval counts steps across
+    # epochs and may be longer than one (refused here before); with no validation it is never used
+    counts_in_epochs = trainer_cfg.get("check_val_every_n_epoch", 1) is not None
+    validates = trainer_cfg.get("limit_val_batches", 1.0) > 0
+    if isinstance(every, int) and not isinstance(every, bool) and counts_in_epochs and validates:
+        if every > batches:
+            raise UserError(f"trainer.val_check_interval: {every} batches, more than an epoch's {batches} "
+                            f"(data.train_positions / data.batch_size"
+                            f"{', trainer.limit_train_batches' if limit != 1.0 else ''}); lower it, train on more "
+                            f"positions, or set trainer.check_val_every_n_epoch=null to count it across epochs"
+                            + where("val_check_interval"))
+
+
+def check_shares(dm, world: int) -> None:
+    """Every process has a share of the held-out splits: a rank with none would wait for the
+    others' metrics forever."""
+    for split in ("val", "test"):
+        if 0 < len(dm.splits[split]) < world:
+            subset = dm.hparams.get(f"{split}_positions")
+            what = f"data.{split}_years {dm.hparams[f'{split}_years']}" + (
+                f" (data.{split}_positions {subset})" if subset is not None else "")
+            raise UserError(f"{what}: {len(dm.splits[split])} position(s), fewer than the {world} processes "
+                            "that share them")
+
+
+def split_overlap(dm) -> str | None:
+    """Where the training years are also validation or test years, in words (None: apart)."""
+    from othello_learn.data.dataset import format_years, parse_years
+
+    def years(split):
+        return parse_years(str(dm.hparams[f"{split}_years"])) or set(dm.data.years)
+
+    train = years("train")
+    shared = [f"data.train_years and data.{split}_years share {format_years(train & years(split))}"
+              for split in ("val", "test") if train & years(split)]
+    return "; ".join(shared) or None

@@ -26,7 +26,7 @@ import yaml
 from othello_learn.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
 from othello_learn.files import UserError, one_line, parse_nested
 from othello_learn.plots import check_plot_path, pyplot, save_figure
-from othello_learn.train.run_files import FRESH_START, batches_per_step, csv_versions
+from othello_learn.train.logs import FRESH_START, batches_per_step, csv_versions
 
 
 HOURS = "time/hours"
