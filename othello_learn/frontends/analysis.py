@@ -173,11 +173,13 @@ class Analyst:
         return None if rows is None else rows[0][1]
 
     def pass_eval(self, pos: Position, moves: list[int]) -> float | None:
-        return self.pass_eval_unit(pos, moves)[0]
+        """A forced pass's evaluation, or None: like any move's, minus the value of the position
+        it leads to (the value head never trained on a position whose side must pass)."""
+        after = self.root_eval(pos.play(PASS), moves + [PASS])
+        return None if after is None else 0.0 - after  # 0.0 - x: no "-0.00"
 
     def pass_eval_unit(self, pos: Position, moves: list[int]) -> tuple[float | None, str | None]:
-        """A forced pass's evaluation and its unit, or None, None: like any move's, minus the value
-        of the position it leads to (the value head never trained on a position whose side must pass)."""
+        """``pass_eval``'s figure and what it is."""
         after, unit = self.root_eval_unit(pos.play(PASS), moves + [PASS])
         return (None, None) if after is None else (0.0 - after, unit)  # 0.0 - x: no "-0.00"
 
