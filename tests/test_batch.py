@@ -249,7 +249,7 @@ def test_load_network_sends_training_checkpoints_to_train(tmp_path):
     ckpt = {"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(), "loops": {}}
     save_checkpoint_file(ckpt, tmp_path / "run.ckpt")
     with pytest.raises(UserError, match=r"run.ckpt: a Lightning training checkpoint.*export it first: "
-                                        r"python train/evaluate.py --checkpoint \S*run.ckpt --export NET.pt"):
+                                        r"othello-eval --checkpoint \S*run.ckpt --export NET.pt \(a finished othello-train run"):
         load_network(tmp_path / "run.ckpt")
     net = load_any_network(tmp_path / "run.ckpt")  # evaluate.py still reads them, through train/
     assert net.config == NetConfig(depth=1, width=4)

@@ -170,6 +170,14 @@ SCRIPT_PATHS = {
 }
 
 
+@pytest.mark.parametrize("script,module", sorted(COMMANDS.items()))
+def test_a_commands_help_names_console_scripts_not_script_paths(script, module):
+    """Whoever installed the package reads ``othello-dataset``, not ``data_tools/wthor.py`` (a path in a
+    checkout): no --help names a script path."""
+    text = importlib.import_module(module).build_parser().format_help()
+    assert [path for path in SCRIPT_PATHS if path in text] == [], script
+
+
 @pytest.mark.parametrize("path", sorted(SCRIPT_PATHS))
 def test_each_documented_script_path_is_a_thin_wrapper_of_its_command(path):
     """The old script paths stay, but as wrappers: the code lives in othello_learn only."""
@@ -285,6 +293,7 @@ def test_train_warns_once_before_any_work(tmp_path, monkeypatch, capsys):
     assert code == 2  # the missing dataset: the warning came first, then the run went on to its checks
     assert [line for line in err if "GPU recipe" in line] == [err[0]]
     assert "cpu_raw_fast.yaml" in err[0]
+    assert err[-1].endswith("build it with othello-dataset --out DIR")  # the console script, not its path
 
 
 # ---- evaluation from the built dataset ------------------------------------------------------------
@@ -329,6 +338,7 @@ def test_evaluation_names_a_year_the_dataset_lacks_and_a_bad_dataset(dataset_dir
     assert run_main(main, ["--checkpoint", str(tiny_net), "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"--data {tmp_path}: not a usable dataset" in err and len(err.splitlines()) == 1
+    assert "build it with othello-dataset --out DIR, or replay" in err
 
 
 def test_evaluation_never_writes_over_the_datasets_summary(dataset_dir, tiny_net, tmp_path, capsys):

@@ -213,7 +213,8 @@ def test_a_run_folder_that_is_not_there_is_said_to_be_missing(tmp_path, capsys):
     for name, said in (("nowhere", "no such folder"), ("file", "not a folder")):
         assert curves_main([str(tmp_path / name), "--out", str(tmp_path / "c.png")]) == 2
         err = capsys.readouterr().err
-        assert f"{tmp_path / name}: {said}" in err and len(err.strip().splitlines()) == 1
+        assert f"{tmp_path / name}: {said} (give an othello-train run folder)" in err
+        assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "c.png").exists()
 
 

@@ -456,6 +456,26 @@ def test_training_reads_the_window_and_records_its_positions(tmp_path, monkeypat
     assert seen == [24] and stats["window_positions"] == 24
 
 
+def test_training_takes_its_settings_and_files_from_the_run(tmp_path, monkeypatch):
+    """The loop's flags reach the training as one TrainSettings (--train-steps, --batch-size, --lr,
+    --l2, --value-weight, the generation's seed), the run's files as one Resume (nets/gen_N.training,
+    with --keep-optimizer nets/gen_N.adam), on --device."""
+    from othello_learn.rl.learner import Resume, TrainSettings
+
+    cfg = _run_at(tmp_path, 0, ["--train-steps", "3", "--batch-size", "4", "--lr", "2e-3", "--l2", "3e-4",
+                                "--value-weight", "0.7", "--keep-optimizer"])
+    _tiny_games(3).save(cfg.out / "games" / "gen_0001.npz")
+    seen = []
+    monkeypatch.setattr(rl_stages, "train_network", lambda *a, **k: seen.append((a[2:], k)) or {})
+    monkeypatch.setattr(rl_stages, "policy_sharpness", lambda *a, **k: {})
+    rl_loop.train(cfg, 1)
+    nets = cfg.out / "nets"
+    settings = TrainSettings(steps=3, batch_size=4, lr=2e-3, l2=3e-4, value_weight=0.7,
+                             seed=generation_seeds(cfg, 1)["train"])
+    assert seen == [((settings,), {"device": torch.device("cpu"), "progress": False, "resume": Resume(
+        nets / "gen_0001.training", optimizer_out=nets / "gen_0001.adam")})]
+
+
 @pytest.mark.parametrize("clock,rate", [((100.0, 100.5), None), ((100.0, 136.0), 300.0)])
 def test_self_play_records_games_an_hour_only_over_a_second(tmp_path, monkeypatch, clock, rate):
     """5 games in parts of 2, 2 and 1, the first kept from a killed run: 3 games played, 300 an
@@ -493,7 +513,7 @@ def test_a_kept_optimizer_goes_from_generation_to_generation(tmp_path):
     generation 2 goes on from it (its step count adds up), leaves its own and drops the one
     it read. A damaged or foreign file is one line naming it, with the remedy."""
     from othello_learn.models.nets import NetConfig, build_network, read_checkpoint
-    from othello_learn.rl.learner import train_network
+    from othello_learn.rl.learner import Resume, TrainSettings, train_network
 
     cfg = _run_at(tmp_path, 0, ["--keep-optimizer", "--train-steps", "2", "--batch-size", "4"])
     nets = cfg.out / "nets"
@@ -511,7 +531,8 @@ def test_a_kept_optimizer_goes_from_generation_to_generation(tmp_path):
     with pytest.raises(UserError, match=r"gen_0002\.adam: not a checkpoint.*fresh Adam"):
         rl_loop.train(cfg, 3)
     other = build_network(NetConfig(arch="resnet", encoder="raw", blocks=1, width=16, value_head=True))
-    train_network(other, _tiny_games(3), steps=1, batch_size=4, optimizer_out=nets / "gen_0002.adam")
+    train_network(other, _tiny_games(3), TrainSettings(steps=1, batch_size=4),
+                  resume=Resume(optimizer_out=nets / "gen_0002.adam"))
     with pytest.raises(UserError, match=r"gen_0002\.adam: the saved optimizer state does not fit.*fresh Adam"):
         rl_loop.train(cfg, 3)
     (nets / "gen_0002.adam").unlink()

@@ -32,7 +32,7 @@ from othello_learn.rl import settings as rl_settings
 from othello_learn.rl import matches as rl_matches
 from othello_learn.rl import stages as rl_stages
 from othello_learn.rl import workers as rl_workers
-from othello_learn.rl.learner import to_device_batch, train_network
+from othello_learn.rl.learner import Resume, TrainSettings, to_device_batch, train_network
 from othello_learn.search.mcts import Evaluator, MCTSConfig
 from othello_learn.rl.selfplay import SelfPlayConfig, SelfPlayGames, calibrate_resign_threshold, false_resign_bound, false_resign_rate, play_games
 
@@ -196,12 +196,12 @@ def test_training_lowers_the_loss(games, tiny_net, precision):
     import copy
 
     net = copy.deepcopy(tiny_net)
-    first = train_network(net, games, steps=3, batch_size=64, lr=3e-3, seed=0, precision=precision)
-    later = train_network(net, games, steps=40, batch_size=64, lr=3e-3, seed=1, precision=precision)
+    first = train_network(net, games, TrainSettings(steps=3, batch_size=64, lr=3e-3, seed=0, precision=precision))
+    later = train_network(net, games, TrainSettings(steps=40, batch_size=64, lr=3e-3, seed=1, precision=precision))
     assert later["loss"] < first["loss"]
     assert next(net.parameters()).dtype == torch.float32  # autocast: the weights stay fp32
     with pytest.raises(ValueError, match="value head"):
-        train_network(build_network(NetConfig("reference", depth=1, width=4)), games, steps=1)
+        train_network(build_network(NetConfig("reference", depth=1, width=4)), games, TrainSettings(steps=1))
 
 
 def test_a_training_that_diverges_stops_and_saves_nothing(games, tiny_net, tmp_path, monkeypatch):
@@ -223,8 +223,8 @@ def test_a_training_that_diverges_stops_and_saves_nothing(games, tiny_net, tmp_p
     with (pytest.raises(learner.TrainingDiverged, match="^training diverged at step 3 of 10 \\(loss nan\\)$"),
           warnings.catch_warnings()):
         warnings.simplefilter("error")  # the one line alone: torch warned of a float() of a tensor needing grad
-        train_network(copy.deepcopy(tiny_net), games, steps=10, batch_size=16, seed=0, state_path=state,
-                      optimizer_out=out, precision="32-true")
+        train_network(copy.deepcopy(tiny_net), games, TrainSettings(steps=10, batch_size=16, seed=0, precision="32-true"),
+                      resume=Resume(state_path=state, optimizer_out=out))
     assert not state.exists() and not out.exists()
 
 
@@ -240,7 +240,8 @@ def test_value_weight_scales_the_value_loss_and_zero_leaves_the_head(games, tiny
     parts = losses(tiny_net, batch, l2=0.0, value_weight=0.25)
     assert torch.isclose(parts["loss"], parts["policy_loss"] + 0.25 * parts["value_loss"])
     net = copy.deepcopy(tiny_net)
-    train_network(net, games, steps=5, batch_size=32, lr=3e-3, l2=0.0, seed=0, precision="32-true", value_weight=0.0)
+    train_network(net, games, TrainSettings(steps=5, batch_size=32, lr=3e-3, l2=0.0, seed=0, precision="32-true",
+                                            value_weight=0.0))
     before, after = dict(tiny_net.named_parameters()), dict(net.named_parameters())
     head = [n for n in before if n.startswith("value_head.")]
     assert head and all(torch.equal(before[n], after[n]) for n in head)
@@ -282,7 +283,8 @@ def test_a_training_step_reports_the_losses_of_its_batch_computed_by_hand(games)
     torch.manual_seed(1)
     net = build_network(NetConfig(**{**TINY, "encoder": "handcrafted"}))
     ref = copy.deepcopy(net).train()
-    got = train_network(net, games, steps=1, batch_size=16, l2=1e-2, seed=4, symmetries=False, precision="32-true")
+    got = train_network(net, games, TrainSettings(steps=1, batch_size=16, l2=1e-2, seed=4, symmetries=False,
+                                                  precision="32-true"))
     idx = np.random.default_rng(4).integers(0, len(games.player), 16)
     batch = from_arrays(games.player[idx], games.opponent[idx], games.black_to_move[idx], games.history[idx])
     with torch.no_grad():
@@ -339,27 +341,27 @@ def test_a_kept_optimizer_makes_two_trainings_one(games, tiny_net, tmp_path, mon
     monkeypatch.setattr(learner, "to_device_batch", lambda g, idx, dev: to_device_batch(g, fixed, dev))
     kw = dict(batch_size=32, lr=3e-3, symmetries=False, precision="32-true")
     whole = copy.deepcopy(tiny_net)
-    train_network(whole, games, steps=6, seed=0, **kw)
+    train_network(whole, games, TrainSettings(steps=6, seed=0, **kw))
     kept, fresh = copy.deepcopy(tiny_net), copy.deepcopy(tiny_net)
     saved = tmp_path / "gen_0001.adam"
     for net in (kept, fresh):
-        train_network(net, games, steps=3, seed=0, optimizer_out=saved, **kw)
+        train_network(net, games, TrainSettings(steps=3, seed=0, **kw), resume=Resume(optimizer_out=saved))
     inherited = read_checkpoint(saved)
-    train_network(kept, games, steps=3, seed=1, optimizer_state=inherited, **kw)
+    train_network(kept, games, TrainSettings(steps=3, seed=1, **kw), resume=Resume(optimizer_state=inherited))
     assert int(inherited["state"][0]["step"]) == 3  # the caller's state is not trained in place
-    train_network(fresh, games, steps=3, seed=1, **kw)
+    train_network(fresh, games, TrainSettings(steps=3, seed=1, **kw))
     for name, a in whole.state_dict().items():
         assert torch.equal(a, kept.state_dict()[name]), name
     assert any(not torch.equal(a, fresh.state_dict()[n]) for n, a in whole.state_dict().items())
 
     again = tmp_path / "gen_0002.adam"
-    train_network(kept, games, steps=2, seed=2, optimizer_state=read_checkpoint(saved), optimizer_out=again,
-                  **{**kw, "lr": 1e-4})
+    train_network(kept, games, TrainSettings(steps=2, seed=2, **{**kw, "lr": 1e-4}),
+                  resume=Resume(optimizer_state=read_checkpoint(saved), optimizer_out=again))
     state = read_checkpoint(again)
     assert state["param_groups"][0]["lr"] == 1e-4 and int(state["state"][0]["step"]) == 5
     other = build_network(NetConfig(**{**TINY, "width": TINY["width"] * 2}))
     with pytest.raises(learner.OptimizerStateError, match="does not fit"):
-        train_network(other, games, steps=1, optimizer_state=state, **kw)
+        train_network(other, games, TrainSettings(steps=1, **kw), resume=Resume(optimizer_state=state))
 
 
 def test_a_training_from_a_kept_optimizer_killed_midway_goes_on_from_its_own_state(games, tiny_net, tmp_path,
@@ -374,13 +376,13 @@ def test_a_training_from_a_kept_optimizer_killed_midway_goes_on_from_its_own_sta
     from othello_learn.models.nets import read_checkpoint
     from othello_learn.rl import learner
 
-    kw = dict(steps=6, batch_size=32, lr=3e-3, seed=5, precision="32-true")
+    settings = TrainSettings(steps=6, batch_size=32, lr=3e-3, seed=5, precision="32-true")
     before = copy.deepcopy(tiny_net)  # the previous generation: its net and its Adam state
     adam = tmp_path / "gen_0001.adam"
-    train_network(before, games, steps=3, batch_size=32, lr=3e-3, seed=4, precision="32-true", optimizer_out=adam)
+    train_network(before, games, dataclasses.replace(settings, steps=3, seed=4), resume=Resume(optimizer_out=adam))
     kept, fresh = copy.deepcopy(before), copy.deepcopy(before)  # uninterrupted, with and without it
-    train_network(kept, games, **kw, optimizer_state=read_checkpoint(adam))
-    train_network(fresh, games, **kw)
+    train_network(kept, games, settings, resume=Resume(optimizer_state=read_checkpoint(adam)))
+    train_network(fresh, games, settings)
     assert any(not torch.equal(a, b) for a, b in zip(kept.state_dict().values(), fresh.state_dict().values()))
 
     real = learner.to_device_batch
@@ -388,13 +390,13 @@ def test_a_training_from_a_kept_optimizer_killed_midway_goes_on_from_its_own_sta
         state = tmp_path / f"{first}_{second}.training"
         monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(4, real))
         with pytest.raises(KeyboardInterrupt):
-            train_network(copy.deepcopy(before), games, **kw, state_path=state, save_every_s=0,
-                          optimizer_state=read_checkpoint(adam) if first else None)
+            train_network(copy.deepcopy(before), games, settings, resume=Resume(
+                state_path=state, save_every_s=0, optimizer_state=read_checkpoint(adam) if first else None))
         assert state.exists()  # three steps done and saved
         monkeypatch.setattr(learner, "to_device_batch", real)
         net = copy.deepcopy(before)  # the rerun reads the trainee from its file again
-        train_network(net, games, **kw, state_path=state, save_every_s=0,
-                      optimizer_state=read_checkpoint(adam) if second else None)
+        train_network(net, games, settings, resume=Resume(state_path=state, save_every_s=0,
+                                                    optimizer_state=read_checkpoint(adam) if second else None))
         for name, a in expected.state_dict().items():
             assert torch.equal(a, net.state_dict()[name]), (first, second, name)
 
@@ -414,7 +416,8 @@ def test_an_optimizer_state_of_another_network_is_refused_whatever_torch_says(ga
     opt.step()
     for state in (opt.state_dict(), {"config": {}, "state_dict": tiny_net.state_dict()}):
         with pytest.raises(learner.OptimizerStateError, match="does not fit this network"):
-            train_network(copy.deepcopy(tiny_net), games, steps=1, batch_size=4, optimizer_state=state)
+            train_network(copy.deepcopy(tiny_net), games, TrainSettings(steps=1, batch_size=4),
+                          resume=Resume(optimizer_state=state))
 
 
 def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp_path, monkeypatch):
@@ -425,30 +428,31 @@ def test_training_killed_midway_goes_on_to_the_same_weights(games, tiny_net, tmp
 
     from othello_learn.rl import learner
 
-    kw = dict(steps=6, batch_size=32, lr=3e-3, seed=5, precision="32-true")
+    settings = TrainSettings(steps=6, batch_size=32, lr=3e-3, seed=5, precision="32-true")
     whole = copy.deepcopy(tiny_net)
-    expected = train_network(whole, games, **kw)
+    expected = train_network(whole, games, settings)
     state = tmp_path / "gen_0001.training"
     real = learner.to_device_batch
     monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(4, real))
     resumed = copy.deepcopy(tiny_net)
     with pytest.raises(KeyboardInterrupt):
-        train_network(resumed, games, **kw, state_path=state, save_every_s=0)
+        train_network(resumed, games, settings, resume=Resume(state_path=state, save_every_s=0))
     assert state.exists()  # three steps done and saved
     monkeypatch.setattr(learner, "to_device_batch", real)
-    got = train_network(resumed, games, **kw, state_path=state, save_every_s=0)
+    got = train_network(resumed, games, settings, resume=Resume(state_path=state, save_every_s=0))
     for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()):
         assert torch.equal(a, b)
     assert {k: v for k, v in got.items() if k != "seconds"} == {k: v for k, v in expected.items() if k != "seconds"}
 
     t = time.perf_counter()  # the time reported is the training's, not the time since the last save
-    timed = train_network(copy.deepcopy(tiny_net), games, **kw, state_path=tmp_path / "t.training", save_every_s=0)
+    timed = train_network(copy.deepcopy(tiny_net), games, settings,
+                          resume=Resume(state_path=tmp_path / "t.training", save_every_s=0))
     assert timed["seconds"] > 0.5 * (time.perf_counter() - t)
 
     other = copy.deepcopy(tiny_net)  # a state saved for other settings is not used
-    train_network(other, games, **{**kw, "lr": 1e-3}, state_path=state)
+    train_network(other, games, dataclasses.replace(settings, lr=1e-3), resume=Resume(state_path=state))
     fresh = copy.deepcopy(tiny_net)
-    train_network(fresh, games, **{**kw, "lr": 1e-3})
+    train_network(fresh, games, dataclasses.replace(settings, lr=1e-3))
     assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), fresh.state_dict().values()))
 
 
@@ -459,17 +463,18 @@ def test_a_training_state_saved_with_another_value_weight_is_not_resumed(games, 
 
     from othello_learn.rl import learner
 
-    kw = dict(steps=4, batch_size=16, lr=3e-3, seed=5, precision="32-true")
+    settings = TrainSettings(steps=4, batch_size=16, lr=3e-3, seed=5, precision="32-true")
     state = tmp_path / "gen_0001.training"
     real = learner.to_device_batch
     monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(3, real))
     with pytest.raises(KeyboardInterrupt):
-        train_network(copy.deepcopy(tiny_net), games, **kw, value_weight=0.5, state_path=state, save_every_s=0)
+        train_network(copy.deepcopy(tiny_net), games, dataclasses.replace(settings, value_weight=0.5),
+                      resume=Resume(state_path=state, save_every_s=0))
     assert state.exists()
     monkeypatch.setattr(learner, "to_device_batch", real)
     other, fresh = copy.deepcopy(tiny_net), copy.deepcopy(tiny_net)
-    train_network(other, games, **kw, state_path=state)
-    train_network(fresh, games, **kw)
+    train_network(other, games, settings, resume=Resume(state_path=state))
+    train_network(fresh, games, settings)
     assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), fresh.state_dict().values()))
 
 
@@ -482,18 +487,18 @@ def test_a_training_state_saved_on_another_kind_of_device_is_not_resumed(games, 
     from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
     from othello_learn.rl import learner
 
-    kw = dict(steps=4, batch_size=16, lr=3e-3, seed=5, precision="32-true")
+    settings = TrainSettings(steps=4, batch_size=16, lr=3e-3, seed=5, precision="32-true")
     state = tmp_path / "gen_0001.training"
     real = learner.to_device_batch
     monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(3, real))
     with pytest.raises(KeyboardInterrupt):
-        train_network(copy.deepcopy(tiny_net), games, **kw, state_path=state, save_every_s=0)
+        train_network(copy.deepcopy(tiny_net), games, settings, resume=Resume(state_path=state, save_every_s=0))
     monkeypatch.setattr(learner, "to_device_batch", real)
     saved = read_checkpoint(state)
     save_checkpoint_file({**saved, "torch_rng": torch.zeros(16, dtype=torch.uint8)}, state)  # as a CUDA run's
     other, fresh = copy.deepcopy(tiny_net), copy.deepcopy(tiny_net)
-    train_network(other, games, **kw, state_path=state)
-    train_network(fresh, games, **kw)
+    train_network(other, games, settings, resume=Resume(state_path=state))
+    train_network(fresh, games, settings)
     assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), fresh.state_dict().values()))
 
 
@@ -667,8 +672,8 @@ def test_the_fast_path_trains_on_the_same_losses(games, tiny_net):
     """One step from the same weights on the same batch: bf16 autocast reads the losses fp32 does, to bf16's precision."""
     import copy
 
-    fp32 = train_network(copy.deepcopy(tiny_net), games, steps=1, batch_size=64, precision="32-true")
-    bf16 = train_network(copy.deepcopy(tiny_net), games, steps=1, batch_size=64, precision="bf16-mixed")
+    fp32 = train_network(copy.deepcopy(tiny_net), games, TrainSettings(steps=1, batch_size=64, precision="32-true"))
+    bf16 = train_network(copy.deepcopy(tiny_net), games, TrainSettings(steps=1, batch_size=64, precision="bf16-mixed"))
     for key in ("policy_loss", "value_loss"):
         assert bf16[key] == pytest.approx(fp32[key], rel=0.03)
 
@@ -1430,7 +1435,8 @@ def test_a_generation_killed_in_training_goes_on_from_its_saved_state(run_copy, 
         (run_copy / name).unlink()
     cfg = rl_loop.RunConfig.from_args(LOOP + ["--out", str(run_copy)])
     real_train, real_batch = rl_stages.train_network, learner.to_device_batch
-    monkeypatch.setattr(rl_stages, "train_network", lambda *a, **k: real_train(*a, **k, save_every_s=0))
+    monkeypatch.setattr(rl_stages, "train_network",
+                        lambda *a, resume, **k: real_train(*a, resume=dataclasses.replace(resume, save_every_s=0), **k))
     monkeypatch.setattr(learner, "to_device_batch", killed_at_batch(3, real_batch))
     with pytest.raises(KeyboardInterrupt):
         rl_loop.train(cfg, 2)

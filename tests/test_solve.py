@@ -22,7 +22,7 @@ from othello_learn.players import external
 from othello_learn.players.arena import play_match
 from othello_learn.players.base import close_players
 from othello_learn.players.specs import make_player
-from othello_learn.frontends.solve_obf import main, solve
+from othello_learn.frontends.solve_obf import format_record, main, solve
 
 REPO = Path(__file__).resolve().parents[1]
 CKPT = REPO / "checkpoints" / "cpu_rl_warm_long.pt"
@@ -65,6 +65,7 @@ def test_alphabeta_answers_match_the_player_asked_one_at_a_time():
         assert rec["move"] == square_name(one_by_one(player, pos))
         v, _ = player.search(pos.player, pos.opponent)
         assert rec["eval"] == pytest.approx(v / 100.0)  # heuristic scale: far from the end
+        assert rec["eval_unit"] == "heuristic / 100" and format_record(rec).endswith(" (heuristic / 100)")
     assert recs[5]["move"] == "PA" and not recs[5]["game_over"]
     assert recs[6]["game_over"] and recs[6]["move"] is None
     assert OVER_POS.is_over()
@@ -90,6 +91,7 @@ def test_network_answers_match_a_forward_pass_per_position(network_player):
         tol = 1e-5 if device.type == "cpu" else 2e-3  # a GPU's convolutions run TF32, batch shapes pick kernels
         assert rec["probability"] == pytest.approx(float(probs[best]), abs=tol)
         assert rec["eval"] == pytest.approx(64.0 * float(out["value"][0]), abs=100 * tol)
+        assert rec["eval_unit"] == "64 x net value" and f" ({rec['eval_unit']})  top: " in format_record(rec)
         top = sorted(legal, key=lambda s: -probs[s])[:3]
         assert [t["move"] for t in rec["top"]] == [square_name(s) for s in top]
         assert rec["top"][0]["move"] == rec["move"]
@@ -101,6 +103,7 @@ def test_network_answers_match_a_forward_pass_per_position(network_player):
         out = net(from_arrays(np.array([after.player], np.uint64), np.array([after.opponent], np.uint64),
                               np.array([after.black_to_move]), np.array([[PASS, -1, -1, -1]]), device))
     assert recs[5]["eval"] == pytest.approx(-64.0 * float(out["value"][0].cpu()), abs=100 * tol)
+    assert recs[5]["eval_unit"] == "64 x net value"
     assert recs[6]["game_over"]
 
 
@@ -249,8 +252,12 @@ def test_an_exact_solver_reports_the_exact_result(tmp_path, capsys, network_play
     out = tmp_path / "answers.json"
     assert run_main(main, [str(obf), "--player", "endgame:14:alphabeta:1", "--json", str(out)]) == 0
     assert [r["eval"] for r in json.loads(out.read_text())] == expected
-    assert [float(line.split("eval=")[1].split()[0]) for line in capsys.readouterr().out.splitlines()] == expected
+    lines = capsys.readouterr().out.splitlines()
+    assert [float(line.split("eval=")[1].split()[0]) for line in lines] == expected
+    assert all(line.endswith(" (exact discs)") for line in lines)
     assert [r["eval"] for r in solve(make_player(f"endgame:14:{network_player.name}"), poss)] == expected
+    deep = solve(make_player("alphabeta:7"), poss)  # its search sees the end: the same exact result
+    assert [(r["eval"], r["eval_unit"]) for r in deep] == [(e, "exact discs") for e in expected]
     beyond = solve(make_player("endgame:4:alphabeta:1"), poss[:1])[0]  # 6 empties: not solved, searched
     assert beyond["eval"] == solve(make_player("alphabeta:1"), poss[:1])[0]["eval"] != expected[0]
 

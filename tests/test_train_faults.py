@@ -1161,7 +1161,7 @@ def test_the_export_a_refused_ckpt_names_gives_the_players_the_same_network(data
     model = MovePredictor(NetConfig(depth=1, width=4))
     ckpt = tmp_path / "last.ckpt"
     save_checkpoint_file({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict()}, ckpt)
-    with pytest.raises(UserError, match=f"export it first: python train/evaluate.py --checkpoint {ckpt} --export"):
+    with pytest.raises(UserError, match=f"export it first: othello-eval --checkpoint {ckpt} --export"):
         load_network(ckpt)
     from othello_learn.rl.records import load_net
 

@@ -111,7 +111,7 @@ def _read_csv(path: Path) -> pd.DataFrame | None:
 
 def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
     if not run.is_dir():
-        raise UserError(f"{run}: {'not a folder' if run.exists() else 'no such folder'} (give a train/train.py run folder)")
+        raise UserError(f"{run}: {'not a folder' if run.exists() else 'no such folder'} (give an othello-train run folder)")
     versions = csv_versions(run)
     fresh = run / FRESH_START
     if fresh.is_file():  # a --fresh run: only its own logs, not those of the run it discarded
@@ -128,7 +128,7 @@ def _log_frame(run: Path) -> tuple[pd.DataFrame, str]:
     if len(frame):
         return frame, "W&B run files"
     raise FileNotFoundError(f"{run}: no training log: neither csv/version_*/metrics.csv nor wandb/*run-*/run-*.wandb "
-                            "with logged steps (is it a train/train.py run folder?)")
+                            "with logged steps (is it an othello-train run folder?)")
 
 
 def _default_batch_size() -> int:
@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command's parser (the command reference in docs/ is generated from it)."""
     ap = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", type=Path, help="run folders of train/train.py")
+    ap.add_argument("runs", nargs="+", type=Path, help="run folders of othello-train")
     ap.add_argument("--out", type=Path, required=True, help="PNG to write")
     ap.add_argument("--metric", default="val/acc", help="logged metric to plot (default: %(default)s)")
     return ap

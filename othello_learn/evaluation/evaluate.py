@@ -197,7 +197,7 @@ def open_dataset(path: Path) -> WthorDataset:
     try:
         return WthorDataset(path)
     except (OSError, ValueError) as e:
-        build = "" if "rebuild" in str(e) else "build it with python data_tools/wthor.py --out DIR, or "
+        build = "" if "rebuild" in str(e) else "build it with othello-dataset --out DIR, or "
         raise UserError(f"--data {path}: not a usable dataset ({e}); {build}replay raw files with --wthor-dir DIR") \
             from None
 
@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=Path, required=True, help="Lightning .ckpt or exported model.pt")
     ap.add_argument("--data", type=Path, default=HOME / "data" / "wthor",
-                    help="dataset folder from data_tools/wthor.py (default: data/wthor in " + HOME_HELP + ")")
+                    help="dataset folder from othello-dataset (default: data/wthor in " + HOME_HELP + ")")
     ap.add_argument("--wthor-dir", type=Path, default=None,
                     help="replay the WTH_YYYY.wtb files of this folder instead of reading --data")
     ap.add_argument("--years", default="2016", help="years to evaluate, e.g. 2016 or 2015-2016; each must be in "

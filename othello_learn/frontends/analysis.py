@@ -19,6 +19,10 @@ from othello_learn.players.base import AlphaBetaPlayer, EndgamePlayer, Player, b
 
 
 EXACT = "exact disc difference"
+# What an evaluation's figure is, in short (othello-solve's lines and records): every one is from the side
+# to move's view on the disc scale GUIs read, but only a result seen to the end counts discs.
+EXACT_DISCS, HEURISTIC, NET_VALUE = "exact discs", "heuristic / 100", "64 x net value"
+UNITS = (EXACT_DISCS, HEURISTIC, NET_VALUE)
 
 
 def net_unit(ev: float | None, over: bool, what: str = "the net's value") -> str:
@@ -99,15 +103,19 @@ class Analyst:
                 and endgame.empties(pos.player, pos.opponent) <= self.player.empties)
 
     def root_eval(self, pos: Position, moves: list[int]) -> float | None:
+        return self.root_eval_unit(pos, moves)[0]
+
+    def root_eval_unit(self, pos: Position, moves: list[int]) -> tuple[float | None, str | None]:
+        """``root_eval``'s figure and what it is, one of ``UNITS`` (None, None: no evaluation)."""
         if self.exact(pos):
-            return float(endgame.value(pos.player, pos.opponent))
+            return float(endgame.value(pos.player, pos.opponent)), EXACT_DISCS
         if self.ab is not None:
             v, _ = self.ab.search(pos.player, pos.opponent)
-            return self._ab_discs(v)
+            return self._ab_discs(v), EXACT_DISCS if abs(v) >= WIN_SCALE else HEURISTIC  # the end within its depth
         if self.net is not None:
             _, evals = self.net_evals([pos], last_actions(moves)[None])
-            return None if evals is None else float(evals[0])
-        return None
+            return (None, None) if evals is None else (float(evals[0]), NET_VALUE)
+        return None, None
 
     def searched(self, pos: Position, moves: list[int]):
         """A search player's ``analyse`` of ``pos`` (its move, root visits, root values), once
@@ -169,6 +177,11 @@ class Analyst:
         it leads to (the value head never trained on a position whose side must pass)."""
         after = self.root_eval(pos.play(PASS), moves + [PASS])
         return None if after is None else 0.0 - after  # 0.0 - x: no "-0.00"
+
+    def pass_eval_unit(self, pos: Position, moves: list[int]) -> tuple[float | None, str | None]:
+        """``pass_eval``'s figure and what it is."""
+        after, unit = self.root_eval_unit(pos.play(PASS), moves + [PASS])
+        return (None, None) if after is None else (0.0 - after, unit)  # 0.0 - x: no "-0.00"
 
     def hints(self, pos: Position, moves: list[int], n: int,
               start: Position | None = None) -> list[tuple[int, float, str]]:

@@ -13,9 +13,12 @@ One line per position: its number in the file, the side to move, the move the
 player chooses (``PA`` when the side to move must pass, ``game over`` when
 neither side can move). Network players add the policy's probability of that
 move, the value head's evaluation of the position and the policy's top three
-moves; the evaluation is in discs from the side to move's view, the same figure
-the NBoard engine's ``analyze`` reports (``othello_learn.frontends.analysis.Analyst``
-computes both), as is alpha-beta's search value and, where an ``endgame:E:SPEC``
+moves. The evaluation (``eval=``) is from the side to move's view on the disc scale,
+the same figure the NBoard engine's ``analyze`` reports (``othello_learn.frontends.analysis.Analyst``
+computes both), its unit said beside it: ``64 x net value`` for a network (its value
+head's expected result, -1 lost .. +1 won, times 64: no count of discs),
+``heuristic / 100`` for alpha-beta's search value short of the end, ``exact discs``
+for a result seen to the end: alpha-beta's within its depth, or where an ``endgame:E:SPEC``
 player solves the position (at most E empty squares), the exact final disc
 difference (beyond E, SPEC plays, and its figure is given). All positions go to the player in one ``select`` call, so a network
 sees them as one batch.
@@ -55,7 +58,7 @@ from othello_learn import HOME, HOME_HELP
 from othello_learn.cli import STOP_SIGNALS, ArgumentParser, run_main, stop_signals_raise
 from othello_learn.files import UserError, atomic_write, check_distinct, check_input, check_output, write_json
 from othello_learn.settings import at_least, seed_arg
-from othello_learn.frontends.analysis import Analyst
+from othello_learn.frontends.analysis import NET_VALUE, Analyst
 from othello_learn.frontends.session import session_player
 from othello_learn.players.base import Player, checked_moves
 from othello_learn.search.endgame import MAX_EMPTIES, move_value
@@ -143,14 +146,15 @@ def solve(player: Player, positions: list[Position], seed: int = 0, labels: list
         rec.update(game_over=False, move=move_name(sq))
         if probs is not None:
             rec["probability"] = None if sq == PASS else float(probs[i, sq])
-            rec["eval"] = None if evals is None else float(evals[i])  # a forced pass as the NBoard engine's go values it
+            # a forced pass as the NBoard engine's go values it
+            rec["eval"], rec["eval_unit"] = (None, None) if evals is None else (float(evals[i]), NET_VALUE)
             ranked = sorted(legal, key=lambda s: -probs[i, s])[:TOP]
             rec["top"] = [{"move": square_name(s), "probability": float(probs[i, s])} for s in ranked]
         if analyst.exact(pos) or (probs is None and sq != PASS):
             # a solver's exact result (over its network's guess), alpha-beta's search value, None for the rest
-            rec["eval"] = analyst.root_eval(pos, [])
+            rec["eval"], rec["eval_unit"] = analyst.root_eval_unit(pos, [])
         elif probs is None:  # a forced pass, valued as the NBoard engine's hint and go value it
-            rec["eval"] = analyst.pass_eval(pos, [])
+            rec["eval"], rec["eval_unit"] = analyst.pass_eval_unit(pos, [])
     return records
 
 
@@ -195,7 +199,7 @@ def format_record(rec: dict) -> str:
     if rec.get("probability") is not None:
         line += f"  p={rec['probability']:.3f}"
     if rec.get("eval") is not None:
-        line += f"  eval={rec['eval']:+.2f}"
+        line += f"  eval={rec['eval']:+.2f} ({rec['eval_unit']})"
     if rec.get("top"):
         line += "  top: " + ", ".join(f"{t['move']} {t['probability']:.3f}" for t in rec["top"])
     if "best" in rec:

@@ -295,8 +295,8 @@ def load_network(path, map_location="cpu") -> MoveNet:
     ckpt = read_checkpoint(path, map_location)
     if is_training_checkpoint(ckpt):
         raise TrainingCheckpointError(f"{path}: a Lightning training checkpoint, not an exported network: export "
-                                      f"it first: python train/evaluate.py --checkpoint {path} --export NET.pt "
-                                      "(a finished train.py run writes OUT/model.pt)")
+                                      f"it first: othello-eval --checkpoint {path} --export NET.pt "
+                                      "(a finished othello-train run writes OUT/model.pt)")
     return network_from_export(ckpt, path)
 
 

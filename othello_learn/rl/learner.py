@@ -12,7 +12,9 @@ import copy
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -24,6 +26,9 @@ from othello_learn.models.losses import entropy, l2_penalty, move_losses
 from othello_learn.models.nets import read_checkpoint, save_checkpoint_file
 
 from othello_learn.rl.selfplay import SelfPlayGames
+
+if TYPE_CHECKING:
+    from othello_learn.rl.settings import RunConfig
 
 
 def to_device_batch(games: SelfPlayGames, idx: np.ndarray, device) -> dict:
@@ -68,30 +73,61 @@ def policy_sharpness(net, games: SelfPlayGames, n: int = 4096, seed: int = 0, de
 MAX_BATCH = 2**20
 
 
-def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, lr: float = 1e-3, l2: float = 1e-4,
-                  device="cpu", seed: int = 0, symmetries: bool = True, progress: bool = False,
-                  precision: str = "auto", state_path=None, save_every_s: float = 60.0,
-                  value_weight: float = 1.0, optimizer_state: dict | None = None, optimizer_out=None) -> dict:
-    """``steps`` Adam steps on uniform samples of ``games``; returns mean losses and the
-    training's ``seconds`` (across resumes).
+@dataclass(frozen=True)
+class TrainSettings:
+    """What a training computes: the same settings, games and device train the same weights,
+    and a saved training state is resumed only under the same (its fingerprint).
+    ``precision``: "auto" (the fast path where supported), or a Lightning precision string."""
 
-    ``optimizer_state``: Adam's state from the net's previous training, to go on
-    from its moments (KataGo's loop keeps its optimizer across generations) instead
-    of a fresh Adam, whose first steps move every weight by about ``lr`` whatever its
-    gradient's noise. Its step size is replaced by ``lr``. ``optimizer_out``: a file
-    the final state is written to (whole), for the next call.
-    ``precision``: "auto" (the fast path where supported), or a Lightning precision string.
+    steps: int
+    batch_size: int = 256
+    lr: float = 1e-3
+    l2: float = 1e-4
+    value_weight: float = 1.0
+    symmetries: bool = True
+    precision: str = "auto"
+    seed: int = 0
 
-    With ``state_path``, the training state (weights, Adam's moments, both samplers, the
-    step, the running losses) is saved there every ``save_every_s`` seconds, and a call
-    that finds it goes on from it: a kill costs at most that much training, and the
-    resumed call draws the same batches and ends with the same weights as one that was
-    never stopped. A state saved for other settings, other games or another kind of device
-    (a resume with another --device) is ignored (and replaced at the next save). The caller
-    deletes the file once it has kept the result."""
+    @classmethod
+    def from_run(cls, cfg: RunConfig, steps: int, seed: int) -> TrainSettings:
+        """The loop's training (--batch-size, --lr, --l2, --value-weight) of ``steps`` steps
+        from the generation's ``seed``."""
+        return cls(steps, cfg.batch_size, cfg.lr, cfg.l2, cfg.value_weight, seed=seed)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What carries a training over a kill and from one generation to the next.
+
+    ``state_path``: the training state (weights, Adam's moments, both samplers, the step,
+    the running losses) is saved there every ``save_every_s`` seconds, and a call that finds
+    it goes on from it: a kill costs at most that much training, and the resumed call draws
+    the same batches and ends with the same weights as one that was never stopped. A state
+    saved for other settings, other games or another kind of device (a resume with another
+    --device) is ignored (and replaced at the next save). The caller deletes the file once it
+    has kept the result.
+
+    ``optimizer_state``: Adam's state from the net's previous training, to go on from its
+    moments (KataGo's loop keeps its optimizer across generations) instead of a fresh Adam,
+    whose first steps move every weight by about ``lr`` whatever its gradient's noise. Its
+    step size is replaced by ``lr``. ``optimizer_out``: a file the final state is written to
+    (whole), for the next call."""
+
+    state_path: Path | None = None
+    save_every_s: float = 60.0
+    optimizer_state: dict | None = None
+    optimizer_out: Path | None = None
+
+
+def train_network(net, games: SelfPlayGames, settings: TrainSettings, *, device="cpu", progress: bool = False,
+                  resume: Resume = Resume()) -> dict:
+    """``settings.steps`` Adam steps on uniform samples of ``games``; returns mean losses and
+    the training's ``seconds`` (across resumes, ``resume.state_path``)."""
+    steps, batch_size, lr, l2, seed = settings.steps, settings.batch_size, settings.lr, settings.l2, settings.seed
+    state_path = resume.state_path
     if getattr(net, "value_head", None) is None:
         raise ValueError("self-play training needs a network with a value head (arch: resnet, value_head: true)")
-    precision = fastpath.resolve(precision, device)
+    precision = fastpath.resolve(settings.precision, device)
     fastpath.prepare(net, device, precision)
     net.train()
     opt = torch.optim.Adam(net.parameters(), lr=lr)
@@ -100,11 +136,11 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
     totals: dict[str, float] = {}
     start, seconds_before = 0, 0.0
     fingerprint = {"steps": steps, "batch_size": batch_size, "lr": lr, "l2": l2, "seed": seed,
-                   "symmetries": symmetries, "samples": len(games.player), "precision": precision}
-    if value_weight != 1.0:  # a state saved before the option existed trained with 1 and still matches
-        fingerprint["value_weight"] = value_weight
-    if optimizer_state is not None:
-        load_optimizer_state(opt, optimizer_state, lr)
+                   "symmetries": settings.symmetries, "samples": len(games.player), "precision": precision}
+    if settings.value_weight != 1.0:  # a state saved before the option existed trained with 1 and still matches
+        fingerprint["value_weight"] = settings.value_weight
+    if resume.optimizer_state is not None:
+        load_optimizer_state(opt, resume.optimizer_state, lr)
         fingerprint["inherited_optimizer"] = True
     if state_path is not None and Path(state_path).exists():
         saved = read_checkpoint(state_path)
@@ -129,10 +165,10 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
                        leave=False, file=sys.stderr, **bar_pacing()):
         idx = rng.integers(0, len(games.player), batch_size)
         batch = to_device_batch(games, idx, device)
-        if symmetries:
+        if settings.symmetries:
             batch = augment(batch, generator=gen)
         with fastpath.autocast(device, precision):
-            parts = losses(net, batch, l2, value_weight)
+            parts = losses(net, batch, l2, settings.value_weight)
         opt.zero_grad(set_to_none=True)
         parts["loss"].backward()
         opt.step()
@@ -141,15 +177,15 @@ def train_network(net, games: SelfPlayGames, steps: int, batch_size: int = 256, 
         if not math.isfinite(totals["loss"]):  # its NaN weights would be saved, then refused on every load
             loss = float(parts["loss"].detach())
             raise TrainingDiverged(f"training diverged at step {step + 1} of {steps} (loss {loss})")
-        if state_path is not None and step + 1 < steps and time.monotonic() - last_save >= save_every_s:
+        if state_path is not None and step + 1 < steps and time.monotonic() - last_save >= resume.save_every_s:
             save_checkpoint_file({"fingerprint": fingerprint, "step": step + 1, "net": net.state_dict(),
                                   "optimizer": opt.state_dict(), "numpy_rng": rng.bit_generator.state,
                                   "torch_rng": gen.get_state(), "totals": totals,
                                   "seconds": seconds_before + time.monotonic() - t0}, state_path)
             last_save = time.monotonic()
     net.eval()
-    if optimizer_out is not None:
-        save_checkpoint_file(opt.state_dict(), optimizer_out)
+    if resume.optimizer_out is not None:
+        save_checkpoint_file(opt.state_dict(), resume.optimizer_out)
     return {**{k: v / max(steps, 1) for k, v in totals.items()}, "seconds": seconds_before + time.monotonic() - t0}
 
 

@@ -18,7 +18,8 @@ from othello_learn.files import UserError, atomic_write, describe_os_error, writ
 from othello_learn.models.fastpath import auto_path
 from othello_learn.models.nets import read_checkpoint, save_network
 from othello_learn.rl.elo_plot import plot_elo
-from othello_learn.rl.learner import OptimizerStateError, TrainingDiverged, policy_sharpness, train_network
+from othello_learn.rl.learner import (OptimizerStateError, Resume, TrainingDiverged, TrainSettings, policy_sharpness,
+                                      train_network)
 from othello_learn.rl.matches import gate_elo_gain
 from othello_learn.rl.records import (COMMITTED, REDONE, REPLAYED, _a_threshold, _part_paths, _paths, _window_paths,
                                       generation_seeds, load_games, load_net, read_json, read_state)
@@ -173,10 +174,11 @@ def train(cfg: RunConfig, gen: int) -> Path:
     inherited = _trainee_optimizer(cfg, state) if cfg.keep_optimizer else None
     try:  # a kill mid-training loses at most a minute of it: the rerun goes on from nets/gen_N.training
         steps = _train_steps(cfg, window[-1])
-        stats = train_network(trainee, SelfPlayGames.concat(window), steps, cfg.batch_size, cfg.lr,
-                              cfg.l2, dev, seed=generation_seeds(cfg, gen)["train"], progress=not cfg.quiet,
-                              state_path=p["train_state"], value_weight=cfg.value_weight,
-                              optimizer_state=inherited, optimizer_out=p["optimizer"] if cfg.keep_optimizer else None)
+        settings = TrainSettings.from_run(cfg, steps, seed=generation_seeds(cfg, gen)["train"])
+        resume = Resume(p["train_state"], optimizer_state=inherited,
+                        optimizer_out=p["optimizer"] if cfg.keep_optimizer else None)
+        stats = train_network(trainee, SelfPlayGames.concat(window), settings, device=dev, progress=not cfg.quiet,
+                              resume=resume)
     except UserError as e:
         raise UserError(f"{e}: {REDONE}") from e
     except TrainingDiverged as e:  # the same seeds would diverge again: the step size is what can change

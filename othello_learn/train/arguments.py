@@ -83,7 +83,7 @@ def build_parser(doc: str) -> ArgumentParser:
                         "cpu_value_fast, ...: train/configs/ in a checkout, othello_learn/train/recipes/ installed); "
                         f"without one: {BUILT_IN}")
     p.add_argument("--data", type=Path, default=HOME / "data" / "wthor",
-                   help="dataset folder from data_tools/wthor.py (default: data/wthor in " + HOME_HELP + ")")
+                   help="dataset folder from othello-dataset (default: data/wthor in " + HOME_HELP + ")")
     p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, logs, model.pt, metrics.json")
     p.add_argument("--logger", **Setting(str, "wandb", "wandb (offline unless --wandb-online), csv or none (default: "
                                          "wandb)", choices=["wandb", "csv", "none"]).argument())

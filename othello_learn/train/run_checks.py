@@ -247,7 +247,7 @@ def check_dataset(dm, data_dir: Path, trainer_cfg: dict | None = None, origin: d
         dm.setup()
     except (OSError, ValueError, KeyError, TypeError) as e:
         why = one_line(e)
-        hint = "" if "rebuild" in why else "; build it with python data_tools/wthor.py --out DIR"
+        hint = "" if "rebuild" in why else "; build it with othello-dataset --out DIR"
         raise UserError(f"--data {data_dir}: not a usable dataset ({why}){hint}") from e
     batches = len(dm.train_dataloader())
     if batches == 0:  # an epoch drops its last partial batch: this one would train on nothing
