@@ -1029,7 +1029,7 @@ def test_a_missing_or_damaged_dataset_is_named(dataset_dir, tmp_path, capsys):
     args[1] = str(missing)
     code, err = _run(main, args, capsys)
     assert code == 2 and f"--data {missing}" in err and len(err.strip().splitlines()) == 1
-    assert err.count("wthor.py") == 1  # the advice once
+    assert err.count("othello-dataset") == 1  # the advice once
     broken = tmp_path / "broken"
     broken.mkdir()
     for f in dataset_dir.iterdir():
