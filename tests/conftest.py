@@ -24,6 +24,16 @@ SHARED_WTHOR = Path(os.environ.get("OTHELLO_WTHOR_DIR") or REPO.parent / "shared
 SHARED_ONCE = ("ray_cluster", "rl_run", "reference_positions", "selfplay_games", "test_selfplay.py::games", "test_wthor.py::games")
 
 
+# The groups that take longest, started first: a group runs on one worker, so one started late ends the
+# run alone (the Ray group is about a minute). Then the other groups, largest first, then single tests.
+LONGEST_FIRST = ("ray_cluster", "ddp")
+
+
+def _group(item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name"))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(items):
     for item in items:
@@ -31,6 +41,13 @@ def pytest_collection_modifyitems(items):
             module, _, name = shared.rpartition("::")
             if name in getattr(item, "fixturenames", ()) and (not module or item.path.name == module):
                 item.add_marker(pytest.mark.xdist_group(shared))
+    # xdist hands out the work in this order (pyproject's --no-loadscope-reorder); a stable sort
+    # keeps each module's own order otherwise
+    groups = [_group(item) for item in items]
+    sizes = {g: groups.count(g) for g in set(groups) if g is not None}
+    rank = {g: (LONGEST_FIRST.index(g) if g in LONGEST_FIRST else len(LONGEST_FIRST), -n) for g, n in sizes.items()}
+    order = sorted(range(len(items)), key=lambda i: rank.get(groups[i], (len(LONGEST_FIRST) + 1, 0)))
+    items[:] = [items[i] for i in order]
 
 
 @pytest.fixture(scope="session")
