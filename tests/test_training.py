@@ -3,6 +3,7 @@
 import json
 import random
 import subprocess
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -120,7 +121,11 @@ def test_train_resume_export_and_evaluate(dataset_dir, tmp_path, monkeypatch):
     assert curve["val/acc"].between(0, 1).all()
     # W&B's own step is the global step: it numbered each process's rows from 0, so the resumed
     # run's folder restarted at 0, over the first's steps when synced with --append (docs/training.md)
-    steps = [[row["_step"] for row in wandb_history(next(run.glob("run-*.wandb")))] for run in runs]
+    for _ in range(300):  # their rows, once W&B's service has written them (it lagged on busy cores)
+        steps = [[row["_step"] for row in wandb_history(next(run.glob("run-*.wandb")))] for run in runs]
+        if all(steps):
+            break
+        time.sleep(0.1)
     assert steps[0] and steps[1] and max(steps[0]) < min(steps[1]), steps
     rows = [row for run in runs for row in wandb_history(next(run.glob("run-*.wandb")))]
     assert all(row["_step"] == row["trainer/global_step"] for row in rows if "trainer/global_step" in row)
