@@ -1,7 +1,8 @@
 """--backend ray: Ray actors play the self-play parts that worker processes play, the same games
 part for part, written by the driver; a dead actor's part played again, a stop resumed, a run of
-two generations, --async, a stop to the process group. One local Ray (2 CPUs) is shared by this
-module's tests (it takes seconds to start); the last test's command starts its own."""
+two generations, the gate's and --eval-vs's match parts, --async, a stop to the process group. One
+local Ray (2 CPUs) is shared by this module's tests (it takes seconds to start); the last test's
+command starts its own."""
 
 import dataclasses
 import json
@@ -55,14 +56,6 @@ def _stage(tmp_path, name: str):
     return cfg
 
 
-def test_ray_actors_play_the_games_one_process_plays(ray_cluster, one_process, tmp_path):
-    cfg = _stage(tmp_path, "rl")
-    _same(one_process, SelfPlayGames.load(rl_loop.self_play(cfg, 1)))
-    stats = json.loads((cfg.out / "stats" / "gen_0001_selfplay.json").read_text())
-    assert stats["workers"] == 2 and not (cfg.out / "games" / "gen_0001").exists()
-    assert ray.is_initialized() and ray_backend._open is None, "the caller's Ray is left up, the actors not"
-
-
 def test_a_killed_actors_part_is_played_again(ray_cluster, one_process, tmp_path, monkeypatch, capsys):
     real, killed = ray_backend._wait, []
 
@@ -72,9 +65,13 @@ def test_a_killed_actors_part_is_played_again(ray_cluster, one_process, tmp_path
             ray.kill(killed[0])
         return real(refs)
 
+    monkeypatch.setattr(ray_backend, "_wait", kill_one)
     cfg = _stage(tmp_path, "rl")
-    _same(one_process, SelfPlayGames.load(rl_loop.self_play(cfg, 1)))
+    _same(one_process, SelfPlayGames.load(rl_loop.self_play(cfg, 1)))  # the games one process plays
     assert killed and "a Ray actor died" in capsys.readouterr().err
+    stats = json.loads((cfg.out / "stats" / "gen_0001_selfplay.json").read_text())
+    assert stats["workers"] == 2 and not (cfg.out / "games" / "gen_0001").exists()
+    assert ray.is_initialized() and ray_backend._open is None, "the caller's Ray is left up, the actors not"
 
 
 def test_a_stopped_generation_keeps_its_finished_parts_and_plays_only_the_rest(ray_cluster, one_process, tmp_path,
@@ -218,6 +215,7 @@ def test_a_stop_to_the_process_group_ends_a_local_ray_run_cleanly(tmp_path):
 
     from conftest import REPO
 
+    ray.shutdown()  # the module's (its last test): the command starts its own, and two slowed both
     out = tmp_path / "rl"
     proc = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "loop.py"), *LOOP, "--out", str(out), *RAY,
                              "--games", "12", "--simulations", "16"],  # 4 parts: 2 still to play after the first
@@ -238,7 +236,10 @@ def test_a_stop_to_the_process_group_ends_a_local_ray_run_cleanly(tmp_path):
     said = {143: "terminated", 130: "interrupted"}.get(proc.returncode)
     assert said and f"{said}; rerun the same command to resume from generation 1" in err, err
     assert list((out / "games" / "gen_0001").glob("part_*.npz"))
-    time.sleep(2)  # Ray's processes are killed at its shutdown: none of the session left
-    left = subprocess.run(["ps", "-o", "pid=", "-s", str(proc.pid)], capture_output=True, text=True,
-                          check=False).stdout.split()  # ps exits 1 when it lists none
+    for _ in range(50):  # Ray's processes are killed at its shutdown: none of the session left
+        left = subprocess.run(["ps", "-o", "pid=", "-s", str(proc.pid)], capture_output=True, text=True,
+                              check=False).stdout.split()  # ps exits 1 when it lists none
+        if not left:
+            break
+        time.sleep(0.1)
     assert not left, left
