@@ -2,7 +2,8 @@
 device, play the same seeded parts that the worker processes of ``workers`` play, so the games
 are the same whatever the backend and the number of workers. The driver writes each returned part
 atomically as it comes back: the run folder, its resume and its commit point are the other
-backend's. Ray is imported here only, and only for ``--backend ray`` (``pip install -e ".[ray]"``).
+backend's. The same actors play the gate's and --eval-vs's match parts (``play_match_parts``, for
+``rl.matches``). Ray is imported here only, and only for ``--backend ray`` (``pip install -e ".[ray]"``).
 
 One Ray session serves a whole run (``ray_session`` in ``loop.run``): actors start once and keep
 the network until a commit promotes another. A part whose actor died is played again on a fresh
@@ -29,7 +30,7 @@ from othello_learn.files import UserError, describe_os_error
 MAX_TRIES = 3  # plays of one part before the stage gives up: an actor dying that often is no accident
 
 _open = None  # the RayPool of the ray_session now open, if any
-busy_seconds = 0.0  # what actors of this process's sessions spent playing the parts written (a measure)
+busy_seconds = 0.0  # what actors of this process's sessions spent playing (parts written, match parts): a measure
 
 
 def import_ray():
@@ -41,7 +42,7 @@ def import_ray():
     return ray
 
 
-class _SelfPlayActor:
+class _Actor:
     """One actor: the networks it was last sent, on its device, and the parts it plays (self-play's,
     and the gate's and --eval-vs's match parts)."""
 
@@ -133,7 +134,7 @@ class RayPool:
     def take(self, workers: int, threads: int) -> list:
         """``workers`` actors (started now if fewer are up)."""
         ray = import_ray()
-        remote = ray.remote(num_cpus=1, num_gpus=self.cfg.gpus_per_worker or 0)(_SelfPlayActor)
+        remote = ray.remote(num_cpus=1, num_gpus=self.cfg.gpus_per_worker or 0)(_Actor)
         with self.lock:
             while len(self.actors) < workers:
                 self.actors.append(remote.remote(self.cfg.device, threads))
@@ -147,7 +148,7 @@ class RayPool:
                 return self.replaced[id(actor)][1]
             with contextlib.suppress(Exception):  # dead already, most often
                 ray.kill(actor)
-            remote = ray.remote(num_cpus=1, num_gpus=self.cfg.gpus_per_worker or 0)(_SelfPlayActor)
+            remote = ray.remote(num_cpus=1, num_gpus=self.cfg.gpus_per_worker or 0)(_Actor)
             fresh = remote.remote(self.cfg.device, threads)
             self.actors[self.actors.index(actor)] = fresh
             self.replaced[id(actor)] = (actor, fresh)  # the dead handle kept: its id stays its own
