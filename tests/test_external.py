@@ -88,7 +88,7 @@ def test_a_hung_engine_behind_a_wrapper_is_killed_with_it(tmp_path):
     worker.join(10)
     assert not worker.is_alive(), "close() waited on the hung engine"
     assert len(raised) == 1 and re.search(r"failed again after a restart.*after f5", raised[0])
-    gone_soon(int(pid_file.read_text()), "close()")  # the restarted one; orphaned, init reaps it
+    gone_soon(int(pid_file.read_text()), "close()", orphan=True)  # the restarted one; orphaned, init reaps it
 
 
 @pytest.mark.parametrize("kind", ["gtp", "nboard"])
@@ -262,12 +262,11 @@ def test_arena_stopped_by_a_signal_stops_its_engine(tmp_path, sig):
     import signal
     import subprocess
 
-    pid_file = tmp_path / "pid"
+    hung = tmp_path / "hung"
     arena = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "arena.py"), "--a",
-                              f"gtp:timeout=100:{FAKE} --hang --pid-file {pid_file}", "--b", "random",
+                              f"gtp:timeout=100:{FAKE} --hang --hung-file {hung}", "--b", "random",
                               "--games", "2", "--quiet"], stderr=subprocess.PIPE, text=True)
-    engine = pid_written(pid_file, arena)
-    time.sleep(0.5)  # into the match: the engine is thinking forever on its first genmove
+    engine = pid_written(hung, arena)  # into the match: the engine is thinking forever on its first genmove
     arena.send_signal(getattr(signal, sig))
     _, err = arena.communicate(timeout=30)
     assert arena.returncode == (143 if sig == "SIGTERM" else 129), err

@@ -16,6 +16,9 @@ STEPS = ["device", "install", "dataset", "train", "ddp", "selfplay_plain"]
 def _run(*args, python=sys.executable, **env):
     environ = {k: v for k, v in os.environ.items() if not k.startswith("GPU_CHECK_")}
     environ.update(CUDA_VISIBLE_DEVICES="", PYTHON=str(python), **env)  # the CPU, on a machine with a GPU too
+    # One thread a step, as under the suite's workers (conftest), also when this file runs alone: two
+    # threads on busy cores spin in OpenMP's barriers, the tiny self-play step 13 s instead of 2.5 s.
+    environ.setdefault("OMP_NUM_THREADS", "1")
     return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=environ,
                           timeout=600)
 
