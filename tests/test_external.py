@@ -148,7 +148,7 @@ def test_close_lets_the_reader_threads_finish_before_closing_the_pipes(monkeypat
 
     class SlowQueue(queue.Queue):
         def put(self, item, *a, **k):
-            time.sleep(0.2)
+            time.sleep(0.1)
             super().put(item, *a, **k)
 
     errors = []
@@ -230,7 +230,7 @@ def test_a_refusal_and_an_unended_answer_name_the_position():
                                           r"resignation off, after f5"):
         resigns.select(*_f5(), moves=[[37]])
     resigns.close()
-    noblank = make_player(f"gtp:timeout=0.5:{FAKE} --noblank")
+    noblank = make_player(f"gtp:timeout=0.2:{FAKE} --noblank")  # waited for in full: the blank line never comes
     with pytest.raises(EngineError, match=r"never ended the answer with an empty line"):
         noblank.check()
 
@@ -402,6 +402,7 @@ def test_close_returns_while_a_process_outside_the_engines_group_holds_its_pipes
               "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], start_new_session=True); "
               f"open({str(pid_file)!r}, 'w').write(str(d.pid)); time.sleep(30)")
     engine = EngineProcess(f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}", 5.0)
+    engine.reader_wait = 0.2  # the blocked reader is waited on this long, not 1 s
     engine.start()
     daemon = pid_written(pid_file)
     try:

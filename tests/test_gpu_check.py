@@ -57,9 +57,11 @@ def test_cpu_plumbing_runs_every_step_and_writes_every_figure(tmp_path):
 
 def test_a_failing_step_is_recorded_and_the_others_run_on(tmp_path):
     """A Python whose benchmarks and training fail at once: each step records its exit status and
-    its last words, every step has its turn, and the JSON is complete, with exit status 1."""
+    its last words, every step has its turn, and the JSON is complete, with exit status 1. (Its
+    answer to the script's first look for a GPU is "none" at once: the plumbing test runs that.)"""
     fake = tmp_path / "python"
-    fake.write_text(f'#!/bin/sh\ncase "$*" in *benchmarks/*|*train/train.py*) echo "boom in $1" >&2; exit 3;; esac\n'
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *benchmarks/*|*train/train.py*) echo "boom in $1" >&2; exit 3;;\n'
+                    f'  "-c import torch; print(torch.cuda.device_count() "*) echo 0; exit 0;; esac\n'
                     f'exec {sys.executable} "$@"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     out = tmp_path / "gpu.json"

@@ -3,7 +3,6 @@ implied passes, errors that leave the game as it was, and our own GTP client dri
 what it shares with the NBoard engine (othello_learn.frontends.session) is tested for both."""
 
 import csv
-import functools
 import io
 import subprocess
 import sys
@@ -16,19 +15,9 @@ from othello.notation import PASS, square_name
 from othello_learn.players.base import AlphaBetaPlayer
 from othello_learn.frontends.gtp import GTPEngine, serve
 from processes import pid_written
-import test_nboard
+from test_nboard import pass_position
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@functools.cache
-def _pass_game() -> tuple[int, ...]:
-    return tuple(test_nboard.pass_position())
-
-
-def pass_position() -> list[int]:
-    """test_nboard's game to a forced pass, found once (a search over random games) for the five tests here."""
-    return list(_pass_game())
 
 
 def answers(player, lines, err=None):
