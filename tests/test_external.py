@@ -88,7 +88,7 @@ def test_a_hung_engine_behind_a_wrapper_is_killed_with_it(tmp_path):
     worker.join(10)
     assert not worker.is_alive(), "close() waited on the hung engine"
     assert len(raised) == 1 and re.search(r"failed again after a restart.*after f5", raised[0])
-    gone_soon(int(pid_file.read_text()), "close()")  # the restarted one; orphaned, init reaps it
+    gone_soon(int(pid_file.read_text()), "close()", orphan=True)  # the restarted one; orphaned, init reaps it
 
 
 @pytest.mark.parametrize("kind", ["gtp", "nboard"])
@@ -148,7 +148,7 @@ def test_close_lets_the_reader_threads_finish_before_closing_the_pipes(monkeypat
 
     class SlowQueue(queue.Queue):
         def put(self, item, *a, **k):
-            time.sleep(0.2)
+            time.sleep(0.1)
             super().put(item, *a, **k)
 
     errors = []
@@ -230,7 +230,7 @@ def test_a_refusal_and_an_unended_answer_name_the_position():
                                           r"resignation off, after f5"):
         resigns.select(*_f5(), moves=[[37]])
     resigns.close()
-    noblank = make_player(f"gtp:timeout=0.5:{FAKE} --noblank")
+    noblank = make_player(f"gtp:timeout=0.2:{FAKE} --noblank")  # waited for in full: the blank line never comes
     with pytest.raises(EngineError, match=r"never ended the answer with an empty line"):
         noblank.check()
 
@@ -262,12 +262,11 @@ def test_arena_stopped_by_a_signal_stops_its_engine(tmp_path, sig):
     import signal
     import subprocess
 
-    pid_file = tmp_path / "pid"
+    hung = tmp_path / "hung"
     arena = subprocess.Popen([sys.executable, str(REPO / "selfplay" / "arena.py"), "--a",
-                              f"gtp:timeout=100:{FAKE} --hang --pid-file {pid_file}", "--b", "random",
+                              f"gtp:timeout=100:{FAKE} --hang --hung-file {hung}", "--b", "random",
                               "--games", "2", "--quiet"], stderr=subprocess.PIPE, text=True)
-    engine = pid_written(pid_file, arena)
-    time.sleep(0.5)  # into the match: the engine is thinking forever on its first genmove
+    engine = pid_written(hung, arena)  # into the match: the engine is thinking forever on its first genmove
     arena.send_signal(getattr(signal, sig))
     _, err = arena.communicate(timeout=30)
     assert arena.returncode == (143 if sig == "SIGTERM" else 129), err
@@ -403,6 +402,7 @@ def test_close_returns_while_a_process_outside_the_engines_group_holds_its_pipes
               "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], start_new_session=True); "
               f"open({str(pid_file)!r}, 'w').write(str(d.pid)); time.sleep(30)")
     engine = EngineProcess(f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}", 5.0)
+    engine.reader_wait = 0.2  # the blocked reader is waited on this long, not 1 s
     engine.start()
     daemon = pid_written(pid_file)
     try:

@@ -510,16 +510,14 @@ def test_a_kill_stops_the_command_and_its_engine(tmp_path, sig):
     """Killed, the command died at once and left its external engine thinking, orphaned."""
     import signal
     import subprocess
-    import time
 
     start = "-" * 27 + "OX------XO" + "-" * 27 + " X;\n"
     (tmp_path / "p.obf").write_text(start)
-    pid_file = tmp_path / "pid"
-    fake = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'} --hang --pid-file {pid_file}"
+    hung = tmp_path / "hung"
+    fake = f"{sys.executable} {REPO / 'tests' / 'fake_engines' / 'gtp_engine.py'} --hang --hung-file {hung}"
     proc = subprocess.Popen([sys.executable, "selfplay/solve.py", str(tmp_path / "p.obf"), "--player",
                              f"gtp:timeout=100:{fake}"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    engine = pid_written(pid_file, proc)
-    time.sleep(0.5)  # the engine is thinking on its genmove
+    engine = pid_written(hung, proc)  # the engine is thinking on its genmove
     proc.send_signal(getattr(signal, sig))
     assert proc.wait(timeout=30) == (143 if sig == "SIGTERM" else 129)
     gone_soon(engine, "solve.py")

@@ -71,6 +71,7 @@ class EngineProcess:
     until the next ``send``."""
 
     startup_timeout = 30.0
+    reader_wait = 1.0  # seconds close() gives the reader threads to reach end of file
 
     def __init__(self, command: str, timeout: float):
         self.command = command
@@ -197,7 +198,7 @@ class EngineProcess:
             # pipes under them instead raised "I/O operation on closed file" in them.
             # A reader still blocked (a process that left the group holds the pipe)
             # holds its stream's lock, and closing that stream would wait on it: leave it.
-            deadline = time.monotonic() + 1.0
+            deadline = time.monotonic() + self.reader_wait
             for t in self.readers:
                 t.join(max(0.0, deadline - time.monotonic()))
             readers = dict(zip((proc.stdout, proc.stderr), self.readers))

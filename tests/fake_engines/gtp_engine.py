@@ -7,7 +7,8 @@ exits at its (N+1)-th genmove, ``--exit-after-answer`` exits right after answeri
 each genmove (dead while idle), ``--refuse-genmove`` answers it with an error,
 ``--noblank`` ends no answer with the empty line GTP requires, ``--resign`` answers
 ``genmove`` with ``resign`` (as GTP allows), ``--pid-file F``
-writes its process id to F, ``--slow-start S`` then waits S seconds before reading
+writes its process id to F, ``--hung-file F`` writes it to F once it hangs on genmove
+(a test waits for that, not for a fixed time), ``--slow-start S`` then waits S seconds before reading
 (an engine loading its book)."""
 
 import argparse
@@ -31,6 +32,7 @@ ap.add_argument("--refuse-genmove", action="store_true")
 ap.add_argument("--noblank", action="store_true")
 ap.add_argument("--resign", action="store_true")
 ap.add_argument("--pid-file")
+ap.add_argument("--hung-file")
 ap.add_argument("--slow-start", type=float, default=0.0)
 ap.add_argument("--starts-file", help="append a line each time the engine starts")
 args = ap.parse_args()
@@ -83,6 +85,8 @@ for line in sys.stdin:
         if words[1].lower().startswith("b") != pos.black_to_move and pos.must_pass():
             pos = pos.play(PASS)
         if hang:
+            if args.hung_file:
+                Path(args.hung_file).write_text(str(__import__("os").getpid()))
             time.sleep(3600)
         genmoves += 1
         if args.die_after is not None and genmoves > args.die_after:
