@@ -658,8 +658,8 @@ def test_the_data_loader_workers_leave_the_runs_process_group(dataset_dir, monke
     assert loader.worker_init_fn is datamodule.leave_the_process_group
     groups = {batch["group"] for batch in loader}
     assert groups and os.getpgid(0) not in groups
-    # Its loader's worker is shut down when the cycle holding it is collected: here, at once; left to
-    # a later test's collection, the join waited torch's full 5 s before the terminate.
+    # The loader keeps its (persistent) worker until a cycle collection frees it: here, at once; left
+    # to the collection in a later test, torch's shutdown waited its whole 5 s join for the worker there.
     gc.collect()
 
 
