@@ -112,9 +112,14 @@ def test_help_and_bad_flags_do_not_import_lightning():
             "        except SystemExit:\n"
             "            pass\n"
             "print(sorted(m for m in ('lightning', 'torchmetrics', 'torch', 'pandas') if m in sys.modules))\n")
+    assert _last_line(code) == "[]"  # (the help texts come first)
+
+
+def _last_line(code: str) -> str:
+    """The last line ``code`` prints, run in a fresh interpreter (which has imported nothing yet)."""
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"  # (the help texts come first)
+    return proc.stdout.strip().splitlines()[-1]
 
 
 def test_the_loop_help_and_bad_flags_do_not_import_torch():
@@ -128,9 +133,7 @@ def test_the_loop_help_and_bad_flags_do_not_import_torch():
             "    except SystemExit:\n"
             "        pass\n"
             "print(sorted(m for m in ('lightning', 'torch', 'numpy', 'pandas') if m in sys.modules))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert _last_line(code) == "[]"
 
 
 def test_the_loop_settings_restated_for_its_help_match_their_homes():
